@@ -1,0 +1,11 @@
+"""hpcdist: distributed PyTorch on PBS and Slurm clusters.
+
+Inside a job, :mod:`hpcdist.env` answers "which rank am I?" under every
+launcher, :mod:`hpcdist.hostlist` reads Slurm node lists and
+:mod:`hpcdist.allocation` turns a PBS or Slurm allocation into a hostfile.
+
+Importing this package is cheap: it never imports torch, mpi4py, deepspeed
+or jinja2 (the modules that need them import them inside functions).
+"""
+
+__version__ = "0.1.0"

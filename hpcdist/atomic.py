@@ -1,0 +1,24 @@
+"""Files appear whole or not at all: write to a temporary file beside, then rename."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def write_text_atomic(path: str, text: str, mode: int = 0o644) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,59 @@
+"""Ranks, node ranks and the master address from MPI itself, through mpi4py.
+
+Used only when an MPI launch left no usable rank variables, or a multi-node
+run gives no node rank or master address. It is collective: every rank of
+the job must get here, which is the case when every rank resolves its
+environment at start-up. mpi4py is imported only then, never to "detect"
+MPI (importing it initialises MPI, which can hang outside a launcher).
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from hpcdist.env.model import DistEnvError
+
+
+@dataclass(frozen=True)
+class Discovery:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    master_addr: str
+
+
+_cached: Discovery | None = None
+
+
+def discover() -> Discovery:
+    global _cached
+    if _cached is not None:
+        return _cached
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise DistEnvError(
+            f"this MPI launch needs mpi4py to find its ranks, node ranks or master address, "
+            f"and mpi4py cannot be imported ({e}). Install it in the job's environment "
+            f"(pip install 'hpcdist[mpi]'), or set MASTER_ADDR (and NODE_RANK) for every rank."
+        ) from None
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    # Processes that share memory are on one node: no host names involved.
+    local = world.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    local_rank, local_size = local.Get_rank(), local.Get_size()
+    # Node rank: the order of each node's lowest rank (local rank 0 holds it,
+    # since key=rank), not a sort of host names (node10 < node9).
+    leaders = world.Split(0 if local_rank == 0 else MPI.UNDEFINED, key=rank)
+    node_rank = None
+    if leaders != MPI.COMM_NULL:
+        node_rank = leaders.Get_rank()
+        leaders.Free()
+    node_rank = local.bcast(node_rank, root=0)
+    local.Free()
+    master = world.bcast(socket.gethostname() if rank == 0 else None, root=0)
+    _cached = Discovery(rank, size, local_rank, local_size, node_rank, master)
+    return _cached

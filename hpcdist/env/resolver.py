@@ -1,0 +1,299 @@
+"""From an environment to a :class:`DistEnv`.
+
+1. Pick the launcher: ``HPCDIST_LAUNCHER`` if set, else the first in
+   :data:`~hpcdist.env.launchers.DETECTION_ORDER` that detects itself.
+2. Read its variables.
+3. Refuse contradictions: every other variable that claims the same value
+   (``RANK`` vs ``PMI_RANK``, ``LOCAL_RANK`` vs ``OMPI_COMM_WORLD_LOCAL_RANK``)
+   must agree, unless the launcher is a process manager that sets them anew
+   for the processes it starts (torchrun, DeepSpeed).
+4. Fill the rest: ``MASTER_ADDR`` if set, else what the launcher knows (the
+   first host of an srun step), else ``127.0.0.1`` when all ranks share this
+   node, else mpi4py discovery for an MPI launch, else an error. Node rank
+   likewise. Ranks are never computed from node and local ranks.
+5. ``MASTER_PORT`` if set, else derived from the job id (:mod:`.ports`).
+6. Check the numbers against each other.
+
+``resolve(mapping)`` is a pure function of the mapping (plus the node files
+the mapping names). mpi4py discovery runs only for the real process
+environment, where it can ask MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from hpcdist.env import launchers as L
+from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, UndistributedWarning
+from hpcdist.env.ports import DEFAULT_PORT, job_id_from, port_for_job
+from hpcdist.env.reader import EnvReader
+
+#: Variables that also claim a field's value. When present, they must agree.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "rank": (
+        "RANK", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK",
+        "PALS_RANKID", "JSM_NAMESPACE_RANK", "FLUX_TASK_RANK", "HOROVOD_RANK",
+    ),
+    "world_size": (
+        "WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE",
+        "JSM_NAMESPACE_SIZE", "FLUX_JOB_SIZE", "HOROVOD_SIZE",
+    ),
+    "local_rank": (
+        "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+        "PALS_LOCAL_RANKID", "PMI_LOCAL_RANK", "JSM_NAMESPACE_LOCAL_RANK", "FLUX_TASK_LOCAL_ID",
+        "HOROVOD_LOCAL_RANK",
+    ),
+    "local_world_size": (
+        "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+        "MV2_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE",
+        "JSM_NAMESPACE_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE",
+    ),
+}
+
+_RANK_FIELDS = ("rank", "world_size", "local_rank", "local_world_size")
+
+
+@dataclass
+class Explanation:
+    """How the answer was reached, for ``hpcdist env --explain``."""
+
+    #: (launcher, detected, markers looked at), in detection order, up to the winner.
+    trace: list[tuple[str, bool, tuple[str, ...]]] = field(default_factory=list)
+    #: Every variable read, with its value (None when unset).
+    consulted: dict[str, str | None] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+_warned: set[str] = set()
+
+
+def resolve(environ: Mapping[str, str] | None = None) -> DistEnv:
+    """Resolve ``environ`` (``os.environ`` when None). See the module docstring."""
+    return explain(environ)[0]
+
+
+def explain(environ: Mapping[str, str] | None = None) -> tuple[DistEnv, Explanation]:
+    real = environ is None or environ is os.environ
+    env = EnvReader(os.environ if environ is None else environ)
+    why = Explanation(consulted=env.consulted)
+    launcher, launcher_source = _choose(env, why)
+    reading = launcher.read(env)
+    values = reading.values
+    name = reading.launcher
+
+    if not launcher.innermost_process_manager:
+        _check_aliases(env, values, name)
+
+    master = env.text("MASTER_ADDR")
+    if master is not None:
+        values["master_addr"] = (master, f"MASTER_ADDR={master}")
+    node = env.integer("NODE_RANK", "node rank")
+    if node is not None and "node_rank" not in values:
+        values["node_rank"] = (node, f"NODE_RANK={node}")
+
+    _validate(values)
+    missing_rank = [f for f in _RANK_FIELDS if f not in values]
+    multi_node = not missing_rank and values["world_size"][0] != values["local_world_size"][0]
+    if missing_rank or (multi_node and ("node_rank" not in values or "master_addr" not in values)):
+        if real and (name == "mpi4py" or env.has_any(*L.MPI_MARKERS)):
+            name = _discover_into(values, name)
+        else:
+            raise _cannot_complete(env, values, name, missing_rank, real)
+    if values["world_size"][0] == values["local_world_size"][0]:
+        one_node = "one node: the local world size equals the world size"
+        values.setdefault("node_rank", (0, one_node))
+        values.setdefault("master_addr", ("127.0.0.1", one_node))
+
+    values["master_port"] = _master_port(env)
+    if name == "single":
+        _warn_if_batch_step(env, why)
+
+    _validate(values)  # again: discovery and NODE_RANK filled in more
+    sources = {f: src for f, (_, src) in values.items()}
+    sources["launcher"] = launcher_source
+    result = DistEnv(
+        rank=values["rank"][0],
+        local_rank=values["local_rank"][0],
+        world_size=values["world_size"][0],
+        local_world_size=values["local_world_size"][0],
+        node_rank=values["node_rank"][0],
+        master_addr=values["master_addr"][0],
+        master_port=values["master_port"][0],
+        launcher=name,
+        sources=sources,
+    )
+    return result, why
+
+
+def _choose(env: EnvReader, why: Explanation) -> tuple[L.Launcher, str]:
+    forced = env.text("HPCDIST_LAUNCHER")
+    if forced is not None:
+        if forced not in L.BY_NAME:
+            raise DistEnvError(
+                f"HPCDIST_LAUNCHER={forced!r} is not a launcher hpcdist knows; use one of "
+                f"{', '.join(LAUNCHERS)}, or unset it to detect the launcher."
+            )
+        why.trace.append((forced, True, ("HPCDIST_LAUNCHER",)))
+        return L.BY_NAME[forced], f"HPCDIST_LAUNCHER={forced}"
+    for launcher in L.DETECTION_ORDER:
+        detected = launcher.detect(env)
+        why.trace.append((launcher.name, detected, launcher.markers))
+        if detected:
+            if launcher.name == "single":
+                return launcher, "no launcher variables found"
+            return launcher, launcher.why(env)
+    raise AssertionError("Single always detects")  # pragma: no cover
+
+
+def _check_aliases(env: EnvReader, values: dict, launcher: str) -> None:
+    for fld, names in ALIASES.items():
+        if fld not in values:
+            continue
+        value, source = values[fld]
+        for alias in names:
+            other = env.integer(alias, L.MEANING[fld])
+            if other is not None and other != value:
+                raise DistEnvError(
+                    f"contradictory {L.MEANING[fld]}: {source} ({launcher}) but {alias}={other}. "
+                    f"One of them is stale, usually an `export {alias}=...` in the job script or "
+                    f"a shell that was started inside another job; unset it, or set "
+                    f"HPCDIST_LAUNCHER to the launcher that really started this process."
+                )
+
+
+def _discover_into(values: dict, launcher: str) -> str:
+    from hpcdist.env.mpi_discovery import discover
+
+    found = discover()
+    for fld in ("rank", "world_size", "local_rank", "local_world_size", "node_rank", "master_addr"):
+        value = getattr(found, fld)
+        if fld in values:
+            if fld in _RANK_FIELDS and values[fld][0] != value:
+                raise DistEnvError(
+                    f"{values[fld][1]} but MPI itself (mpi4py) says the {L.MEANING[fld]} is "
+                    f"{value}: the variable belongs to another launch. Unset it."
+                )
+            continue
+        rule = {
+            "local_rank": "rank in MPI's shared-memory communicator (mpi4py)",
+            "local_world_size": "size of MPI's shared-memory communicator (mpi4py)",
+            "node_rank": "order of each node's lowest rank (mpi4py)",
+            "master_addr": "host name of rank 0, broadcast (mpi4py)",
+        }.get(fld, f"MPI COMM_WORLD (mpi4py)")
+        values[fld] = (value, rule)
+    # Ranks from mpi4py alone: the launcher is known only as "MPI".
+    return "mpi4py" if launcher in ("mpi4py", "single") else launcher
+
+
+def _cannot_complete(
+    env: EnvReader, values: dict, launcher: str, missing: list[str], real: bool
+) -> DistEnvError:
+    where = "" if real else " (mpi4py discovery only runs for the real process environment)"
+    if missing:
+        return DistEnvError(
+            f"an MPI launch ({launcher}) whose variables give no {', '.join(missing)}: "
+            f"hpcdist needs mpi4py to ask MPI{where}. Install mpi4py in the job's environment "
+            f"(pip install 'hpcdist[mpi]'), or launch with a launcher hpcdist reads."
+        )
+    world, lws = values["world_size"][0], values["local_world_size"][0]
+    lacking = [f for f in ("master_addr", "node_rank") if f not in values]
+    names = {"master_addr": "MASTER_ADDR (the host of rank 0)", "node_rank": "NODE_RANK"}
+    how = (
+        "install mpi4py (pip install 'hpcdist[mpi]') so hpcdist can ask MPI, or "
+        if env.has_any(*L.MPI_MARKERS) and real
+        else ""
+    )
+    return DistEnvError(
+        f"this {launcher} run spans nodes ({world} ranks, {lws} on this node) and has no "
+        f"{' or '.join(f.replace('_', ' ') for f in lacking)} for it{where}: "
+        f"{how}set {' and '.join(names[f] for f in lacking)} for every rank "
+        f"(mpirun -x MASTER_ADDR, srun --export=ALL)."
+    )
+
+
+def _master_port(env: EnvReader) -> tuple[int, str]:
+    port = env.integer("MASTER_PORT", "master port")
+    if port is not None:
+        if not 1 <= port <= 65535:
+            raise DistEnvError(f"MASTER_PORT={port} is not a TCP port (1-65535).")
+        return port, f"MASTER_PORT={port}"
+    job = job_id_from(env)
+    if job is not None:
+        return port_for_job(job[1]), f"derived from the job id {job[0]}={job[1]} (hpcdist.env.ports)"
+    return DEFAULT_PORT, "torch's default (no MASTER_PORT, not in a job)"
+
+
+def _warn_if_batch_step(env: EnvReader, why: Explanation) -> None:
+    message = None
+    tasks = env.first(("SLURM_NTASKS", "SLURM_NPROCS"), "number of tasks")
+    # The batch step has SLURM_PROCID=0 (an salloc shell has none: left alone).
+    if env.has("SLURM_PROCID") and tasks is not None and tasks[0] > 1:
+        message = (
+            f"this process runs in Slurm job {env.get('SLURM_JOB_ID')}, which has {tasks[0]} "
+            f"tasks ({tasks[1]}), but it is the batch step, not an srun task: it runs as one process (rank 0 of 1). "
+            f"Start the training with srun (or torchrun, mpirun, deepspeed) to use all tasks."
+        )
+    elif env.has("PBS_JOBID") and env.has("PBS_NODEFILE"):
+        from hpcdist.allocation import AllocationError, read_pbs_nodefile_lines
+
+        try:
+            slots = len(read_pbs_nodefile_lines(env.text("PBS_NODEFILE")))
+        except AllocationError:
+            slots = 0
+        if slots > 1:
+            message = (
+                f"this process runs in PBS job {env.get('PBS_JOBID')}, whose PBS_NODEFILE lists "
+                f"{slots} slots, but no launcher started it: it runs as one process (rank 0 of 1). "
+                f"Start the training with mpirun, torchrun or deepspeed to use all slots."
+            )
+    if message is None:
+        return
+    why.warnings.append(message)
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, UndistributedWarning, stacklevel=4)
+
+
+def _validate(values: dict) -> None:
+    def v(f):
+        return values[f][0]
+
+    def s(f):
+        return values[f][1]
+
+    def has(*fields):
+        return all(f in values for f in fields)
+
+    problems = []
+    if has("world_size") and v("world_size") < 1:
+        problems.append(f"the world size is {v('world_size')} ({s('world_size')})")
+    if has("local_world_size") and v("local_world_size") < 1:
+        problems.append(f"the local world size is {v('local_world_size')} ({s('local_world_size')})")
+    if has("rank", "world_size") and v("rank") >= v("world_size"):
+        problems.append(
+            f"rank {v('rank')} ({s('rank')}) is not below the world size "
+            f"{v('world_size')} ({s('world_size')})"
+        )
+    if has("local_rank", "local_world_size") and v("local_rank") >= v("local_world_size"):
+        problems.append(
+            f"local rank {v('local_rank')} ({s('local_rank')}) is not below the number of "
+            f"processes on this node {v('local_world_size')} ({s('local_world_size')})"
+        )
+    if has("local_world_size", "world_size") and v("local_world_size") > v("world_size"):
+        problems.append(
+            f"{v('local_world_size')} processes on this node ({s('local_world_size')}) but "
+            f"only {v('world_size')} in all ({s('world_size')})"
+        )
+    if has("node_rank", "world_size") and v("node_rank") >= v("world_size"):
+        problems.append(
+            f"node rank {v('node_rank')} ({s('node_rank')}) is not below the world size "
+            f"{v('world_size')} ({s('world_size')})"
+        )
+    if problems:
+        raise DistEnvError(
+            "the launcher variables do not fit together: " + "; ".join(problems)
+            + ". They are probably left over from another launch: unset the stale ones."
+        )

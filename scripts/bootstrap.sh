@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Everything hpcdist's tests and demo need, on a fresh Debian machine:
+# Open MPI and MPICH from apt (as root), and a virtual environment .venv with
+# torch (CPU), mpi4py, pytest, hypothesis and hpcdist itself (editable).
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=()
+command -v mpirun.openmpi >/dev/null || apt_packages+=(openmpi-bin libopenmpi-dev)
+command -v mpiexec.mpich >/dev/null || apt_packages+=(mpich libmpich-dev)
+if ((${#apt_packages[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: apt-get install ${apt_packages[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
+  else
+    echo "bootstrap: cannot install ${apt_packages[*]} (needs root and apt-get);" \
+         "the tests that run MPI will say they are skipped and why" >&2
+  fi
+fi
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+stamp=.venv/.hpcdist-installed
+want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # torch==2.13.0 is the CPU wheel our machines carry; an unpinned torch
+  # would pull the newest CUDA build (several GB).
+  .venv/bin/pip install -q "torch==2.13.0"
+  .venv/bin/pip install -q -e ".[test,mpi]"
+  echo "$want" > "$stamp"
+fi
