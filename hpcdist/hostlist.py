@@ -211,16 +211,19 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
     if not items:
         raise HostlistError("empty node list", text, None)
 
-    out: list[str] = []
+    # Every item adds one string of its names joined by ',' (no name holds a
+    # comma); one split at the end makes the list.  Joining and splitting run
+    # in C and cost less than building 100,000 names one by one.
+    parts: list[str] = []
     total = 0
-    cache: dict[str, tuple[list, int, list | None]] = {}
+    cache: dict[str, list] = {}
     for index, item in enumerate(items):
         try:
             if "[" not in item:
                 total += 1
                 if total > max_hosts:
                     _too_many(text, max_hosts, _item_start(pieces, index))
-                out.append(item)
+                parts.append(item)
                 continue
             texts, groups = _split_item(item, cache)
             count = 1
@@ -229,12 +232,12 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
             total += count
             if total > max_hosts:
                 _too_many(text, max_hosts, _item_start(pieces, index))
-            _emit(out, texts, groups)
+            parts.append(_item_names(texts, groups))
         except _ItemError as exc:
             raise HostlistError(
                 exc.problem, text, _item_start(pieces, index) + exc.offset
             ) from None
-    return out
+    return ",".join(parts).split(",")
 
 
 def _item_start(pieces: list[str], index: int) -> int:
@@ -373,109 +376,91 @@ def _diagnose(text: str) -> None:
     raise HostlistError("invalid node list", text, None)  # not reached
 
 
-def _numbers(group: list) -> list[str]:
-    """The number strings of a parsed bracket group, made once per call."""
-    nums = group[2]
-    if nums is None:
-        nums = []
-        for lo, hi, lo_text in group[0]:
-            width = len(lo_text)
-            if width == 1 or lo_text[0] != "0":
-                # lo has no leading zero, so no number in lo..hi needs padding
-                nums.extend(map(str, range(lo, hi + 1)))
-            else:
-                nums.extend(map(("%0" + str(width) + "d").__mod__, range(lo, hi + 1)))
-        group[2] = nums
-    return nums
-
-
-# Ranges this long are built in blocks of 1000 names (see _range_names).
-_BLOCK_THRESHOLD = 1500
-_LOWS: list[str] = []
+# Groups with at most this many names keep their number strings for reuse
+# by later items with the same brackets (r0n[0-9],r1n[0-9],...).
+_SMALL_GROUP = 64
+_LOWS: list[str] = []  # '000' .. '999'
+_SMALL: dict[int, list[str]] = {}  # width -> str(i).zfill(width) for i < 1000
 
 
 def _low_digits() -> list[str]:
-    """'000', '001', ..., '999' (built on first use)."""
     if not _LOWS:
         _LOWS.extend([str(i)[1:] for i in range(1000, 2000)])
     return _LOWS
 
 
-def _range_names(
-    out: list[str], head: str, lows: list[str], tail: str, lo: int, hi: int, width: int
-) -> None:
-    """Append head + str(i).zfill(width) + tail for lo <= i <= hi to out.
+def _small_numbers(width: int) -> list[str]:
+    table = _SMALL.get(width)
+    if table is None:
+        table = _SMALL[width] = [str(i).zfill(width) for i in range(1000)]
+    return table
 
-    Converting each int to text costs more than building the names in
-    blocks: the numbers b*1000 .. b*1000+999 are str(b) (padded to width-3)
-    followed by '000' .. '999', so one str.join per block writes 1000
-    comma-separated names (no name holds a comma) and a single split at the
-    end makes the strings.  lows is _low_digits() with tail appended.
+
+def _range_text(head: str, tail: str, lo: int, hi: int, width: int) -> str:
+    """head + str(i).zfill(width) + tail for lo <= i <= hi, joined by ','.
+
+    Converting every int to text costs more than building the names in
+    blocks of 1000: the numbers b*1000 .. b*1000+999 are str(b) (padded to
+    width - 3) followed by '000' .. '999', so one str.join writes a block.
     """
-    parts = []
+    glue = tail + ","
+    pieces = []
     first = lo // 1000
     last = hi // 1000
     for block in range(first, last + 1):
         start = lo - block * 1000 if block == first else 0
         stop = hi - block * 1000 + 1 if block == last else 1000
         if block == 0 and width < 4:
-            parts.append(
-                ",".join([head + str(i).zfill(width) + tail for i in range(start, stop)])
-            )
-            continue
-        lead = head + str(block).zfill(width - 3)
-        parts.append(lead + ("," + lead).join(lows[start:stop]))
-    out.extend(",".join(parts).split(","))
+            table = _small_numbers(width)
+            lead = head
+        else:
+            table = _low_digits()
+            lead = head + str(block).zfill(width - 3)
+        pieces.append(lead + (glue + lead).join(table[start:stop]) + tail)
+    return ",".join(pieces)
 
 
-def _emit(out: list[str], texts: list[str], groups: list) -> None:
-    """Append the names of one item (texts around parsed groups) to out."""
+def _numbers(group: list) -> list[str]:
+    """The number strings of a parsed bracket group, made once per call."""
+    nums = group[2]
+    if nums is None:
+        nums = ",".join(
+            [_range_text("", "", lo, hi, len(lo_text)) for lo, hi, lo_text in group[0]]
+        ).split(",")
+        group[2] = nums
+    return nums
+
+
+def _item_names(texts: list[str], groups: list) -> str:
+    """The names of one item (texts around parsed groups), joined by ','."""
     k = len(groups)
     if k == 1:
         head, tail = texts
         group = groups[0]
-        if group[2] is None and group[1] > 64:
-            # Big single group: format the names directly, no cached numbers.
-            head_f = head.replace("%", "%%")
-            tail_f = tail.replace("%", "%%")
-            lows = None
-            for lo, hi, lo_text in group[0]:
-                width = len(lo_text)
-                if hi - lo >= _BLOCK_THRESHOLD:
-                    if lows is None:
-                        lows = _low_digits()
-                        if tail:
-                            lows = [x + tail for x in lows]
-                    _range_names(out, head, lows, tail, lo, hi, width)
-                    continue
-                if width == 1 or lo_text[0] != "0":
-                    fmt = head_f + "%d" + tail_f
-                else:
-                    fmt = head_f + "%0" + str(width) + "d" + tail_f
-                out.extend(map(fmt.__mod__, range(lo, hi + 1)))
-            return
-        nums = _numbers(group)
-        if tail:
-            out.extend([head + s + tail for s in nums])
-        elif head:
-            out.extend(map(head.__add__, nums))
-        else:
-            out.extend(nums)
-        return
+        if group[2] is None and group[1] > _SMALL_GROUP:
+            return ",".join(
+                [_range_text(head, tail, lo, hi, len(lo_text)) for lo, hi, lo_text in group[0]]
+            )
+        return head + (tail + "," + head).join(_numbers(group)) + tail
     if k == 2:
-        first = [texts[0] + s + texts[1] for s in _numbers(groups[0])]
-        second = [s + texts[2] for s in _numbers(groups[1])]
-        out.extend([a + b for a in first for b in second])
-        return
+        firsts = [texts[0] + s + texts[1] for s in _numbers(groups[0])]
+        seconds = _numbers(groups[1])
+        tail = texts[2]
+        glue = tail + ","
+        return ",".join([a + (glue + a).join(seconds) + tail for a in firsts])
     # k >= 3: loop G(k-1) outermost, ..., G1, then Gk fastest (Slurm's order).
     order = [_numbers(groups[j]) for j in range(k - 2, -1, -1)]
     order.append(_numbers(groups[k - 1]))
-    # position of group j's value in a product() tuple
+    # where group j's value sits in a product() tuple
     slot = [k - 2 - j for j in range(k - 1)] + [k - 1]
-    template = texts[0].replace("{", "{{").replace("}", "}}")
+    template = _braces(texts[0])
     for j in range(k):
-        template += "{%d}" % slot[j] + texts[j + 1].replace("{", "{{").replace("}", "}}")
-    out.extend(starmap(template.format, product(*order)))
+        template += "{%d}" % slot[j] + _braces(texts[j + 1])
+    return ",".join(starmap(template.format, product(*order)))
+
+
+def _braces(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 # --------------------------------------------------------------------------

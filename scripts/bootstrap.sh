@@ -27,7 +27,7 @@ want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch==2.13.0 is the CPU wheel our machines carry; an unpinned torch
   # would pull the newest CUDA build (several GB).
-  .venv/bin/pip install -q "torch==2.13.0"
-  .venv/bin/pip install -q -e ".[test,mpi]"
+  .venv/bin/pip install -q "torch==2.13.0" 2>&1 | grep -v "is ignored: it is neither" || true
+  .venv/bin/pip install -q -e ".[test,mpi,deepspeed]" 2>&1 | grep -v "is ignored: it is neither" || true
   echo "$want" > "$stamp"
 fi

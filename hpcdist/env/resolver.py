@@ -217,8 +217,9 @@ def _cannot_complete(
 def _master_port(env: EnvReader) -> tuple[int, str]:
     port = env.integer("MASTER_PORT", "master port")
     if port is not None:
-        if not 1 <= port <= 65535:
-            raise DistEnvError(f"MASTER_PORT={port} is not a TCP port (1-65535).")
+        # 0 is legal: torchrun passes it on (--master-port 0), and TCPStore binds any port.
+        if port > 65535:
+            raise DistEnvError(f"MASTER_PORT={port} is not a TCP port (0-65535).")
         return port, f"MASTER_PORT={port}"
     job = job_id_from(env)
     if job is not None:

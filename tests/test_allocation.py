@@ -1,0 +1,114 @@
+"""Allocations from PBS node files and Slurm variables, and the hostfiles made from them."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcdist.allocation import Allocation, AllocationError
+
+
+def test_pbs_nodefile_counts_slots_in_order_of_first_appearance():
+    # Several chunks can land on one host: its lines need not be adjacent.
+    alloc = Allocation.from_pbs_nodefile("n2\nn1\nn2\r\nn3\n\nn1\n")
+    assert alloc.hosts == (("n2", 2), ("n1", 2), ("n3", 1))
+    assert alloc.total_slots == 5
+
+
+def test_pbs_names_are_kept_as_written():
+    alloc = Allocation.from_pbs_nodefile("n1.cluster.org\nn1\nN1\n")
+    assert alloc.host_names == ["n1.cluster.org", "n1", "N1"]
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("", "empty"),
+    ("\n \n", "empty"),
+    ("n1 slots=2\n", "line 1"),
+    ("n1\nn2:4\n", "line 2"),
+    ("n1 n2\n", "one host name per line"),
+])
+def test_bad_pbs_nodefiles(text, needle):
+    with pytest.raises(AllocationError, match=needle):
+        Allocation.from_pbs_nodefile(text)
+
+
+def test_slurm_pairs_node_list_with_tasks_per_node():
+    alloc = Allocation.from_slurm("gpu[001-003],cn7", "2(x3),1")
+    assert alloc.hosts == (("gpu001", 2), ("gpu002", 2), ("gpu003", 2), ("cn7", 1))
+
+
+def test_slurm_mismatch_names_both_variables():
+    with pytest.raises(AllocationError) as info:
+        Allocation.from_slurm("gpu[001-003],cn7", "2(x3)")
+    message = str(info.value)
+    assert "SLURM_JOB_NODELIST=gpu[001-003],cn7" in message and "4 hosts" in message
+    assert "SLURM_TASKS_PER_NODE=2(x3)" in message and "3 counts" in message
+
+
+def test_slurm_malformed_values_name_the_variable():
+    with pytest.raises(AllocationError, match="SLURM_JOB_NODELIST"):
+        Allocation.from_slurm("n[1-", "1")
+    with pytest.raises(AllocationError, match="SLURM_TASKS_PER_NODE"):
+        Allocation.from_slurm("n[1-2]", "2(x0)")
+
+
+def test_from_env_prefers_pbs_nodefile(tmp_path):
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("n1\nn1\nn2\nn2\n")
+    env = {"PBS_NODEFILE": str(nodefile), "SLURM_JOB_NODELIST": "x[1-9]", "SLURM_TASKS_PER_NODE": "1(x9)"}
+    alloc = Allocation.from_env(env)
+    assert alloc.hosts == (("n1", 2), ("n2", 2))
+    assert str(nodefile) in alloc.source
+
+
+def test_from_env_missing_nodefile_is_an_error(tmp_path):
+    with pytest.raises(AllocationError, match="PBS_NODEFILE=.*cannot be read"):
+        Allocation.from_env({"PBS_NODEFILE": str(tmp_path / "gone")})
+
+
+def test_from_env_inside_an_srun_step_uses_the_step_pair():
+    # srun rewrites SLURM_TASKS_PER_NODE to the step's counts but keeps the job's node list.
+    env = {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2", "SLURM_STEP_ID": "3",
+           "SLURM_STEP_NODELIST": "n2", "SLURM_STEP_TASKS_PER_NODE": "2"}
+    assert Allocation.from_env(env).hosts == (("n2", 2),)
+    batch = {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"}
+    assert Allocation.from_env(batch).hosts == (("n1", 2), ("n2", 2))
+
+
+def test_from_env_without_tasks_per_node_needs_an_override():
+    env = {"SLURM_JOB_NODELIST": "n[1-2]"}
+    with pytest.raises(AllocationError, match="SLURM_TASKS_PER_NODE.*--slots-per-node"):
+        Allocation.from_env(env)
+    assert Allocation.from_env(env, slots_per_node=4).hosts == (("n1", 4), ("n2", 4))
+
+
+def test_slots_per_node_override():
+    alloc = Allocation.from_slurm("n[1-2]", "32(x2)").with_slots(4)
+    assert alloc.hosts == (("n1", 4), ("n2", 4))
+    with pytest.raises(AllocationError):
+        alloc.with_slots(0)
+
+
+def test_outside_a_job_this_host_alone():
+    import socket
+
+    alloc = Allocation.from_env({})
+    assert alloc.hosts == ((socket.gethostname(), 1),)
+
+
+def test_hostfile_formats():
+    alloc = Allocation.from_slurm("n[1-2]", "2,1")
+    assert alloc.to_hostfile("deepspeed") == "n1 slots=2\nn2 slots=1\n"
+    assert alloc.to_hostfile("openmpi") == "n1 slots=2\nn2 slots=1\n"
+    assert alloc.to_hostfile("mpich") == "n1:2\nn2:1\n"
+    assert alloc.to_hostfile("hosts") == "n1\nn1\nn2\n"
+    assert alloc.to_hostfile("nodes") == "n1\nn2\n"
+    with pytest.raises(AllocationError, match="unknown hostfile format 'xml'"):
+        alloc.to_hostfile("xml")
+
+
+def test_deepspeed_parses_our_hostfile():
+    """DeepSpeed's own parser (regex ^(\\S+)\\s+slots=(\\d+), duplicates rejected) accepts it."""
+    runner = pytest.importorskip("deepspeed.launcher.runner", reason="deepspeed not installed")
+    text = Allocation.from_slurm("gpu[001-003],cn7", "2(x3),1").to_hostfile("deepspeed")
+    parsed = runner._parse_hostfile(text.splitlines())
+    assert dict(parsed) == {"gpu001": 2, "gpu002": 2, "gpu003": 2, "cn7": 1}

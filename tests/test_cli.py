@@ -1,0 +1,110 @@
+"""The hpcdist command, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from launch import clean_env
+
+
+def hpcdist(*args, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "hpcdist", *args], env=env or clean_env(),
+                          capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def test_env_json_outside_any_launcher():
+    proc = hpcdist("env", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["rank"], data["world_size"], data["launcher"]) == (0, 1, "single")
+
+
+def test_env_explain_lists_every_variable_consulted():
+    proc = hpcdist("env", "--explain", env=clean_env(
+        OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_LOCAL_RANK="1",
+        OMPI_COMM_WORLD_LOCAL_SIZE="2", SLURM_JOB_ID="99"))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "launcher          openmpi" in out
+    assert "OMPI_COMM_WORLD_RANK=1" in out
+    assert "TORCHELASTIC_RUN_ID (unset)" in out          # consulted, and said so
+    assert "derived from the job id SLURM_JOB_ID=99" in out
+    assert "  openmpi    yes" in out and "  torchrun   no" in out
+
+
+def test_env_explain_json():
+    proc = hpcdist("env", "--json", "--explain")
+    data = json.loads(proc.stdout)
+    assert data["explain"]["detection"][-1] == {"launcher": "single", "detected": True, "markers": []}
+    assert "TORCHELASTIC_RUN_ID" in data["explain"]["consulted"]
+
+
+def test_env_error_is_one_message_and_exit_1():
+    proc = hpcdist("env", env=clean_env(PMI_RANK="1", PMI_SIZE="2", RANK="0"))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("hpcdist env: error: contradictory global rank")
+    assert "Traceback" not in proc.stderr
+
+
+def test_env_warns_in_a_batch_step_of_a_multi_task_job():
+    proc = hpcdist("env", "--json", env=clean_env(
+        SLURM_JOB_ID="5", SLURM_PROCID="0", SLURM_NTASKS="4", SLURM_JOB_NODELIST="n[1-2]"))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["world_size"] == 1
+    assert proc.stderr.count("UndistributedWarning") == 1 and "srun" in proc.stderr
+
+
+def test_hostfile_from_pbs_nodefile(tmp_path):
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("n1\nn1\nn2\nn2\n")
+    proc = hpcdist("hostfile", "--format", "deepspeed", env=clean_env(PBS_NODEFILE=str(nodefile)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "n1 slots=2\nn2 slots=2\n"
+
+
+def test_hostfile_from_slurm():
+    proc = hpcdist("hostfile", "--format", "deepspeed", env=clean_env(
+        SLURM_JOB_NODELIST="gpu[001-003],cn7", SLURM_TASKS_PER_NODE="2(x3),1"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["gpu001 slots=2", "gpu002 slots=2", "gpu003 slots=2", "cn7 slots=1"]
+
+
+def test_hostfile_mismatch_fails_naming_both_variables(tmp_path):
+    out = tmp_path / "hostfile"
+    proc = hpcdist("hostfile", "-o", str(out), env=clean_env(
+        SLURM_JOB_NODELIST="gpu[001-003],cn7", SLURM_TASKS_PER_NODE="2(x3)"))
+    assert proc.returncode == 1
+    assert "SLURM_JOB_NODELIST" in proc.stderr and "SLURM_TASKS_PER_NODE" in proc.stderr
+    assert not out.exists()
+    assert os.listdir(tmp_path) == []  # nothing half-written
+
+
+def test_hostfile_output_is_written_atomically_and_replaces(tmp_path):
+    out = tmp_path / "hostfile"
+    out.write_text("old\n")
+    proc = hpcdist("hostfile", "--format", "mpich", "--slots-per-node", "4", "-o", str(out),
+                   env=clean_env(SLURM_JOB_NODELIST="n[1-2]", SLURM_TASKS_PER_NODE="1(x2)"))
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == "n1:4\nn2:4\n"
+    assert sorted(os.listdir(tmp_path)) == ["hostfile"]
+
+
+def test_hostfile_into_a_missing_directory_is_a_clear_error(tmp_path):
+    proc = hpcdist("hostfile", "-o", str(tmp_path / "no" / "such" / "file"),
+                   env=clean_env(SLURM_JOB_NODELIST="n1", SLURM_TASKS_PER_NODE="1"))
+    assert proc.returncode == 1
+    assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_slots_per_node_is_a_usage_error():
+    proc = hpcdist("hostfile", "--slots-per-node", "0")
+    assert proc.returncode == 2
+    assert "--slots-per-node" in proc.stderr
+
+
+def test_version_and_console_script():
+    proc = hpcdist("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("hpcdist ")

@@ -1,0 +1,96 @@
+"""hpcdist.env under the real launchers: torchrun, Open MPI's mpirun, MPICH's mpiexec.
+
+Each launcher starts 2 processes on this host; each runs ``hpcdist env --json``.
+Every process must report a distinct rank, the right local rank and world size.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from launch import clean_env, env_json_per_process, mpich_run, openmpi_run, run, torchrun
+
+
+def assert_two_local_ranks(results: list[dict], launcher: str) -> None:
+    assert len(results) == 2, results
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    assert sorted(r["local_rank"] for r in results) == [0, 1]
+    for r in results:
+        assert (r["world_size"], r["local_world_size"], r["node_rank"]) == (2, 2, 0), r
+        assert r["launcher"] == launcher, r
+    # Every rank agrees on where to meet.
+    assert len({(r["master_addr"], r["master_port"]) for r in results}) == 1
+
+
+def test_torchrun(tmp_path):
+    results = env_json_per_process(torchrun(2), tmp_path, clean_env())
+    assert_two_local_ranks(results, "torchrun")
+    assert all(r["sources"]["rank"].startswith("RANK=") for r in results)
+
+
+def test_openmpi_mpirun(tmp_path):
+    results = env_json_per_process(openmpi_run(2), tmp_path, clean_env())
+    assert_two_local_ranks(results, "openmpi")
+    assert {r["sources"]["rank"] for r in results} == {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_RANK=1"}
+
+
+def test_mpich_mpiexec(tmp_path):
+    results = env_json_per_process(mpich_run(2), tmp_path, clean_env())
+    assert_two_local_ranks(results, "mpich")
+    assert {r["sources"]["rank"] for r in results} == {"PMI_RANK=0", "PMI_RANK=1"}
+
+
+def test_mpirun_inside_a_slurm_batch_step_uses_mpi_values(tmp_path):
+    # The batch step's SLURM_PROCID=0 is inherited by every MPI rank.
+    batch = dict(SLURM_JOB_ID="812", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0",
+                 SLURM_NTASKS="2", SLURM_JOB_NODELIST="localhost", SLURM_TASKS_PER_NODE="2")
+    env = clean_env(**batch)
+    # Keep Open MPI from taking the Slurm variables as its own allocation.
+    env["OMPI_MCA_ras"] = "^slurm"
+    env["OMPI_MCA_plm"] = "^slurm"
+    results = env_json_per_process(openmpi_run(2), tmp_path, env)
+    assert_two_local_ranks(results, "openmpi")
+    assert {r["master_port"] for r in results} == {20812}
+
+
+def test_mpi4py_discovery_when_only_pmix_is_left(tmp_path):
+    """An MPI launch with no usable rank variables: ranks come from MPI itself."""
+    pytest.importorskip("mpi4py")
+    strip = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_LOCAL_RANK " \
+            "-u OMPI_COMM_WORLD_LOCAL_SIZE "
+    results = env_json_per_process(openmpi_run(2), tmp_path, clean_env(), shell_prefix=strip)
+    assert_two_local_ranks(results, "mpi4py")
+    for r in results:
+        assert "mpi4py" in r["sources"]["local_rank"]
+        assert "mpi4py" in r["sources"]["node_rank"]
+
+
+TRAIN_STEP = """
+import torch, torch.distributed as dist
+import hpcdist.env as henv
+env = henv.init_distributed(timeout=60)
+t = torch.tensor([float(env.rank + 1)])
+dist.all_reduce(t)
+print(f"rank={env.rank} launcher={env.launcher} backend={dist.get_backend()} sum={t.item()}", flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("launch", ["torchrun", "openmpi", "mpich"])
+def test_init_distributed_all_reduce(launch, tmp_path):
+    """init_distributed() sets up gloo under every launcher; an all_reduce really sums."""
+    pytest.importorskip("torch")
+    script = tmp_path / "step.py"
+    script.write_text(TRAIN_STEP)
+    argv = {"torchrun": lambda: torchrun(2, no_python=False),
+            "openmpi": lambda: openmpi_run(2) + [sys.executable],
+            "mpich": lambda: mpich_run(2) + [sys.executable]}[launch]()
+    proc = run(argv + [str(script)], clean_env())
+    # Two processes share one pipe: lines may run into each other.
+    lines = sorted(re.findall(r"rank=\d+ launcher=\S+ backend=\S+ sum=[\d.]+", proc.stdout))
+    expected_launcher = {"torchrun": "torchrun", "openmpi": "openmpi", "mpich": "mpich"}[launch]
+    assert lines == [f"rank={r} launcher={expected_launcher} backend=gloo sum=3.0" for r in (0, 1)]
