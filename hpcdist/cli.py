@@ -92,9 +92,15 @@ def _positive_int(text: str) -> int:
 
 
 def run_env(args: argparse.Namespace) -> int:
-    from hpcdist.env import explain
+    import warnings
 
-    env, why = explain()
+    from hpcdist.env import UndistributedWarning, explain
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UndistributedWarning)
+        env, why = explain()
+    for warning in caught:
+        print(f"hpcdist env: warning: {warning.message}", file=sys.stderr)
     if args.json:
         data = env.as_dict()
         if args.explain:

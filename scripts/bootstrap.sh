@@ -20,6 +20,9 @@ if ((${#apt_packages[@]})); then
   fi
 fi
 
+# pip's own exit status, without the local index's noise about missing folders.
+pip_install() { .venv/bin/pip install -q "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
+
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 stamp=.venv/.hpcdist-installed
@@ -27,7 +30,7 @@ want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch==2.13.0 is the CPU wheel our machines carry; an unpinned torch
   # would pull the newest CUDA build (several GB).
-  .venv/bin/pip install -q "torch==2.13.0" 2>&1 | grep -v "is ignored: it is neither" || true
-  .venv/bin/pip install -q -e ".[test,mpi,deepspeed]" 2>&1 | grep -v "is ignored: it is neither" || true
+  pip_install "torch==2.13.0"
+  pip_install -e ".[test,mpi,deepspeed]"
   echo "$want" > "$stamp"
 fi

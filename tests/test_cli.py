@@ -54,7 +54,7 @@ def test_env_warns_in_a_batch_step_of_a_multi_task_job():
         SLURM_JOB_ID="5", SLURM_PROCID="0", SLURM_NTASKS="4", SLURM_JOB_NODELIST="n[1-2]"))
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["world_size"] == 1
-    assert proc.stderr.count("UndistributedWarning") == 1 and "srun" in proc.stderr
+    assert proc.stderr.count("hpcdist env: warning: ") == 1 and "srun" in proc.stderr
 
 
 def test_hostfile_from_pbs_nodefile(tmp_path):

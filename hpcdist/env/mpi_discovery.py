@@ -28,7 +28,8 @@ class Discovery:
 _cached: Discovery | None = None
 
 
-def discover() -> Discovery:
+def discover(reason: str) -> Discovery:
+    """``reason`` says what the environment lacked, for the error when mpi4py is missing."""
     global _cached
     if _cached is not None:
         return _cached
@@ -36,9 +37,9 @@ def discover() -> Discovery:
         from mpi4py import MPI
     except ImportError as e:
         raise DistEnvError(
-            f"this MPI launch needs mpi4py to find its ranks, node ranks or master address, "
-            f"and mpi4py cannot be imported ({e}). Install it in the job's environment "
-            f"(pip install 'hpcdist[mpi]'), or set MASTER_ADDR (and NODE_RANK) for every rank."
+            f"{reason}, so hpcdist asks MPI through mpi4py, which cannot be imported ({e}). "
+            f"Install it in the job's environment (pip install 'hpcdist[mpi]'), or set "
+            f"MASTER_ADDR and NODE_RANK for every rank (mpirun -x MASTER_ADDR ...)."
         ) from None
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()

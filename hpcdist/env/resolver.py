@@ -99,7 +99,7 @@ def explain(environ: Mapping[str, str] | None = None) -> tuple[DistEnv, Explanat
     multi_node = not missing_rank and values["world_size"][0] != values["local_world_size"][0]
     if missing_rank or (multi_node and ("node_rank" not in values or "master_addr" not in values)):
         if real and (name == "mpi4py" or env.has_any(*L.MPI_MARKERS)):
-            name = _discover_into(values, name)
+            name = _discover_into(values, name, _lacking(values, name, missing_rank))
         else:
             raise _cannot_complete(env, values, name, missing_rank, real)
     if values["world_size"][0] == values["local_world_size"][0]:
@@ -164,10 +164,20 @@ def _check_aliases(env: EnvReader, values: dict, launcher: str) -> None:
                 )
 
 
-def _discover_into(values: dict, launcher: str) -> str:
+def _lacking(values: dict, launcher: str, missing_rank: list[str]) -> str:
+    if missing_rank:
+        return f"this MPI launch ({launcher}) sets no {', '.join(L.MEANING[f] for f in missing_rank)}"
+    lacking = [n for f, n in (("master_addr", "master address"), ("node_rank", "node rank")) if f not in values]
+    return (
+        f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, "
+        f"{values['local_world_size'][0]} on this node) and has no {' or '.join(lacking)}"
+    )
+
+
+def _discover_into(values: dict, launcher: str, reason: str) -> str:
     from hpcdist.env.mpi_discovery import discover
 
-    found = discover()
+    found = discover(reason)
     for fld in ("rank", "world_size", "local_rank", "local_world_size", "node_rank", "master_addr"):
         value = getattr(found, fld)
         if fld in values:
@@ -191,26 +201,17 @@ def _discover_into(values: dict, launcher: str) -> str:
 def _cannot_complete(
     env: EnvReader, values: dict, launcher: str, missing: list[str], real: bool
 ) -> DistEnvError:
-    where = "" if real else " (mpi4py discovery only runs for the real process environment)"
+    reason = _lacking(values, launcher, missing)
+    mpi = launcher == "mpi4py" or env.has_any(*L.MPI_MARKERS)
+    note = " (mpi4py discovery runs only for the process's own environment)" if mpi and not real else ""
+    install = "install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI"
     if missing:
-        return DistEnvError(
-            f"an MPI launch ({launcher}) whose variables give no {', '.join(missing)}: "
-            f"hpcdist needs mpi4py to ask MPI{where}. Install mpi4py in the job's environment "
-            f"(pip install 'hpcdist[mpi]'), or launch with a launcher hpcdist reads."
-        )
-    world, lws = values["world_size"][0], values["local_world_size"][0]
-    lacking = [f for f in ("master_addr", "node_rank") if f not in values]
+        return DistEnvError(f"{reason}{note}: {install}, or launch with a launcher hpcdist reads.")
     names = {"master_addr": "MASTER_ADDR (the host of rank 0)", "node_rank": "NODE_RANK"}
-    how = (
-        "install mpi4py (pip install 'hpcdist[mpi]') so hpcdist can ask MPI, or "
-        if env.has_any(*L.MPI_MARKERS) and real
-        else ""
-    )
+    unset = " and ".join(names[f] for f in names if f not in values)
     return DistEnvError(
-        f"this {launcher} run spans nodes ({world} ranks, {lws} on this node) and has no "
-        f"{' or '.join(f.replace('_', ' ') for f in lacking)} for it{where}: "
-        f"{how}set {' and '.join(names[f] for f in lacking)} for every rank "
-        f"(mpirun -x MASTER_ADDR, srun --export=ALL)."
+        f"{reason}{note}: set {unset} for every rank (mpirun -x MASTER_ADDR, srun --export=ALL)"
+        + (f", or {install}." if mpi else ".")
     )
 
 
