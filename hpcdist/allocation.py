@@ -138,8 +138,8 @@ def read_pbs_nodefile_lines(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
-    except OSError as e:
-        raise AllocationError(f"PBS_NODEFILE={path} cannot be read: {e.strerror}") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise AllocationError(f"PBS_NODEFILE={path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
     return _nodefile_lines(text, f"PBS_NODEFILE={path}")
 
 

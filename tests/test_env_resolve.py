@@ -233,6 +233,9 @@ ERRORS = [
     ("empty RANK under torchrun", torchrun(0, 0, 2, 2, 0, RANK=""), ["RANK=''", "global rank"]),
     ("non-integer OMPI rank", openmpi(0, 0, 2, 2, OMPI_COMM_WORLD_RANK="one"),
      ["OMPI_COMM_WORLD_RANK='one'", "not a non-negative integer"]),
+    ("non-ASCII digits", openmpi(0, 0, 2, 2, OMPI_COMM_WORLD_RANK="١"), ["OMPI_COMM_WORLD_RANK='١'"]),
+    ("a sign is not an integer", openmpi(0, 0, 2, 2, OMPI_COMM_WORLD_RANK="+1"), ["'+1'"]),
+    ("NUL in PBS_NODEFILE", {"PBS_VNODENUM": "0", "PBS_NODEFILE": "a\x00b"}, ["PBS_NODEFILE", "cannot be read"]),
     ("negative SLURM_PROCID", srun_step(0, 0, 0, 2, "0,1", "n1", "2", SLURM_PROCID="-1"),
      ["SLURM_PROCID='-1'"]),
     ("empty MASTER_ADDR", openmpi(0, 0, 2, 2, MASTER_ADDR=" "), ["MASTER_ADDR", "empty"]),
@@ -354,3 +357,55 @@ def test_getters_resolve_once(monkeypatch):
         assert henv.get_rank() == 1  # cached, not resolved again
     finally:
         henv._reset()
+
+
+# Every variable any launcher family reads, and values that are numbers, near-numbers or junk.
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from hpcdist.env.launchers import DETECTION_ORDER  # noqa: E402
+
+_NAMES = sorted(
+    {v for launcher in DETECTION_ORDER for names in launcher.variables.values() for v in names}
+    | {m for launcher in DETECTION_ORDER for m in launcher.markers}
+    | {a for names in resolver.ALIASES.values() for a in names}
+    | {"MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_GTIDS",
+       "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_DISTRIBUTION",
+       "SLURM_NTASKS", "PBS_JOBID", "PBS_NODEFILE", "LSB_DJOB_RANKFILE", "FLUX_JOB_NNODES",
+       "HPCDIST_LAUNCHER", "SUBMITIT_EXECUTOR"}
+)
+_VALUES = st.one_of(
+    st.integers(0, 5).map(str),
+    st.sampled_from(["", " ", "-1", "1.5", "x", "2(x2)", "n[1-2]", "n[1-", "slurm", "openmpi",
+                     "/nonexistent", "/dev/null", "4294967291", "arbitrary", "0\x00", "１"]),
+    st.text(max_size=8),
+)
+
+
+_BASES = [c[1] for c in CASES] + [BATCH_STEP, {"PBS_VNODENUM": "1", "PBS_NODEFILE": "/dev/null"}]
+
+
+@st.composite
+def _environments(draw):
+    """A real launcher's environment with a few variables changed, dropped or added."""
+    environ = dict(draw(st.sampled_from(_BASES)))
+    for name in draw(st.lists(st.sampled_from(_NAMES), max_size=4)):
+        if draw(st.booleans()) and name in environ:
+            del environ[name]
+        else:
+            environ[name] = draw(_VALUES)
+    return environ
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(_environments(), st.dictionaries(st.sampled_from(_NAMES), _VALUES, max_size=10)))
+def test_any_environment_resolves_or_raises_distenverror(environ):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndistributedWarning)
+        try:
+            env = resolve(environ)
+        except DistEnvError as e:
+            assert str(e)
+            return
+    assert 0 <= env.rank < env.world_size
+    assert 0 <= env.local_rank < env.local_world_size <= env.world_size
+    assert env.master_addr and 0 <= env.master_port <= 65535

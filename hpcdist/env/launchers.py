@@ -153,8 +153,8 @@ class Lsf(Launcher):
         try:
             with open(path, encoding="utf-8") as f:
                 lines = [line.strip() for line in f if line.strip()]
-        except OSError as e:
-            raise DistEnvError(f"LSB_DJOB_RANKFILE={path} cannot be read: {e}") from None
+        except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+            raise DistEnvError(f"LSB_DJOB_RANKFILE={path!r} cannot be read: {e}") from None
         # Line 1 is the launch node, not a compute node.
         hosts = list(dict.fromkeys(lines[1:]))
         if hosts:

@@ -52,16 +52,15 @@ class EnvReader:
         value = self.get(name)
         if value is None:
             return None
-        try:
-            number = int(value.strip())
-        except ValueError:
-            number = -1
-        if number < 0 or not value.strip():
+        text = value.strip()
+        # ASCII digits only: int() would also take "+1", "1_0" and other scripts' digits.
+        if not (text.isascii() and text.isdigit()):
             raise DistEnvError(
                 f"{name}={value!r} is not a non-negative integer; hpcdist reads it as the "
                 f"{meaning}. It is normally set by the launcher: unset it or fix the "
                 f"job script that sets it."
             )
+        number = int(text)
         return number
 
     def first(self, names: tuple[str, ...], meaning: str) -> tuple[int, str] | None:
