@@ -67,9 +67,11 @@ results, not from either library's (or Slurm's) code.
 
 from __future__ import annotations
 
-import re
 from itertools import product, starmap
-from typing import Iterable
+
+TYPE_CHECKING = False  # typing costs milliseconds to import; type checkers know this idiom
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "MAX_HOSTS",
@@ -150,13 +152,43 @@ def _excerpt(text: str, position: int | None, width: int = 60) -> str:
 # characters.  Anything else (a stray bracket, '{', a bracket with other
 # characters) stops it and is diagnosed by _diagnose().
 _ITEM = r"(?:[^\s,\[\]{]+|\[[0-9,\-]*\])+"
-_ITEM_SPLIT = re.compile(f"({_ITEM})")
-_ONLY_SEPS = re.compile(r"[\s,]*")
-_SEPS = re.compile(r"[\s,]+")
-_RANGES = re.compile(
-    r"[0-9]{1,%d}(?:-[0-9]{1,%d})?(?:,[0-9]{1,%d}(?:-[0-9]{1,%d})?)*"
-    % ((_MAX_DIGITS,) * 4)
-)
+_NUMBER = "[0-9]{1,%d}" % _MAX_DIGITS
+_COUNT = "[0-9]{1,%d}" % _MAX_COUNT_DIGITS
+
+
+class _Regexes:
+    """The module's regular expressions, compiled on first use: importing re
+    and compiling them at import time would make ``import hpcdist.hostlist``
+    several times dearer, and most programs that import hpcdist never parse
+    a node list."""
+
+    def __init__(self) -> None:
+        import re
+
+        # expand
+        self.item = re.compile(_ITEM)
+        self.item_split = re.compile(f"({_ITEM})")
+        self.only_seps = re.compile(r"[\s,]*")
+        self.seps = re.compile(r"[\s,]+")
+        self.ranges = re.compile(f"{_NUMBER}(?:-{_NUMBER})?(?:,{_NUMBER}(?:-{_NUMBER})?)*")
+        # compress
+        self.last_number = re.compile(r"(.*?)([0-9]+)([^0-9]*)", re.S)
+        self.bad_name = re.compile(r"[\s\[\]{,]")
+        self.bad_in_joined = re.compile(r"[\s\[\]{]")
+        # expand_counts
+        self.counts = re.compile(
+            rf"{_COUNT}(?:\(x{_COUNT}\))?(?:,{_COUNT}(?:\(x{_COUNT}\))?)*"
+        )
+
+
+_RX: _Regexes | None = None
+
+
+def _regexes() -> _Regexes:
+    global _RX
+    if _RX is None:
+        _RX = _Regexes()
+    return _RX
 
 
 class _ItemError(Exception):
@@ -182,6 +214,7 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
     if not isinstance(nodelist, str):
         raise TypeError(f"node list must be a str, not {type(nodelist).__name__}")
     text = nodelist
+    rx = _RX or _regexes()
     if "{" in text:
         raise HostlistError(
             "'{' is not supported (Slurm expands such node lists in the controller)",
@@ -191,7 +224,7 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
 
     if "[" not in text and "]" not in text:
         # Fast path: plain names.
-        names = _SEPS.split(text)
+        names = rx.seps.split(text)
         if names and not names[0]:
             del names[0]
         if names and not names[-1]:
@@ -202,10 +235,10 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
             _too_many(text, max_hosts)
         return names
 
-    pieces = _ITEM_SPLIT.split(text)
+    pieces = rx.item_split.split(text)
     # pieces = [sep, item, sep, item, ..., sep]; every sep must be separators
     # only, or something in the text is not part of any well-formed item.
-    if _ONLY_SEPS.fullmatch("".join(pieces[0::2])) is None:
+    if rx.only_seps.fullmatch("".join(pieces[0::2])) is None:
         _diagnose(text)
     items = pieces[1::2]
     if not items:
@@ -278,7 +311,7 @@ def _parse_ranges(body: str, offset: int) -> tuple[list[tuple[int, int, str]], i
 
     offset is body's position in its item (for error positions).
     """
-    if _RANGES.fullmatch(body) is None:
+    if (_RX or _regexes()).ranges.fullmatch(body) is None:
         _diagnose_ranges(body, offset)
     ranges = []
     count = 0
@@ -343,9 +376,10 @@ def _diagnose(text: str) -> None:
     raise a HostlistError about it (or about the bracket it opens)."""
     pos = 0
     n = len(text)
-    item_match = re.compile(_ITEM).match
+    rx = _RX or _regexes()
+    item_match = rx.item.match
     while pos < n:
-        m = _ONLY_SEPS.match(text, pos)
+        m = rx.only_seps.match(text, pos)
         pos = m.end()
         if pos >= n:
             break
@@ -467,11 +501,6 @@ def _braces(text: str) -> str:
 # compress
 # --------------------------------------------------------------------------
 
-_LAST_NUMBER = re.compile(r"(.*?)([0-9]+)([^0-9]*)", re.S)
-_BAD_NAME = re.compile(r"[\s\[\]{,]")
-_BAD_IN_JOINED = re.compile(r"[\s\[\]{]")
-
-
 def compress(hosts: Iterable[str]) -> str:
     """Write host names as a Slurm node list, keeping their order.
 
@@ -492,9 +521,10 @@ def compress(hosts: Iterable[str]) -> str:
     hosts = list(hosts)
     if not hosts:
         return ""
+    rx = _RX or _regexes()
     joined = ",".join(hosts)
     if (
-        _BAD_IN_JOINED.search(joined) is not None
+        rx.bad_in_joined.search(joined) is not None
         or joined.count(",") != len(hosts) - 1
         or "" in hosts
     ):
@@ -502,7 +532,7 @@ def compress(hosts: Iterable[str]) -> str:
 
     out: list[str] = []
     append = out.append
-    match = _LAST_NUMBER.fullmatch
+    match = rx.last_number.fullmatch
     # The group being built: names prefix + number + suffix, written as
     # prefix[elements]suffix.  A range is [lo_text, hi_text, hi, width, count].
     prefix = suffix = None
@@ -564,7 +594,7 @@ def _check_names(hosts: list[str]) -> None:
             raise HostlistError(
                 f"empty host name (item {index})", name, None, what="host name"
             )
-        m = _BAD_NAME.search(name)
+        m = (_RX or _regexes()).bad_name.search(name)
         if m is not None:
             char = m.group()
             kind = "whitespace" if char.isspace() else repr(char)
@@ -580,12 +610,6 @@ def _check_names(hosts: list[str]) -> None:
 # expand_counts
 # --------------------------------------------------------------------------
 
-_COUNTS = re.compile(
-    r"[0-9]{1,%d}(?:\(x[0-9]{1,%d}\))?(?:,[0-9]{1,%d}(?:\(x[0-9]{1,%d}\))?)*"
-    % ((_MAX_COUNT_DIGITS,) * 4)
-)
-
-
 def expand_counts(text: str, *, max_hosts: int = MAX_HOSTS) -> list[int]:
     """Expand Slurm's run-length count list, e.g. ``SLURM_TASKS_PER_NODE``.
 
@@ -600,7 +624,7 @@ def expand_counts(text: str, *, max_hosts: int = MAX_HOSTS) -> list[int]:
     """
     if not isinstance(text, str):
         raise TypeError(f"count list must be a str, not {type(text).__name__}")
-    if _COUNTS.fullmatch(text) is None:
+    if (_RX or _regexes()).counts.fullmatch(text) is None:
         _diagnose_counts(text)
     items = text.split(",")
     parsed = []

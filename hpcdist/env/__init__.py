@@ -6,7 +6,7 @@
 
     env = henv.init_distributed()          # gloo on CPU, nccl on GPUs
     if henv.get_rank() == 0:
-        print(f"{env.world_size} ranks on {env.world_size // env.local_world_size}+ nodes")
+        print(f"{env.world_size} ranks, started by {env.launcher}")
 
 torchrun, DeepSpeed, Open MPI, MPICH/Intel MPI, MVAPICH, srun, pbsdsh, LSF
 jsrun, Flux, Cray PALS, Horovod and submitit each set different variables;

@@ -194,8 +194,7 @@ def _discover_into(values: dict, launcher: str, reason: str) -> str:
             "master_addr": "host name of rank 0, broadcast (mpi4py)",
         }.get(fld, f"MPI COMM_WORLD (mpi4py)")
         values[fld] = (value, rule)
-    # Ranks from mpi4py alone: the launcher is known only as "MPI".
-    return "mpi4py" if launcher in ("mpi4py", "single") else launcher
+    return launcher
 
 
 def _cannot_complete(
