@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from itertools import product, starmap
 
-TYPE_CHECKING = False  # typing costs milliseconds to import; type checkers know this idiom
+TYPE_CHECKING = False  # importing typing costs milliseconds; checkers know this idiom
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -152,8 +152,8 @@ def _excerpt(text: str, position: int | None, width: int = 60) -> str:
 # characters.  Anything else (a stray bracket, '{', a bracket with other
 # characters) stops it and is diagnosed by _diagnose().
 _ITEM = r"(?:[^\s,\[\]{]+|\[[0-9,\-]*\])+"
-_NUMBER = "[0-9]{1,%d}" % _MAX_DIGITS
-_COUNT = "[0-9]{1,%d}" % _MAX_COUNT_DIGITS
+_NUMBER = f"[0-9]{{1,{_MAX_DIGITS}}}"
+_COUNT = f"[0-9]{{1,{_MAX_COUNT_DIGITS}}}"
 
 
 class _Regexes:
@@ -379,8 +379,8 @@ def _diagnose(text: str) -> None:
     rx = _RX or _regexes()
     item_match = rx.item.match
     while pos < n:
-        m = rx.only_seps.match(text, pos)
-        pos = m.end()
+        m = rx.only_seps.match(text, pos)  # always matches, maybe empty
+        pos = m.end() if m is not None else pos
         if pos >= n:
             break
         m = item_match(text, pos)
@@ -489,7 +489,7 @@ def _item_names(texts: list[str], groups: list) -> str:
     slot = [k - 2 - j for j in range(k - 1)] + [k - 1]
     template = _braces(texts[0])
     for j in range(k):
-        template += "{%d}" % slot[j] + _braces(texts[j + 1])
+        template += f"{{{slot[j]}}}" + _braces(texts[j + 1])
     return ",".join(starmap(template.format, product(*order)))
 
 
@@ -533,23 +533,26 @@ def compress(hosts: Iterable[str]) -> str:
     out: list[str] = []
     append = out.append
     match = rx.last_number.fullmatch
-    # The group being built: names prefix + number + suffix, written as
-    # prefix[elements]suffix.  A range is [lo_text, hi_text, hi, width, count].
-    prefix = suffix = None
+    # The group being built (when ranges is not empty): names prefix + number
+    # + suffix, written prefix[ranges]suffix.  A range is the list
+    # [lo_text, hi_text, hi, width, count]; last is the last range.
+    prefix = suffix = ""
     ranges: list[list] = []
-    last: list | None = None
+    last: list = []
     for name in hosts:
         m = match(name)
         if m is None or len(m.group(2)) > _MAX_DIGITS:
+            # no digits (or too many to parse back): the name as it is
             if ranges:
                 append(_group_text(prefix, suffix, ranges))
                 ranges = []
-                prefix = None
             append(name)
             continue
         pre, digits, suf = m.groups()
         value = int(digits)
-        if pre == prefix and suf == suffix:
+        if ranges and pre == prefix and suf == suffix:
+            # a run goes on when the number is the next one and is written
+            # as str(value).zfill(width of the run's first number)
             if (
                 value == last[2] + 1
                 and last[4] < MAX_RANGE

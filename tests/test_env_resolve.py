@@ -326,12 +326,27 @@ def test_torch_env_is_the_env_protocol():
     assert resolve({**openmpi(1, 1, 2, 2, SLURM_JOB_ID="31"), **env.torch_env()}) == env
 
 
-def test_distenv_is_frozen_and_its_sources_read_only():
-    env = resolve({})
-    with pytest.raises(Exception):
+def test_distenv_is_a_frozen_dataclass_with_read_only_sources():
+    import copy
+    import dataclasses
+    import pickle
+
+    env = resolve(openmpi(1, 1, 2, 2))
+    assert dataclasses.is_dataclass(env) and dataclasses.is_dataclass(type(env))
+    assert [f.name for f in dataclasses.fields(env)] == [
+        "rank", "local_rank", "world_size", "local_world_size", "node_rank", "master_addr",
+        "master_port", "launcher", "sources"]
+    assert dataclasses.asdict(env)["sources"]["rank"] == "OMPI_COMM_WORLD_RANK=1"
+    moved = dataclasses.replace(env, rank=0)
+    assert (moved.rank, moved.world_size, moved.sources) == (0, 2, env.sources)
+    assert pickle.loads(pickle.dumps(env)) == env == copy.deepcopy(env)
+    assert hash(env) == hash(copy.copy(env)) and env != moved
+    with pytest.raises(dataclasses.FrozenInstanceError):
         env.rank = 3
     with pytest.raises(TypeError):
         env.sources["rank"] = "x"
+    with pytest.raises(TypeError):
+        env.sources.update(rank="x")
 
 
 @pytest.mark.parametrize("job_id", ["1", "4242", "99999999", "1234.pbs-server.example", "12[3].srv", "ƒABC"])

@@ -16,6 +16,8 @@ from launch import clean_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("torch", "mpi4py", "deepspeed", "jinja2")
+#: Standard modules that cost milliseconds each; `import hpcdist.env; get_rank()` needs none.
+SLOW_STDLIB = ("dataclasses", "inspect", "typing", "re", "enum", "socket", "json", "argparse")
 
 
 def imported_modules(python: str, statement: str, cwd: str = ROOT) -> set[str]:
@@ -48,6 +50,11 @@ def wheel(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (path,) = out.glob("hpcdist-*.whl")
     return path
+
+
+def test_rank_lookup_imports_nothing_slow():
+    modules = imported_modules(sys.executable, "import hpcdist.env; hpcdist.env.get_rank()")
+    assert sorted(m for m in modules if m in SLOW_STDLIB) == []
 
 
 def test_wheel_carries_templates_and_the_console_script(wheel):

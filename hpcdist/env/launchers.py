@@ -14,9 +14,6 @@ and filled in by :mod:`hpcdist.env.resolver`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
-
 from hpcdist.env.model import DistEnvError
 from hpcdist.env.reader import EnvReader
 
@@ -43,28 +40,28 @@ MPI_MARKERS = (
 SLURM_NON_TASK_STEP_IDS = ("batch", "extern", "4294967291", "4294967292")
 
 
-@dataclass
 class Reading:
     """What one launcher's variables say: field -> (value, source)."""
 
-    launcher: str
-    values: dict[str, tuple[object, str]] = field(default_factory=dict)
+    def __init__(self, launcher: str):
+        self.launcher = launcher
+        self.values: dict[str, tuple[object, str]] = {}
 
     def put(self, name: str, value: object, source: str) -> None:
         self.values[name] = (value, source)
 
 
 class Launcher:
-    name: ClassVar[str]
+    name: str
     #: Variables detect() looks at, for ``hpcdist env --explain``.
-    markers: ClassVar[tuple[str, ...]]
+    markers: tuple[str, ...]
     #: Variables per field, first set wins.
-    variables: ClassVar[dict[str, tuple[str, ...]]] = {}
+    variables: dict[str, tuple[str, ...]] = {}
     #: Fields that must come from variables (the others may be derived).
-    required: ClassVar[tuple[str, ...]] = ("rank", "world_size", "local_rank", "local_world_size")
+    required: tuple[str, ...] = ("rank", "world_size", "local_rank", "local_world_size")
     #: True for launchers that start this process themselves and set RANK anew:
     #: an outer launcher's rank variables legitimately differ from theirs.
-    innermost_process_manager: ClassVar[bool] = False
+    innermost_process_manager: bool = False
 
     def detect(self, env: EnvReader) -> bool:
         raise NotImplementedError

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Mapping
 
 #: The values of :attr:`DistEnv.launcher`.
 LAUNCHERS = (
@@ -47,13 +44,60 @@ class UndistributedWarning(UserWarning):
     """A job allocated several tasks but this process was started without a launcher."""
 
 
-@dataclass(frozen=True)
-class DistEnv:
-    """Where this process stands in a distributed run.
+class _ReadOnlyDict(dict):
+    """``DistEnv.sources``: a dict that refuses changes, and copies and pickles as itself."""
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("DistEnv.sources is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self):
+        return (_ReadOnlyDict, (dict(self),))
+
+
+class _DataclassOnDemand(type):
+    """Makes :class:`DistEnv` a frozen dataclass without importing :mod:`dataclasses` up front.
+
+    ``import dataclasses`` pulls in inspect, re and enum: about 10 ms, which
+    would triple the cost of ``import hpcdist.env; get_rank()``. The class is
+    written out by hand below, and the dataclass metadata
+    (``__dataclass_fields__``, ``__dataclass_params__``) is built the first
+    time something asks for it, so ``dataclasses.is_dataclass``, ``fields``,
+    ``asdict`` and ``replace`` work as on any frozen dataclass.
+    """
+
+    def __getattr__(cls, name):
+        if name not in ("__dataclass_fields__", "__dataclass_params__"):
+            raise AttributeError(name)
+        import dataclasses
+
+        twin = dataclasses.make_dataclass(
+            cls.__name__,
+            [(f, cls.__annotations__[f]) for f in _INIT_FIELDS[:-1]]
+            + [("sources", cls.__annotations__["sources"],
+                dataclasses.field(default_factory=dict, compare=False, hash=False))],
+            frozen=True,
+        )
+        for attribute in ("__dataclass_fields__", "__dataclass_params__"):
+            type.__setattr__(cls, attribute, getattr(twin, attribute))
+        return getattr(cls, name)
+
+
+_INIT_FIELDS = FIELDS + ("launcher", "sources")
+_COMPARED = FIELDS + ("launcher",)
+
+
+class DistEnv(metaclass=_DataclassOnDemand):
+    """Where this process stands in a distributed run (a frozen dataclass).
 
     ``sources`` maps each field (and ``launcher``) to the variable or rule
-    that gave its value, e.g. ``{"rank": "OMPI_COMM_WORLD_RANK=3"}``.
+    that gave its value, e.g. ``{"rank": "OMPI_COMM_WORLD_RANK=3"}``; it is
+    read-only and not part of equality.
     """
+
+    __slots__ = _INIT_FIELDS
+    __match_args__ = _INIT_FIELDS
 
     rank: int
     local_rank: int
@@ -63,11 +107,47 @@ class DistEnv:
     master_addr: str
     master_port: int
     launcher: str
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    sources: Mapping[str, str]
 
-    def __post_init__(self) -> None:
-        # A read-only view: a frozen dataclass should not hand out a mutable dict.
-        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+    def __init__(self, rank, local_rank, world_size, local_world_size, node_rank,
+                 master_addr, master_port, launcher, sources=None):
+        values = (rank, local_rank, world_size, local_world_size, node_rank,
+                  master_addr, master_port, launcher, _ReadOnlyDict(sources or {}))
+        for name, value in zip(_INIT_FIELDS, values):
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # Only reached for missing attributes: the dataclass metadata, built on demand.
+        return getattr(type(self), name)
+
+    def __setattr__(self, name, value):
+        import dataclasses
+
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        import dataclasses
+
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, name) for name in _COMPARED)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _COMPARED)
+        return f"DistEnv({shown}, sources={dict(self.sources)!r})"
+
+    def __reduce__(self):
+        # Pickle and copy through __init__: __setattr__ is frozen, sources a read-only view.
+        return (DistEnv, self._key() + (self.sources,))
 
     @property
     def is_distributed(self) -> bool:

@@ -13,8 +13,6 @@ An explicit ``MASTER_PORT`` always wins over this.
 
 from __future__ import annotations
 
-import zlib
-from typing import Mapping
 
 PORT_BASE = 20000
 PORT_SPAN = 10000
@@ -26,7 +24,12 @@ JOB_ID_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "LSB_JOBID", "FL
 
 def port_for_job(job_id: str) -> int:
     head = job_id.strip().split(".", 1)[0]
-    number = int(head) if head.isascii() and head.isdigit() else zlib.crc32(job_id.strip().encode())
+    if head.isascii() and head.isdigit():
+        number = int(head)
+    else:
+        import zlib
+
+        number = zlib.crc32(job_id.strip().encode())
     return PORT_BASE + number % PORT_SPAN
 
 

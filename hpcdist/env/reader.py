@@ -6,8 +6,6 @@ can list each variable that was consulted, set or not.
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from hpcdist.env.model import DistEnvError
 
 

@@ -22,9 +22,6 @@ environment, where it can ask MPI.
 from __future__ import annotations
 
 import os
-import warnings
-from dataclasses import dataclass, field
-from typing import Mapping
 
 from hpcdist.env import launchers as L
 from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, UndistributedWarning
@@ -56,15 +53,15 @@ ALIASES: dict[str, tuple[str, ...]] = {
 _RANK_FIELDS = ("rank", "world_size", "local_rank", "local_world_size")
 
 
-@dataclass
 class Explanation:
     """How the answer was reached, for ``hpcdist env --explain``."""
 
-    #: (launcher, detected, markers looked at), in detection order, up to the winner.
-    trace: list[tuple[str, bool, tuple[str, ...]]] = field(default_factory=list)
-    #: Every variable read, with its value (None when unset).
-    consulted: dict[str, str | None] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    def __init__(self, consulted: dict[str, str | None]):
+        #: (launcher, detected, markers looked at), in detection order, up to the winner.
+        self.trace: list[tuple[str, bool, tuple[str, ...]]] = []
+        #: Every variable read, with its value (None when unset).
+        self.consulted = consulted
+        self.warnings: list[str] = []
 
 
 _warned: set[str] = set()
@@ -254,6 +251,8 @@ def _warn_if_batch_step(env: EnvReader, why: Explanation) -> None:
         return
     why.warnings.append(message)
     if message not in _warned:
+        import warnings
+
         _warned.add(message)
         warnings.warn(message, UndistributedWarning, stacklevel=4)
 

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Benchmarks for hpcdist (not tests): host lists against python-hostlist,
+# ClusterShell and Slurm's scontrol, and the start-up cost of hpcdist.env.
+# Writes bench/RESULTS.md.
+#
+#   bash bench/run.sh               # the full run
+#   bash bench/run.sh --hyperfine   # start-up timed with hyperfine when installed
+#
+# Environment:
+#   BENCH_REPS=N            repetitions of the host-list cases (default 9)
+#   BENCH_IMPORT_REPS=N     repetitions of the start-up runs (default 30)
+#   HPCDIST_BENCH_NO_APT=1  never apt-get install slurm-client for scontrol
+#
+# The comparison libraries go into bench/.venv, never into the project's own
+# environment; hpcdist itself is used from this checkout (PYTHONPATH).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+cd "$repo"
+
+import_args=()
+for arg in "$@"; do
+    case "$arg" in
+        --hyperfine) import_args+=(--hyperfine) ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) echo "unknown option: $arg" >&2; exit 2 ;;
+    esac
+done
+
+# 1. the venv with python-hostlist and ClusterShell
+venv="$here/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+py="$venv/bin/python"
+if ! "$py" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"; then
+    echo "warning: could not install bench/requirements.txt; missing tools show as 'not installed'" >&2
+fi
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+
+# 2. scontrol (Debian/Ubuntu: slurm-client), when it can be had
+if ! command -v scontrol >/dev/null 2>&1 \
+    && [ "${HPCDIST_BENCH_NO_APT:-0}" != 1 ] \
+    && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null 2>&1; then
+    echo "installing slurm-client (for scontrol) with apt-get" >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-client; } >&2; then
+        echo "warning: could not install slurm-client; scontrol shows as 'not installed'" >&2
+    fi
+fi
+
+# scontrol is fatal without a readable slurm.conf, even for 'show hostnames'
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+if [ -z "${SLURM_CONF:-}" ] || [ ! -r "${SLURM_CONF}" ]; then
+    cat > "$tmp/slurm.conf" <<'EOF'
+ClusterName=bench
+SlurmctldHost=localhost
+NodeName=localhost CPUs=1
+PartitionName=p Nodes=localhost
+EOF
+    export SLURM_CONF="$tmp/slurm.conf"
+fi
+
+# 3. run both benchmarks, then write RESULTS.md in one go
+cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
+{
+    echo "# hpcdist benchmark results"
+    echo
+    echo "Latest run of \`bash bench/run.sh\` (a benchmark, not a test; the test suite never runs it)."
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- command: \`bash bench/run.sh${import_args[*]:+ ${import_args[*]}}\`"
+    echo "- machine: $(nproc) CPUs (\`nproc\`), ${cpu:-unknown CPU}, $(uname -sr)"
+    echo "- Python: $("$py" -c 'import sys; print(sys.version.split()[0])')"
+    echo
+    "$py" "$here/bench_hostlist.py" --reps "${BENCH_REPS:-9}"
+    echo
+    "$py" "$here/bench_import.py" --reps "${BENCH_IMPORT_REPS:-30}" "${import_args[@]}"
+} > "$tmp/RESULTS.md"
+cp "$tmp/RESULTS.md" "$here/RESULTS.md"
+cat "$here/RESULTS.md"
