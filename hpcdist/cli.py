@@ -33,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         from hpcdist.allocation import AllocationError
         from hpcdist.env import DistEnvError
         from hpcdist.hostlist import HostlistError
+        from hpcdist.validate import ValidationError
 
-        if isinstance(e, (DistEnvError, AllocationError, HostlistError)):
+        if isinstance(e, (DistEnvError, AllocationError, HostlistError, ValidationError)):
             print(f"hpcdist {args.command}: error: {e}", file=sys.stderr)
             return 1
         raise
@@ -58,7 +59,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain", action="store_true",
         help="also list every variable consulted and why each value was chosen",
     )
+    env.add_argument("--field", choices=("rank", "local_rank", "world_size", "local_world_size",
+                     "node_rank", "master_addr", "master_port", "launcher"),
+                     help="print only this value (for job scripts)")
     env.set_defaults(run=run_env)
+
+    render = sub.add_parser("render", help="print the job script for a training script",
+                            description="Render the job script `hpcdist submit` would submit.")
+    _add_job_flags(render)
+    render.set_defaults(run=run_render)
+    submit = sub.add_parser("submit", help="write the job script and submit it",
+                            description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
+    _add_job_flags(submit)
+    submit.add_argument("--dry-run", action="store_true", help="print the script and the submit command; submit nothing")
+    submit.add_argument("--wait", action="store_true", help="follow the job to its end; exit with its exit code")
+    submit.add_argument("--json", action="store_true", help="print a JSON object (job_id, scheduler, script)")
+    submit.set_defaults(run=run_submit)
+
+    status = sub.add_parser("status", help="the state of submitted jobs")
+    status.add_argument("jobs", nargs="*", metavar="JOB", help="job ids or folders (default: all from here)")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(run=run_status)
+    logs = sub.add_parser("logs", help="a job's output")
+    logs.add_argument("job", metavar="JOB")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
+    logs.set_defaults(run=run_logs)
+    cancel = sub.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("job", metavar="JOB")
+    cancel.set_defaults(run=run_cancel)
 
     from hpcdist.allocation import HOSTFILE_FORMATS
 
@@ -81,6 +109,161 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_job_flags(p: argparse.ArgumentParser) -> None:
+    from hpcdist.spec import DEEPSPEED_RUNNERS, LAUNCHERS, MPI_FLAVOURS, SCHEDULERS
+
+    g = p.add_argument_group("where and how big")
+    g.add_argument("--scheduler", choices=SCHEDULERS, help="default: local")
+    g.add_argument("--dialect", choices=("pro", "torque"), help="PBS only (default: pro)")
+    g.add_argument("--nodes", help="default: 1")
+    g.add_argument("--gpus-per-node", help="default: 0")
+    g.add_argument("--procs-per-node", help="default: one per GPU, else one")
+    g.add_argument("--cpus-per-proc")
+    g.add_argument("--mem", help="per node, with a unit: 16G, 500M")
+    g.add_argument("--walltime", help="90m, 1h30m, 01:30:00, 1-12:00:00 (a bare number is refused)")
+    g.add_argument("--queue", "--partition", dest="queue")
+    g.add_argument("--account")
+    g.add_argument("--qos")
+    g.add_argument("--job-name")
+    g.add_argument("--output", help="the job's log file")
+    g.add_argument("--array")
+    g.add_argument("--dependency")
+    g.add_argument("--mail", dest="mail_user", metavar="ADDRESS")
+    g.add_argument("--exclusive", action="store_true", default=None)
+    g.add_argument("--directive", dest="directives", action="append", metavar="LINE",
+                   help="a raw scheduler directive, placed first (repeatable)")
+    e = p.add_argument_group("environment on every node")
+    e.add_argument("--module", dest="modules", action="append", metavar="NAME", help="module load NAME (repeatable)")
+    e.add_argument("--source", dest="sources", action="append", metavar="FILE", help="source FILE (repeatable)")
+    e.add_argument("--conda", metavar="ENV")
+    e.add_argument("--venv", metavar="DIR")
+    e.add_argument("--env", action="append", metavar="NAME=VALUE", help="(repeatable)")
+    e.add_argument("--propagate", action="append", metavar="NAME", help="pass this variable to every node (repeatable)")
+    l = p.add_argument_group("launcher")
+    l.add_argument("--launcher", choices=LAUNCHERS, help="default: torchrun")
+    l.add_argument("--deepspeed-config", metavar="FILE")
+    l.add_argument("--deepspeed-runner", choices=DEEPSPEED_RUNNERS)
+    l.add_argument("--no-ssh", action="store_true", default=None, help="DeepSpeed: one launcher per node, no ssh")
+    l.add_argument("--ssh-port")
+    l.add_argument("--mpi", choices=MPI_FLAVOURS, help="mpirun flavour (default: openmpi)")
+    l.add_argument("--python", metavar="PROGRAM", help="interpreter for mpirun/srun (default: python)")
+    l.add_argument("--template", metavar="FILE", help="your own Jinja template (may extend slurm/job.sh.j2 ...)")
+    p.add_argument("script", metavar="SCRIPT")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="everything after SCRIPT goes to it")
+
+
+_JOB_FIELDS = ("scheduler", "dialect", "nodes", "gpus_per_node", "procs_per_node", "cpus_per_proc",
+               "mem", "walltime", "queue", "account", "qos", "job_name", "output", "array",
+               "dependency", "mail_user", "exclusive", "directives", "modules", "sources", "conda",
+               "venv", "env", "propagate", "launcher", "deepspeed_config", "deepspeed_runner",
+               "no_ssh", "ssh_port", "mpi", "python", "template", "script", "script_args")
+
+
+def _spec(args: argparse.Namespace):
+    from hpcdist.spec import build_spec
+
+    spec = build_spec({name: getattr(args, name) for name in _JOB_FIELDS})
+    for note in spec.notes:
+        print(f"hpcdist {args.command}: {note}", file=sys.stderr)
+    return spec
+
+
+def _command_line() -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in ["hpcdist", *sys.argv[1:]])
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from hpcdist.render import render
+
+    sys.stdout.write(render(_spec(args), command_line=_command_line()))
+    return 0
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    import shlex
+
+    from hpcdist import submit as sub
+    from hpcdist.backends import backend_for
+    from hpcdist.render import render
+
+    spec = _spec(args)
+    if args.dry_run:
+        sys.stdout.write(render(spec, command_line=_command_line()))
+        argv = backend_for(spec.scheduler, spec.dialect).submit_argv(".hpcdist/jobs/<name>-<time>/job.sh")
+        print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
+        return 0
+    try:
+        job = sub.submit(spec, command_line=_command_line())
+    except sub.SubmitError as e:
+        raise CommandError(str(e)) from None
+    if args.json:
+        print(json.dumps({"job_id": job.job_id, "scheduler": job.scheduler, "script": job.script,
+                          "folder": job.path, "log": job.log}))
+    else:
+        print(job.job_id)
+        print(f"hpcdist submit: {spec.scheduler} job {job.job_id}, script and log in {job.path}", file=sys.stderr)
+    if args.wait:
+        return sub.wait(job)
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from hpcdist import jobs, submit as sub
+
+    try:
+        selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
+    except jobs.JobNotFound as e:
+        raise CommandError(str(e)) from None
+    rows = []
+    for job in selected:
+        try:
+            state = sub.status(job)
+            rows.append({"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
+                         "state": state.state, "exit_code": state.exit_code, "reason": state.reason,
+                         "folder": job.path})
+        except sub.SubmitError as e:
+            rows.append({"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
+                         "state": "UNKNOWN", "exit_code": None, "reason": str(e), "folder": job.path})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'JOB':<12} {'NAME':<24} {'SCHEDULER':<9} {'STATE':<10} {'EXIT':<5} REASON")
+    for r in rows:
+        exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
+        print(f"{r['job_id']:<12} {r['name'][:24]:<24} {r['scheduler']:<9} {r['state'].lower():<10} {exit_code:<5} {r['reason'] or ''}")
+    return 0
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    from hpcdist import jobs, submit as sub
+
+    try:
+        job = jobs.find(args.job)
+    except jobs.JobNotFound as e:
+        raise CommandError(str(e)) from None
+    if args.follow:
+        return sub.wait(job)
+    try:
+        with open(job.log, encoding="utf-8", errors="replace") as f:
+            sys.stdout.write(f.read())
+    except FileNotFoundError:
+        raise CommandError(f"job {job.job_id} has no log yet ({job.log})") from None
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    from hpcdist import jobs, submit as sub
+
+    try:
+        sub.cancel(jobs.find(args.job))
+    except (jobs.JobNotFound, sub.SubmitError) as e:
+        raise CommandError(str(e)) from None
+    return 0
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -99,6 +282,10 @@ def run_env(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UndistributedWarning)
         env, why = explain()
+    if args.field:
+        # One value for a job script: the batch step's warning would only be noise there.
+        print(getattr(env, args.field))
+        return 0
     for warning in caught:
         print(f"hpcdist env: warning: {warning.message}", file=sys.stderr)
     if args.json:

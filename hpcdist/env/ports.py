@@ -19,7 +19,8 @@ PORT_SPAN = 10000
 DEFAULT_PORT = 29500  # torch's own default, used outside any job
 
 #: Where the job id is read from, first set wins.
-JOB_ID_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")
+JOB_ID_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID",
+                    "HPCDIST_JOB_ID")  # the last: jobs of hpcdist's local backend
 
 
 def port_for_job(job_id: str) -> int:

@@ -1,0 +1,153 @@
+"""Submission and job state, one small class per scheduler (submitit's executor shape).
+
+``submit(script, workdir, log)`` returns the job id; ``status(job)`` reads
+the state back from the scheduler; ``cancel(job)`` ends it. The scheduler's
+text is parsed by :mod:`hpcdist.scheduler_io`; every command has a timeout,
+and a failure carries the scheduler's own stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from hpcdist import scheduler_io as sio
+
+COMMAND_TIMEOUT = 60
+
+
+class SubmitError(RuntimeError):
+    pass
+
+
+def _run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise SubmitError(f"{argv[0]} is not installed or not on PATH (is this a login node of the cluster?)") from None
+    except subprocess.TimeoutExpired:
+        raise SubmitError(f"`{' '.join(argv)}` did not answer within {timeout:.0f} s; the scheduler may be down") from None
+
+
+class LocalBackend:
+    """Runs the script on this machine in its own session; the exit code lands in a file."""
+
+    name = "local"
+
+    def submit_argv(self, script: str) -> list[str]:
+        return ["bash", script]
+
+    def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
+        exit_file = os.path.join(os.path.dirname(script), "exit_code")
+        # The job id is the runner's pid: numeric, so ports derive from it as from a Slurm id.
+        runner = (f'bash "$1" > "$2" 2>&1; status=$?; echo "$status" > "$3.tmp"; mv "$3.tmp" "$3"')
+        env = dict(os.environ)
+        # The job uses the Python environment hpcdist runs from, activated or not.
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        proc = subprocess.Popen(
+            ["bash", "-c", 'export HPCDIST_JOB_ID=$$; ' + runner, "hpcdist-local", script, log, exit_file],
+            cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        return sio.JobId(id=str(proc.pid), cluster=None, number=str(proc.pid), is_array=False)
+
+    def status(self, job) -> sio.JobStatus:
+        exit_file = os.path.join(job.path, "exit_code")
+        if os.path.exists(exit_file):
+            code = int(open(exit_file).read().strip() or 1)
+            state = "COMPLETED" if code == 0 else ("CANCELLED" if code in (143, 137) and job.record.get("cancelled") else "FAILED")
+            return sio.JobStatus(state=state, exit_code=code, raw=f"exit {code}", reason=None)
+        try:
+            os.kill(int(job.job_id), 0)
+        except ProcessLookupError:
+            return sio.JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit code")
+        return sio.JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
+
+    def cancel(self, job) -> None:
+        job.update(cancelled=True)
+        try:
+            os.killpg(int(job.job_id), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def submit_argv(self, script: str) -> list[str]:
+        return ["sbatch", "--parsable", script]
+
+    def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
+        proc = _run(self.submit_argv(script), cwd=workdir)
+        try:
+            return sio.parse_sbatch(proc.stdout, proc.stderr, proc.returncode)
+        except sio.SchedulerOutputError as e:
+            raise SubmitError(f"sbatch did not submit the job: {e}") from None
+
+    def status(self, job) -> sio.JobStatus:
+        cluster = [f"--clusters={job.record['cluster']}"] if job.record.get("cluster") else []
+        queued = _run(["squeue", "-h", "-j", job.job_id, "-o", "%T|%r", *cluster])
+        if queued.returncode == 0:
+            found = sio.parse_squeue(queued.stdout)
+            if found is not None:
+                return found
+        # Left the queue (or squeue refused): accounting knows how it ended, when it is on.
+        done = _run(["sacct", "-X", "-n", "-P", "-j", job.job_id, "-o", "State,ExitCode", *cluster])
+        found = sio.parse_sacct(done.stdout) if done.returncode == 0 else None
+        if found is not None:
+            return found
+        return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="",
+                             reason="not in squeue, and sacct has no record (is accounting off?)")
+
+    def cancel(self, job) -> None:
+        proc = _run(["scancel", job.job_id])
+        if proc.returncode != 0:
+            raise SubmitError(f"scancel {job.job_id} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+class PbsBackend:
+    name = "pbs"
+
+    def __init__(self, dialect: str = "pro"):
+        self.dialect = dialect
+
+    def submit_argv(self, script: str) -> list[str]:
+        return ["qsub", script]
+
+    def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
+        proc = _run(self.submit_argv(script), cwd=workdir)
+        try:
+            return sio.parse_qsub(proc.stdout, proc.stderr, proc.returncode)
+        except sio.SchedulerOutputError as e:
+            raise SubmitError(f"qsub did not submit the job: {e}") from None
+
+    def status(self, job) -> sio.JobStatus:
+        job_id = sio.JobId(id=job.job_id, cluster=None, number=job.record.get("number", job.job_id),
+                           is_array=bool(job.record.get("is_array")))
+        if self.dialect == "pro":
+            proc = _run(["qstat", "-f", "-F", "json", "-x", job.job_id])
+            found = sio.parse_qstat_pro_json(proc.stdout, job_id) if proc.returncode == 0 else None
+        else:
+            proc = _run(["qstat", "-f", job.job_id])
+            found = sio.parse_qstat_full_text(proc.stdout, job_id) if proc.returncode == 0 else None
+        if found is not None:
+            return found
+        if sio.parse_qstat_unknown(proc.stderr):
+            return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
+        return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=proc.stderr.strip() or None)
+
+    def cancel(self, job) -> None:
+        proc = _run(["qdel", job.job_id])
+        if proc.returncode != 0:
+            raise SubmitError(f"qdel {job.job_id} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def backend_for(scheduler: str, dialect: str | None = None):
+    if scheduler == "slurm":
+        return SlurmBackend()
+    if scheduler == "pbs":
+        return PbsBackend(dialect or "pro")
+    return LocalBackend()

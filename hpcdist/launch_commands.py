@@ -1,0 +1,185 @@
+"""Each launcher's command line, built here and nowhere else.
+
+The templates only place the lines this module returns. Words a user
+supplied (script, arguments, paths) are shell-quoted; values that exist only
+inside the running job (the first host, the port, the hostfile path, a node
+rank) are references to shell variables the script sets before the launch:
+
+- ``HPCDIST_HOSTFILE``: the hostfile in this launcher's format;
+- ``MASTER_ADDR``, ``MASTER_PORT``: the first host, and the port derived
+  from the job id (see :mod:`hpcdist.env.ports`);
+- ``NODE_RANK``: set per node by :func:`per_node`.
+
+Launchers that start one agent per node (torchrun, accelerate, DeepSpeed
+``--no-ssh``) are spread over the nodes by the scheduler's own tool (srun on
+Slurm, Open MPI's ``mpirun --map-by ppr:1:node`` on PBS, background agents
+on the local backend); the others are started once, from the first node.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from hpcdist.spec import JobSpec
+
+
+class Shell(str):
+    """A word that is shell syntax already (a variable reference): not quoted again."""
+
+
+def var(name: str) -> Shell:
+    return Shell(f'"${name}"')
+
+
+def words_to_line(words) -> str:
+    return " ".join(w if isinstance(w, Shell) else shlex.quote(str(w)) for w in words)
+
+
+#: Variables an agent on another node needs, passed on by mpirun -x (Open MPI).
+BASE_PROPAGATED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+                   "MASTER_ADDR", "MASTER_PORT")
+
+
+def propagated(spec: JobSpec) -> list[str]:
+    names = list(BASE_PROPAGATED) + [k for k, _ in spec.env] + list(spec.propagate)
+    return list(dict.fromkeys(names))
+
+
+def hostfile_format(spec: JobSpec) -> str:
+    if spec.launcher == "mpirun":
+        return "mpich" if spec.mpi == "mpich" else "openmpi"
+    return "deepspeed"
+
+
+def program(spec: JobSpec) -> list:
+    """The training program and its arguments, as the launcher should start it."""
+    args = list(spec.script_args)
+    if spec.deepspeed_config and spec.launcher == "deepspeed":
+        args += ["--deepspeed_config", spec.deepspeed_config]
+    return [spec.script] + args
+
+
+class Launcher:
+    name: str
+    #: True: one agent per node, spread by the scheduler; False: started once.
+    per_node = False
+
+    def words(self, spec: JobSpec) -> list:
+        raise NotImplementedError
+
+
+class Torchrun(Launcher):
+    name = "torchrun"
+    per_node = True
+
+    def words(self, spec):
+        # c10d rendezvous on the first host; the rendezvous assigns node ranks.
+        return ["torchrun", f"--nnodes={spec.nodes}", f"--nproc-per-node={spec.procs_per_node}",
+                "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
+                Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec)
+
+
+class Accelerate(Launcher):
+    name = "accelerate"
+    per_node = True
+
+    def words(self, spec):
+        return ["accelerate", "launch", f"--num_machines={spec.nodes}",
+                f"--num_processes={spec.total_procs}", Shell('--machine_rank="$NODE_RANK"'),
+                Shell('--main_process_ip="$MASTER_ADDR"'), Shell('--main_process_port="$MASTER_PORT"'),
+                ] + (["--multi_gpu"] if spec.gpus_per_node else []) + program(spec)
+
+
+class DeepSpeed(Launcher):
+    name = "deepspeed"  # per node only with --no-ssh: see is_per_node()
+
+    def words(self, spec):
+        words = ["deepspeed", "--hostfile", var("HPCDIST_HOSTFILE"),
+                 "--master_addr", var("MASTER_ADDR"), "--master_port", var("MASTER_PORT")]
+        if spec.no_ssh:
+            words += ["--no_ssh", Shell('--node_rank="$NODE_RANK"')]
+        elif spec.deepspeed_runner != "pdsh":
+            words += ["--launcher", spec.deepspeed_runner]
+        if spec.ssh_port and not spec.no_ssh:
+            words += ["--ssh_port", str(spec.ssh_port)]
+        return words + program(spec)
+
+
+class Mpirun(Launcher):
+    name = "mpirun"
+
+    def words(self, spec):
+        python = [spec.python] + program(spec)
+        if spec.mpi == "mpich":
+            return ["mpiexec", "-f", var("HPCDIST_HOSTFILE"), "-n", str(spec.total_procs),
+                    "-genv", "MASTER_ADDR", var("MASTER_ADDR"),
+                    "-genv", "MASTER_PORT", var("MASTER_PORT")] + python
+        words = ["mpirun", "--hostfile", var("HPCDIST_HOSTFILE"), "-np", str(spec.total_procs),
+                 "--map-by", "slot", "--bind-to", "none"]
+        for name in propagated(spec):
+            words += ["-x", name]
+        return words + python
+
+
+class Srun(Launcher):
+    name = "srun"
+
+    def words(self, spec):
+        words = ["srun", f"--nodes={spec.nodes}", f"--ntasks-per-node={spec.procs_per_node}",
+                 "--kill-on-bad-exit=1"]
+        if spec.cpus_per_proc:
+            # Slurm 22.05 stopped passing --cpus-per-task from sbatch to srun.
+            words.append(f"--cpus-per-task={spec.cpus_per_proc}")
+        return words + [spec.python] + program(spec)
+
+
+LAUNCHERS = {cls.name: cls() for cls in (Torchrun, Accelerate, DeepSpeed, Mpirun, Srun)}
+
+
+def is_per_node(spec: JobSpec) -> bool:
+    return LAUNCHERS[spec.launcher].per_node or (spec.launcher == "deepspeed" and spec.no_ssh)
+
+
+def per_node(spec: JobSpec, words: list) -> list[str]:
+    """Lines that start ``words`` once on every node.
+
+    Where the words refer to ``$NODE_RANK``, each node's agent runs them in
+    ``bash -c`` after setting it from the scheduler's per-task variable, so
+    the variable is expanded on that node, not once in the batch shell.
+    Every way ends the whole job when one agent fails: srun's
+    --kill-on-bad-exit, mpirun's abort, and hpcdist_wait_all locally.
+    """
+    needs_rank = any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words)
+
+    def on_each_node(prefix: list, rank_variable: str) -> list[str]:
+        if not needs_rank:
+            return [words_to_line(prefix + words)]
+        agent = f'export NODE_RANK="${rank_variable}"; exec {words_to_line(words)}'
+        return [words_to_line(prefix + ["bash", "-c", agent])]
+
+    if spec.scheduler == "slurm":
+        return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}",
+                             "--ntasks-per-node=1", "--kill-on-bad-exit=1"], "SLURM_NODEID")
+    if spec.scheduler == "pbs":
+        spread = ["mpirun", "--hostfile", var("HPCDIST_NODEFILE"), "-np", str(spec.nodes),
+                  "--map-by", "ppr:1:node", "--bind-to", "none"]
+        for name in propagated(spec):
+            spread += ["-x", name]
+        return on_each_node(spread, "OMPI_COMM_WORLD_RANK")
+    # local: several "nodes" on this host, as background agents.
+    return [
+        "pids=()",
+        f"for node_rank in $(seq 0 {spec.nodes - 1}); do",
+        f"  NODE_RANK=$node_rank {words_to_line(words)} &",
+        "  pids+=($!)",
+        "done",
+        'hpcdist_wait_all "${pids[@]}"',
+    ]
+
+
+def launch_lines(spec: JobSpec) -> list[str]:
+    """The shell lines that start the training on every node."""
+    words = LAUNCHERS[spec.launcher].words(spec)
+    if is_per_node(spec):
+        return per_node(spec, words)
+    return [words_to_line(words)]

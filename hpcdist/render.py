@@ -1,0 +1,78 @@
+"""From a :class:`~hpcdist.spec.JobSpec` to a job script, through Jinja templates.
+
+Every value reaches the script shell-quoted (``finalize``), unless it is a
+:class:`~hpcdist.launch_commands.Shell` word or passes the ``raw`` filter
+(user directives, which the user owns, and lines built by
+:mod:`hpcdist.launch_commands`). Templates are looked up first in the
+user's template folder, then in hpcdist's own (``templates/`` in the
+repository, ``hpcdist/templates`` in the wheel). Undefined names are errors.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from hpcdist import __version__, validate
+from hpcdist.launch_commands import Shell, hostfile_format, is_per_node, launch_lines, propagated
+from hpcdist.spec import JobSpec
+
+SUBMIT_COMMAND = {"slurm": "sbatch", "pbs": "qsub", "local": "bash"}
+
+
+def templates_dir() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, "templates")
+    return installed if os.path.isdir(installed) else os.path.join(os.path.dirname(here), "templates")
+
+
+def _quote(value) -> str:
+    if isinstance(value, Shell):
+        return str(value)
+    if value is None:
+        raise ValueError("a template printed None: a value it uses is unset (check the template's `if`s)")
+    if isinstance(value, bool):
+        raise ValueError("a template printed a bool: test it with `if` instead")
+    return shlex.quote(str(value))
+
+
+def environment(user_template: str | None = None):
+    import jinja2
+
+    search = [templates_dir()]
+    if user_template:
+        search.insert(0, os.path.dirname(os.path.abspath(user_template)))
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(search),
+        undefined=jinja2.StrictUndefined,
+        finalize=_quote,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters.update(
+        raw=Shell,
+        slurm_time=validate.format_slurm_time,
+        pbs_walltime=validate.format_pbs_walltime,
+        slurm_mem=validate.format_slurm_mem,
+        pbs_mem=validate.format_pbs_mem,
+    )
+    return env
+
+
+def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None) -> str:
+    env = environment(spec.template)
+    name = os.path.basename(spec.template) if spec.template else f"{spec.scheduler}/job.sh.j2"
+    template = env.get_template(name)
+    return template.render(
+        spec=spec,
+        version=__version__,
+        command_line=command_line,
+        submit_command=SUBMIT_COMMAND[spec.scheduler],
+        workdir=workdir or os.getcwd(),
+        hostfile_format=hostfile_format(spec),
+        per_node=is_per_node(spec),
+        propagated=propagated(spec),
+        launch_lines=[Shell(line) for line in launch_lines(spec)],
+    )

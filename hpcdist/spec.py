@@ -1,0 +1,167 @@
+"""The job spec: one validated description of a job, before any script exists.
+
+Values come, lowest to highest, from built-in defaults, a profile file and
+command-line flags (:func:`build_spec` takes them already merged). Every
+check that can fail before the queue fails here, with a
+:class:`~hpcdist.validate.ValidationError` naming the flag, the value, the
+rule and the fix; nothing is written before the spec is whole.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+
+from hpcdist import validate as v
+
+SCHEDULERS = ("local", "slurm", "pbs")
+LAUNCHERS = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate")
+DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
+MPI_FLAVOURS = ("openmpi", "mpich")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    script: str
+    script_args: tuple[str, ...] = ()
+    scheduler: str = "local"
+    dialect: str | None = None  # pbs: "pro" or "torque"
+    nodes: int = 1
+    gpus_per_node: int = 0
+    procs_per_node: int = 1  # one per GPU when GPUs are asked for
+    cpus_per_proc: int | None = None
+    mem_mb: int | None = None
+    walltime_s: int | None = None
+    queue: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    job_name: str = "job"
+    output: str | None = None
+    array: str | None = None
+    dependency: str | None = None
+    mail_user: str | None = None
+    exclusive: bool = False
+    directives: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    conda: str | None = None
+    venv: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    propagate: tuple[str, ...] = ()
+    launcher: str = "torchrun"
+    deepspeed_config: str | None = None
+    deepspeed_runner: str = "pdsh"
+    no_ssh: bool = False
+    ssh_port: int | None = None
+    mpi: str = "openmpi"
+    python: str = "python"
+    template: str | None = None
+    #: What was understood from values that are easy to misread (walltime, memory).
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def total_procs(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: Flags as users type them, for error messages.
+FLAG = {f: "--" + f.replace("_", "-") for f in (f.name for f in fields(JobSpec))}
+FLAG.update(script="SCRIPT", script_args="ARGS", mem_mb="--mem", walltime_s="--walltime",
+            env="--env", modules="--module", sources="--source", directives="--directive",
+            mail_user="--mail")
+
+
+def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
+    """A :class:`JobSpec` from merged values (strings as typed, or already typed).
+
+    ``values`` keys are JobSpec field names, except ``mem`` and ``walltime``
+    (as typed) instead of ``mem_mb`` and ``walltime_s``; None means unset.
+    """
+    given = {k: val for k, val in values.items() if val is not None}
+    unknown = set(given) - {f.name for f in fields(JobSpec)} - {"mem", "walltime"}
+    if unknown:
+        raise TypeError(f"unknown job spec fields: {', '.join(sorted(unknown))}")
+    out: dict = {}
+    notes: list[str] = []
+
+    out["scheduler"] = v.check_choice(given.get("scheduler", "local"), "--scheduler", SCHEDULERS)
+    out["dialect"] = v.check_dialect(out["scheduler"], given.get("dialect"))
+    out["launcher"] = v.check_choice(given.get("launcher", "torchrun"), "--launcher", LAUNCHERS)
+    if out["launcher"] == "srun" and out["scheduler"] != "slurm":
+        raise v.ValidationError(
+            "--launcher", "srun", f"srun starts tasks only inside a Slurm job, not under {out['scheduler']}.",
+            "Use --launcher torchrun or mpirun, or --scheduler slurm.")
+
+    script = v.check_text(str(given.get("script", "")), "SCRIPT")
+    if not script:
+        raise v.ValidationError("SCRIPT", script, "no training script was given.", "Add the script path: hpcdist submit ... train.py")
+    if check_files and not os.path.isfile(script):
+        raise v.ValidationError("SCRIPT", script, "does not exist (relative to the current directory).",
+                                "Check the path; the job runs from the directory you submit from.")
+    out["script"] = script
+    out["script_args"] = tuple(v.check_text(str(a), "ARGS", allow_newline=True) for a in given.get("script_args", ()))
+
+    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port"):
+        if name in given:
+            out[name] = v.check_positive(given[name], FLAG[name])
+    if "gpus_per_node" in given:
+        out["gpus_per_node"] = v.check_positive(given["gpus_per_node"], "--gpus-per-node", allow_zero=True)
+    gpus = out.get("gpus_per_node", 0)
+    out.setdefault("procs_per_node", gpus or 1)
+    if gpus and out["procs_per_node"] > gpus:
+        raise v.ValidationError(
+            "--procs-per-node", str(out["procs_per_node"]),
+            f"is more than --gpus-per-node {gpus}: several processes would share a GPU.",
+            "Use one process per GPU (leave --procs-per-node out), or ask for more GPUs.")
+
+    if "walltime" in given:
+        out["walltime_s"] = v.parse_walltime(str(given["walltime"]))
+        notes.append(f"walltime {given['walltime']!r} understood as {v.describe_walltime(out['walltime_s'])}")
+    if "mem" in given:
+        out["mem_mb"] = v.parse_memory(str(given["mem"]))
+        notes.append(f"memory {given['mem']!r} understood as {out['mem_mb']} MB per node")
+
+    for name in ("queue", "account", "qos"):
+        if name in given:
+            out[name] = v.check_name(str(given[name]), FLAG[name])
+    if "qos" in out and out["scheduler"] == "pbs":
+        raise v.ValidationError("--qos", out["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
+
+    default_name = v.suggest_job_name(os.path.basename(script), out["scheduler"])
+    out["job_name"] = v.check_job_name(str(given.get("job_name", default_name)), out["scheduler"])
+    for name in ("output", "array", "dependency", "mail_user", "conda", "venv", "deepspeed_config",
+                 "template", "python"):
+        if name in given:
+            out[name] = v.check_text(str(given[name]), FLAG[name])
+    for name in ("exclusive", "no_ssh"):
+        if name in given:
+            out[name] = bool(given[name])
+    if "conda" in out and "venv" in out:
+        raise v.ValidationError("--venv", out["venv"], "cannot be used together with --conda.", "Pick one environment.")
+    if check_files and "deepspeed_config" in out and not os.path.isfile(out["deepspeed_config"]):
+        raise v.ValidationError("--deepspeed-config", out["deepspeed_config"], "does not exist.", "Check the path.")
+    if check_files and "template" in out and not os.path.isfile(out["template"]):
+        raise v.ValidationError("--template", out["template"], "does not exist.", "Check the path.")
+
+    out["modules"] = tuple(v.check_text(str(m), "--module") for m in given.get("modules", ()))
+    out["sources"] = tuple(v.check_text(str(s), "--source") for s in given.get("sources", ()))
+    env = given.get("env", ())
+    pairs = env.items() if isinstance(env, dict) else (
+        v.parse_env_assignment(e) if isinstance(e, str) else tuple(e) for e in env)
+    out["env"] = tuple((v.check_env_name(k), v.check_text(str(val), "--env", allow_newline=True)) for k, val in pairs)
+    out["propagate"] = tuple(v.check_env_name(str(n), "--propagate") for n in given.get("propagate", ()))
+    out["directives"] = tuple(v.check_directive(str(d), out["scheduler"]) for d in given.get("directives", ()))
+    if out["scheduler"] == "local" and out["directives"]:
+        raise v.ValidationError("--directive", out["directives"][0], "the local backend has no scheduler to read it.",
+                                "Drop it, or submit with --scheduler slurm or pbs.")
+    if out["scheduler"] != "local":
+        v.check_gpu_directives(out["scheduler"], out["dialect"], gpus, list(out["directives"]))
+
+    out["deepspeed_runner"] = v.check_choice(given.get("deepspeed_runner", "pdsh"), "--deepspeed-runner", DEEPSPEED_RUNNERS)
+    if out["deepspeed_runner"] == "slurm" and out["scheduler"] != "slurm":
+        raise v.ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
+    out["mpi"] = v.check_choice(given.get("mpi", "openmpi"), "--mpi", MPI_FLAVOURS)
+    return JobSpec(**out, notes=tuple(notes))

@@ -1,0 +1,83 @@
+"""Submission: spec -> job folder -> scheduler -> record; and following a job to its end."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+from hpcdist.backends import SubmitError, backend_for
+from hpcdist.jobs import JOBS_DIR, Draft, Job
+from hpcdist.render import render
+from hpcdist.spec import JobSpec
+
+FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY")
+
+
+def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_DIR) -> Job:
+    """Write the job folder, submit the script, record the job. Nothing is left when it fails."""
+    backend = backend_for(spec.scheduler, spec.dialect)
+    workdir = os.getcwd()
+    draft = Draft(os.path.abspath(root), spec.job_name)
+    try:
+        log = os.path.join(draft.final, "job.log")
+        spec = dataclasses.replace(spec, output=spec.output or log)
+        draft.write("spec.json", json.dumps(spec.as_dict(), indent=2) + "\n")
+        draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir), 0o700)
+        folder = draft.place()
+        job_id = backend.submit(os.path.join(folder, "job.sh"), workdir, log)
+    except BaseException:
+        draft.discard()
+        raise
+    return draft.commit({
+        "job_id": job_id.id, "cluster": job_id.cluster, "number": job_id.number,
+        "is_array": job_id.is_array, "scheduler": spec.scheduler, "dialect": spec.dialect,
+        "job_name": spec.job_name, "workdir": workdir, "log": log.replace("%j", job_id.id).replace("%x", spec.job_name),
+        "submitted_at": time.time(), "command_line": command_line,
+    })
+
+
+def status(job: Job):
+    return backend_for(job.scheduler, job.record.get("dialect")).status(job)
+
+
+def cancel(job: Job) -> None:
+    backend_for(job.scheduler, job.record.get("dialect")).cancel(job)
+
+
+def wait(job: Job, *, poll: float = 2.0, out=sys.stdout) -> int:
+    """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
+    last_state, offset = None, 0
+    while True:
+        state = status(job)
+        offset = _print_new_log(job.log, offset, out)
+        if state.state != last_state:
+            print(f"hpcdist: job {job.job_id} is {state.state.lower()}"
+                  + (f" ({state.reason})" if state.reason else ""), file=sys.stderr, flush=True)
+            last_state = state.state
+        if state.state in FINISHED:
+            time.sleep(0.2)
+            _print_new_log(job.log, offset, out)
+            job.update(state=state.state, exit_code=state.exit_code)
+            if state.exit_code is not None:
+                return state.exit_code
+            return 0 if state.state == "COMPLETED" else 1
+        time.sleep(poll)
+
+
+def _print_new_log(path: str, offset: int, out) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+    except FileNotFoundError:
+        return offset
+    if chunk:
+        out.write(chunk.decode("utf-8", errors="replace"))
+        out.flush()
+    return offset + len(chunk)
+
+
+__all__ = ["submit", "status", "cancel", "wait", "SubmitError"]

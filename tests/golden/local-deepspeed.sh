@@ -1,0 +1,43 @@
+#!/bin/bash
+# Written by hpcdist 0.1.0 from:
+#   hpcdist submit ...
+# Submit it by hand with:  bash job.sh
+# It is a plain script: read it, edit it, submit it again.
+
+# Local backend: 2 "node(s)" on this host, 2 process(es) each.
+
+set -euo pipefail
+cd /home/alice/project
+export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"
+
+# Wait for every background agent; when one fails, stop the others and fail.
+hpcdist_wait_all() {
+  local status=0
+  while [ "$#" -gt 0 ]; do
+    if ! wait -n "$@"; then status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; fi
+    local alive=()
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    set -- "${alive[@]+"${alive[@]}"}"
+  done
+}
+
+# Every value below that came from the job spec is shell-quoted.
+export NCCL_DEBUG=INFO
+if ! command -v hpcdist >/dev/null; then
+  echo "hpcdist is not installed in this job's environment (PATH=$PATH): install it there (pip install hpcdist) or add --conda/--venv/--module." >&2
+  exit 2
+fi
+
+# The allocation: a hostfile for the launcher, the first host as the master.
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+trap 'rm -rf "$run_dir"' EXIT
+export HPCDIST_HOSTFILE="$run_dir/hostfile"
+hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
+export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
+export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there.
+export DS_ENV_FILE="$run_dir/deepspeed_env"
+env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' > "$DS_ENV_FILE" || true
+
+# Start the training on every node.
+deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1 --deepspeed_config ds_config.json

@@ -1,0 +1,40 @@
+#!/bin/bash
+# Written by hpcdist 0.1.0 from:
+#   hpcdist submit ...
+# Submit it by hand with:  bash job.sh
+# It is a plain script: read it, edit it, submit it again.
+
+# Local backend: 2 "node(s)" on this host, 2 process(es) each.
+
+set -euo pipefail
+cd /home/alice/project
+export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"
+
+# Wait for every background agent; when one fails, stop the others and fail.
+hpcdist_wait_all() {
+  local status=0
+  while [ "$#" -gt 0 ]; do
+    if ! wait -n "$@"; then status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; fi
+    local alive=()
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    set -- "${alive[@]+"${alive[@]}"}"
+  done
+}
+
+# Every value below that came from the job spec is shell-quoted.
+export NCCL_DEBUG=INFO
+if ! command -v hpcdist >/dev/null; then
+  echo "hpcdist is not installed in this job's environment (PATH=$PATH): install it there (pip install hpcdist) or add --conda/--venv/--module." >&2
+  exit 2
+fi
+
+# The allocation: a hostfile for the launcher, the first host as the master.
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+trap 'rm -rf "$run_dir"' EXIT
+export HPCDIST_HOSTFILE="$run_dir/hostfile"
+hpcdist hostfile --format openmpi --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
+export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
+export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+
+# Start the training on every node.
+mpirun --hostfile "$HPCDIST_HOSTFILE" -np 4 --map-by slot --bind-to none -x PATH -x LD_LIBRARY_PATH -x PYTHONPATH -x VIRTUAL_ENV -x CONDA_PREFIX -x MASTER_ADDR -x MASTER_PORT -x NCCL_DEBUG python train.py --lr 0.1

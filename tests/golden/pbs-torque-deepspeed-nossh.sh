@@ -1,0 +1,42 @@
+#!/bin/bash
+# Written by hpcdist 0.1.0 from:
+#   hpcdist submit ...
+# Submit it by hand with:  qsub job.sh
+# It is a plain script: read it, edit it, submit it again.
+
+#PBS -N train
+#PBS -l nodes=2:ppn=4:gpus=4
+#PBS -l walltime=01:30:00
+#PBS -j oe
+
+set -euo pipefail
+# PBS starts jobs in $HOME.
+cd "$PBS_O_WORKDIR"
+export HPCDIST_JOB_ID="$PBS_JOBID"
+
+# Every value below that came from the job spec is shell-quoted.
+# Environment (module and conda scripts read unset variables: -u is off here).
+set +u
+module load cuda/12.1
+eval "$(conda shell.bash hook)"
+conda activate myenv
+set -u
+export NCCL_DEBUG=INFO
+if ! command -v hpcdist >/dev/null; then
+  echo "hpcdist is not installed in this job's environment (PATH=$PATH): install it there (pip install hpcdist) or add --conda/--venv/--module." >&2
+  exit 2
+fi
+
+# The allocation: a hostfile for the launcher, the first host as the master.
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+trap 'rm -rf "$run_dir"' EXIT
+export HPCDIST_HOSTFILE="$run_dir/hostfile"
+hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
+export MASTER_ADDR="${MASTER_ADDR:-$(hpcdist hostfile --format nodes | head -n 1)}"
+export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# One line per node, for starting one agent on each.
+export HPCDIST_NODEFILE="$run_dir/nodes"
+hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
+
+# Start the training on every node.
+mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none -x PATH -x LD_LIBRARY_PATH -x PYTHONPATH -x VIRTUAL_ENV -x CONDA_PREFIX -x MASTER_ADDR -x MASTER_PORT -x NCCL_DEBUG bash -c 'export NODE_RANK="$OMPI_COMM_WORLD_RANK"; exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" train.py --lr 0.1'

@@ -1,0 +1,40 @@
+#!/bin/bash
+# Written by hpcdist 0.1.0 from:
+#   hpcdist submit ...
+# Submit it by hand with:  sbatch job.sh
+# It is a plain script: read it, edit it, submit it again.
+
+#SBATCH --job-name=train
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --time=01:30:00
+#SBATCH --output=%x-%j.out
+
+set -euo pipefail
+cd "$SLURM_SUBMIT_DIR"
+export HPCDIST_JOB_ID="$SLURM_JOB_ID"
+
+# Every value below that came from the job spec is shell-quoted.
+# Environment (module and conda scripts read unset variables: -u is off here).
+set +u
+module load cuda/12.1
+eval "$(conda shell.bash hook)"
+conda activate myenv
+set -u
+export NCCL_DEBUG=INFO
+if ! command -v hpcdist >/dev/null; then
+  echo "hpcdist is not installed in this job's environment (PATH=$PATH): install it there (pip install hpcdist) or add --conda/--venv/--module." >&2
+  exit 2
+fi
+
+# The allocation: a hostfile for the launcher, the first host as the master.
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+trap 'rm -rf "$run_dir"' EXIT
+export HPCDIST_HOSTFILE="$run_dir/hostfile"
+hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
+export MASTER_ADDR="${MASTER_ADDR:-$(hpcdist hostfile --format nodes | head -n 1)}"
+export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+
+# Start the training on every node.
+srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'export NODE_RANK="$SLURM_NODEID"; exec accelerate launch --num_machines=2 --num_processes=8 --machine_rank="$NODE_RANK" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" --multi_gpu train.py --lr 0.1'

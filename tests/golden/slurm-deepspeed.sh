@@ -1,0 +1,43 @@
+#!/bin/bash
+# Written by hpcdist 0.1.0 from:
+#   hpcdist submit ...
+# Submit it by hand with:  sbatch job.sh
+# It is a plain script: read it, edit it, submit it again.
+
+#SBATCH --job-name=train
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --time=01:30:00
+#SBATCH --output=%x-%j.out
+
+set -euo pipefail
+cd "$SLURM_SUBMIT_DIR"
+export HPCDIST_JOB_ID="$SLURM_JOB_ID"
+
+# Every value below that came from the job spec is shell-quoted.
+# Environment (module and conda scripts read unset variables: -u is off here).
+set +u
+module load cuda/12.1
+eval "$(conda shell.bash hook)"
+conda activate myenv
+set -u
+export NCCL_DEBUG=INFO
+if ! command -v hpcdist >/dev/null; then
+  echo "hpcdist is not installed in this job's environment (PATH=$PATH): install it there (pip install hpcdist) or add --conda/--venv/--module." >&2
+  exit 2
+fi
+
+# The allocation: a hostfile for the launcher, the first host as the master.
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+trap 'rm -rf "$run_dir"' EXIT
+export HPCDIST_HOSTFILE="$run_dir/hostfile"
+hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
+export MASTER_ADDR="${MASTER_ADDR:-$(hpcdist hostfile --format nodes | head -n 1)}"
+export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there.
+export DS_ENV_FILE="$run_dir/deepspeed_env"
+env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' > "$DS_ENV_FILE" || true
+
+# Start the training on every node.
+deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1 --deepspeed_config ds_config.json

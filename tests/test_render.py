@@ -1,0 +1,131 @@
+"""Rendered job scripts: golden files for every scheduler x dialect x launcher, bash -n, quoting."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from hpcdist.render import render
+from hpcdist.spec import build_spec
+from hpcdist.validate import ValidationError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN = os.path.join(HERE, "golden")
+UPDATE = os.environ.get("HPCDIST_UPDATE_GOLDEN") == "1"
+
+SCHEDULERS = [("slurm", None), ("pbs", "pro"), ("pbs", "torque"), ("local", None)]
+LAUNCHERS = [
+    ("torchrun", {}),
+    ("deepspeed", {"deepspeed_config": "ds_config.json"}),
+    ("deepspeed-nossh", {"launcher": "deepspeed", "no_ssh": True}),
+    ("mpirun-openmpi", {"launcher": "mpirun"}),
+    ("mpirun-mpich", {"launcher": "mpirun", "mpi": "mpich"}),
+    ("srun", {}),
+    ("accelerate", {}),
+]
+
+
+def spec_for(scheduler, dialect, launcher, extra, **more):
+    values = dict(
+        scheduler=scheduler, dialect=dialect, launcher=extra.get("launcher", launcher), nodes=2,
+        gpus_per_node=4 if scheduler != "local" else 0, procs_per_node=None if scheduler != "local" else 2,
+        walltime="1h30m" if scheduler != "local" else None, modules=["cuda/12.1"] if scheduler != "local" else [],
+        conda="myenv" if scheduler != "local" else None, env=["NCCL_DEBUG=INFO"],
+        script="train.py", script_args=["--lr", "0.1"],
+    )
+    values.update({k: v for k, v in extra.items() if k != "launcher"})
+    values.update(more)
+    return build_spec(values, check_files=False)
+
+
+CASES = [(s, d, name, extra) for s, d in SCHEDULERS for name, extra in LAUNCHERS
+         if not (name == "srun" and s != "slurm")]
+
+
+@pytest.mark.parametrize("scheduler,dialect,name,extra", CASES,
+                         ids=[f"{s}{'-' + d if d else ''}-{n}" for s, d, n, _ in CASES])
+def test_golden_and_bash_syntax(scheduler, dialect, name, extra):
+    spec = spec_for(scheduler, dialect, name, extra)
+    text = render(spec, command_line="hpcdist submit ...", workdir="/home/alice/project")
+    path = os.path.join(GOLDEN, f"{scheduler}{'-' + dialect if dialect else ''}-{name}.sh")
+    if UPDATE or not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(text)
+    with open(path) as f:
+        assert text == f.read(), f"{path} differs; HPCDIST_UPDATE_GOLDEN=1 rewrites it after review"
+    check = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    lines = text.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    # Directives before the first command: schedulers stop reading at the first one.
+    first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    prefix = {"slurm": "#SBATCH", "pbs": "#PBS"}.get(scheduler)
+    if prefix:
+        assert not [l for l in lines[first_command:] if l.startswith(prefix)]
+        assert [l for l in lines[:first_command] if l.startswith(prefix)]
+
+
+def test_user_directives_come_first():
+    spec = build_spec(dict(scheduler="slurm", script="t.py", directives=["--constraint=a100"]), check_files=False)
+    directives = [l for l in render(spec).splitlines() if l.startswith("#SBATCH")]
+    assert directives[0] == "#SBATCH --constraint=a100"
+
+
+HOSTILE = [
+    "$(touch {sentinel})", "`touch {sentinel}`", "; touch {sentinel}", "&& touch {sentinel}",
+    "it's \"quoted\"", "line\nbreak; touch {sentinel}", "--leading-dash", "日本語 ünïcödé", "x" * 5000,
+]
+
+
+@pytest.mark.parametrize("payload", HOSTILE, ids=range(len(HOSTILE)))
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs", "local"])
+def test_hostile_values_are_carried_literally(payload, scheduler, tmp_path):
+    sentinel = tmp_path / "pwned"
+    value = payload.format(sentinel=sentinel)
+    spec = build_spec(dict(scheduler=scheduler, script="train.py", script_args=[value, "--x", value],
+                           env=[f"PAYLOAD={value}"], conda=value.replace("\n", " "),
+                           modules=[value.replace("\n", " ")]), check_files=False)
+    text = render(spec, command_line="hpcdist submit " + shlex.quote(value), workdir=str(tmp_path))
+    assert subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True).returncode == 0
+    # The launch line hands the script exactly these arguments.
+    words = shlex.split(text.split("# Start the training on every node.\n", 1)[1])
+    assert words[words.index("train.py"):][:4] == ["train.py", value, "--x", value]
+    # Running the environment part sets the value and executes none of the payload.
+    exports = "export PAYLOAD=" + text.split("\nexport PAYLOAD=", 1)[1].split("\nif ! command -v hpcdist", 1)[0]
+    out = subprocess.run(["bash", "-c", exports + '\nprintf %s "$PAYLOAD"'], capture_output=True, text=True)
+    assert out.stdout == value
+    assert not sentinel.exists()
+
+
+@pytest.mark.parametrize("values,needles", [
+    (dict(scheduler="pbs", job_name=".hidden"), ["--job-name", ".hidden"]),
+    (dict(scheduler="pbs", job_name="a=b"), ["--job-name", "="]),
+    (dict(scheduler="slurm", walltime="90"), ["--walltime", "90m"]),
+    (dict(scheduler="slurm", gpus_per_node=4, directives=["--gres=gpu:4"]), ["--gres", "--gpus-per-node"]),
+    (dict(scheduler="slurm", nodes=0), ["--nodes", "0"]),
+    (dict(scheduler="local", launcher="srun"), ["--launcher", "srun"]),
+    (dict(scheduler="slurm", queue="-gpu"), ["--queue"]),
+    (dict(scheduler="pbs", qos="high"), ["--qos", "queue"]),
+])
+def test_mistakes_are_caught_before_the_queue(values, needles):
+    with pytest.raises(ValidationError) as info:
+        build_spec({"script": "t.py", **values}, check_files=False)
+    for needle in needles:
+        assert needle in str(info.value)
+
+
+def test_missing_script_is_caught(tmp_path):
+    with pytest.raises(ValidationError, match="SCRIPT.*does not exist"):
+        build_spec({"script": str(tmp_path / "nope.py")})
+
+
+def test_user_template_extends_ours(tmp_path):
+    own = tmp_path / "mine.sh.j2"
+    own.write_text('{% extends "slurm/job.sh.j2" %}\n{% block environment %}\n'
+                   'source /site/setup.sh\n{{ super() }}{% endblock %}\n')
+    spec = build_spec(dict(scheduler="slurm", script="t.py", template=str(own)), check_files=False)
+    text = render(spec)
+    assert "source /site/setup.sh" in text and "#SBATCH --nodes=1" in text
