@@ -20,9 +20,6 @@ allocation counted CPUs.
 from __future__ import annotations
 
 import os
-import socket
-from dataclasses import dataclass
-from typing import Mapping
 
 from hpcdist.hostlist import HostlistError, expand, expand_counts
 
@@ -34,13 +31,18 @@ class AllocationError(ValueError):
     """The allocation is empty, unreadable or inconsistent. Names the variables read."""
 
 
-@dataclass(frozen=True)
 class Allocation:
-    hosts: tuple[tuple[str, int], ...]
-    #: Where it came from: the variables (and files) read.
-    source: str
+    """Ordered ``(host, slots)`` pairs and ``source``, the variables (and files) read.
 
-    def __post_init__(self) -> None:
+    A plain class, not a dataclass: ``hpcdist hostfile`` runs in every job
+    script, and ``import dataclasses`` alone costs more than the rest of it.
+    """
+
+    __slots__ = ("hosts", "source")
+
+    def __init__(self, hosts, source: str):
+        self.hosts: tuple[tuple[str, int], ...] = tuple(hosts)
+        self.source = source
         if not self.hosts:
             raise AllocationError(f"the allocation from {self.source} has no hosts")
         for host, slots in self.hosts:
@@ -51,6 +53,12 @@ class Allocation:
                     f"host {host} has {slots} slots in the allocation from {self.source}; "
                     f"every host needs at least one"
                 )
+
+    def __eq__(self, other):
+        return isinstance(other, Allocation) and (self.hosts, self.source) == (other.hosts, other.source)
+
+    def __repr__(self):
+        return f"Allocation(hosts={self.hosts!r}, source={self.source!r})"
 
     @property
     def host_names(self) -> list[str]:
@@ -105,6 +113,8 @@ class Allocation:
         elif env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"):
             alloc = _from_slurm_env(env, slots_per_node)
         else:
+            import socket
+
             host = socket.gethostname()
             alloc = cls(((host, slots_per_node or 1),), f"this host ({host}): no PBS or Slurm allocation")
         return alloc.with_slots(slots_per_node) if slots_per_node else alloc

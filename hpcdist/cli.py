@@ -17,7 +17,8 @@ class CommandError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
         parser.print_help()
@@ -41,7 +42,14 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Subcommands whose flags need the job spec module (imported only for them).
+_JOB_COMMANDS = ("render", "submit")
+
+
+def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
+    # `hpcdist hostfile` and `hpcdist env` run inside every job: they skip the
+    # job-spec imports that only render and submit need.
+    command = next((a for a in argv if not a.startswith("-")), None)
     parser = argparse.ArgumentParser(
         prog="hpcdist",
         description="Distributed PyTorch on PBS and Slurm clusters.",
@@ -66,11 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="print the job script for a training script",
                             description="Render the job script `hpcdist submit` would submit.")
-    _add_job_flags(render)
+    if command in _JOB_COMMANDS:
+        _add_job_flags(render)
     render.set_defaults(run=run_render)
     submit = sub.add_parser("submit", help="write the job script and submit it",
                             description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
-    _add_job_flags(submit)
+    if command in _JOB_COMMANDS:
+        _add_job_flags(submit)
     submit.add_argument("--dry-run", action="store_true", help="print the script and the submit command; submit nothing")
     submit.add_argument("--wait", action="store_true", help="follow the job to its end; exit with its exit code")
     submit.add_argument("--json", action="store_true", help="print a JSON object (job_id, scheduler, script)")
