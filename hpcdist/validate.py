@@ -1,0 +1,796 @@
+"""Checks and normalisers for job-spec values, run before anything is queued.
+
+A typo in a walltime or a job name costs a PhD student hours in a queue, so
+every value that a scheduler would reject (or, worse, silently misread) is
+checked here, when the job spec is built.  Every failure is a
+:class:`ValidationError` that names the flag, the value as given, the rule
+and the fix::
+
+    --walltime '90': a bare number is minutes to Slurm but seconds to PBS. Write 90m, 90s or 01:30:00.
+
+The functions are pure (no I/O, no environment) and use the standard library
+only; importing this module costs ``re`` and nothing else (``difflib`` is
+imported only when a choice is wrong).
+
+Units
+-----
+* Walltimes are whole seconds (``int`` > 0, at most :data:`MAX_WALLTIME`,
+  365 days).
+* Memory is whole megabytes with binary multiples, as Slurm and PBS count
+  them: 1G = 1024M, 1T = 1024G, 1024K = 1M.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "MAX_WALLTIME",
+    "SCHEDULERS",
+    "ValidationError",
+    "check_choice",
+    "check_dialect",
+    "check_directive",
+    "check_env_name",
+    "check_gpu_directives",
+    "check_job_name",
+    "check_name",
+    "check_positive",
+    "check_text",
+    "describe_walltime",
+    "format_pbs_mem",
+    "format_pbs_walltime",
+    "format_slurm_mem",
+    "format_slurm_time",
+    "parse_env_assignment",
+    "parse_memory",
+    "parse_walltime",
+    "suggest_job_name",
+]
+
+#: The schedulers hpcdist renders for ("local" runs the job script here).
+SCHEDULERS = ("local", "slurm", "pbs")
+#: The PBS dialects: PBS Pro / OpenPBS (``select=``) and Torque (``nodes=``).
+PBS_DIALECTS = ("pro", "torque")
+_DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pro": "pro", "altair": "pro"}
+
+#: The longest walltime accepted: 365 days, in seconds.
+MAX_WALLTIME = 365 * 86400
+#: The most memory accepted per node: 1 PiB, in megabytes (more is a unit typo).
+MAX_MEMORY_MB = 1024 ** 3
+#: Values longer than this are rejected before any parsing (walltime, memory).
+_MAX_FIELD_LEN = 64
+
+_MINUTE = 60
+_HOUR = 3600
+_DAY = 86400
+
+
+class ValidationError(ValueError):
+    """A job-spec value that would fail, or be misread, once queued.
+
+    ``field`` is the flag as users type it (``"--walltime"``), ``value`` the
+    value as given, ``rule`` one sentence saying what is wrong and ``fix`` one
+    sentence saying what to write instead ("" when there is nothing better to
+    say than the rule).  ``str(e)`` is ``f"{field} {value!r}: {rule} {fix}"``.
+    """
+
+    def __init__(self, field: str, value: object, rule: str, fix: str = "") -> None:
+        self.field = field
+        self.value = value
+        self.rule = rule
+        self.fix = fix
+        message = f"{field} {value!r}: {rule}"
+        if fix:
+            message += f" {fix}"
+        super().__init__(message)
+
+    def __reduce__(self):  # picklable although __init__ takes four arguments
+        return (type(self), (self.field, self.value, self.rule, self.fix))
+
+
+# --------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------
+
+class _Lazy:
+    """A regular expression compiled on first use (through ``re``'s own
+    cache), so that importing this module compiles nothing."""
+
+    __slots__ = ("pattern", "flags")
+
+    def __init__(self, pattern: str, flags: int = re.A) -> None:
+        self.pattern = pattern
+        self.flags = flags
+
+    def __getattr__(self, name: str):  # match, fullmatch, sub, ...
+        return getattr(re.compile(self.pattern, self.flags), name)
+
+
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
+
+
+def _decimal(text: str) -> tuple[int, int]:
+    """``"1.25"`` -> ``(125, 100)``: an exact fraction, ASCII digits only."""
+    whole, _, frac = text.partition(".")
+    return int((whole or "0") + frac), 10 ** len(frac)
+
+
+def _choice(value: object, field: str, choices) -> str:
+    return check_choice(value, field, choices)
+
+
+def _require_str(value: object, field: str, what: str = "text") -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, value, f"must be {what}, not {type(value).__name__}.")
+    return value
+
+
+def _first_bad(text: str, allowed: _Lazy) -> tuple[int, str] | None:
+    for i, ch in enumerate(text):
+        if not allowed.fullmatch(ch):
+            return i, ch
+    return None
+
+
+def _bad_char_rule(bad: tuple[int, str], what: str, allowed_words: str) -> str:
+    i, ch = bad
+    return f"character {ch!r} at position {i + 1} is not allowed: {what} may contain only {allowed_words}."
+
+
+# --------------------------------------------------------------------------
+# walltime
+# --------------------------------------------------------------------------
+
+_UNITS = {
+    "d": _DAY, "day": _DAY, "days": _DAY,
+    "h": _HOUR, "hr": _HOUR, "hrs": _HOUR, "hour": _HOUR, "hours": _HOUR,
+    "m": _MINUTE, "min": _MINUTE, "mins": _MINUTE, "minute": _MINUTE, "minutes": _MINUTE,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+}
+_UNIT_TOKEN = _Lazy(rf"\s*({_NUMBER})\s*([a-z]+)\s*", re.I | re.A)
+_BARE_NUMBER = _Lazy(rf"\s*{_NUMBER}\s*", re.A)
+_CLOCK = _Lazy(r"(?:([0-9]+)-)?([0-9]+):([0-9]+):([0-9]+)", re.A)        # [D-]HH:MM:SS
+_DAY_CLOCK = _Lazy(r"([0-9]+)-([0-9]+)(?::([0-9]+))?", re.A)             # D-HH[:MM]
+_ONE_COLON = _Lazy(r"([0-9]+):([0-9]+)", re.A)                           # MM:SS (ambiguous)
+
+_WALLTIME_FORMS = ("Use units (90m, 1h30m, 2h, 1d12h, 1.5h) or a clock "
+                   "(HH:MM:SS such as 01:30:00, or D-HH:MM:SS such as 1-12:00:00).")
+
+
+def parse_walltime(text: str, field: str = "--walltime") -> int:
+    """A walltime as whole seconds (> 0, at most 365 days).
+
+    Accepted, case-insensitive, spaces optional:
+
+    * units, largest first, each at most once: ``90m``, ``1h30m``, ``2h``,
+      ``45s``, ``1d``, ``1d12h``, ``2 hours``, ``30 min``; a decimal is
+      allowed when there is a single unit (``1.5h``, ``.5d``), and the result
+      is rounded to the nearest second (halves up);
+    * clocks: ``HH:MM:SS`` (hours may exceed 23: ``48:00:00``),
+      ``D-HH:MM:SS``, ``D-HH:MM`` and ``D-HH`` (Slurm's day forms; the hours
+      after a day are 0..23).
+
+    Rejected: a bare number (minutes to Slurm, seconds to PBS), ``MM:SS``
+    with one colon (Slurm reads minutes:seconds, people mean hours:minutes),
+    zero or negative times, minutes or seconds of 60 or more in a clock, and
+    more than 365 days.
+    """
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise ValidationError(field, text, f"must be text such as 90m or 01:30:00, not {type(text).__name__}.")
+    raw = text
+    s = str(text).strip()
+    if not s:
+        raise ValidationError(field, raw, "is empty.", _WALLTIME_FORMS)
+    if len(s) > _MAX_FIELD_LEN:
+        raise ValidationError(field, raw, f"is too long to be a walltime ({len(s)} characters).", _WALLTIME_FORMS)
+    if s.startswith("-") and len(s) > 1 and (s[1].isascii() and (s[1].isdigit() or s[1] == ".")):
+        raise ValidationError(field, raw, "is negative; a walltime must be more than zero.",
+                              "Write it without the minus sign, e.g. 90m or 01:30:00.")
+    seconds = _walltime_seconds(s, raw, field)
+    if seconds <= 0:
+        raise ValidationError(field, raw, "comes to 0 seconds; a walltime must be more than zero.",
+                              "Ask for the time the job needs, e.g. 30m or 02:00:00.")
+    if seconds > MAX_WALLTIME:
+        raise ValidationError(field, raw,
+                              f"is {describe_walltime(seconds)}, more than the 365-day limit hpcdist accepts.",
+                              "Check the unit (m is minutes, d is days); most queues allow a few days at most.")
+    return seconds
+
+
+def _walltime_seconds(s: str, raw: str, field: str) -> int:
+    if _BARE_NUMBER.fullmatch(s):
+        n, d = _decimal(s)
+        if n == 0:
+            return 0
+        minutes_clock = format_pbs_walltime((2 * n * _MINUTE + d) // (2 * d)) if n * _MINUTE >= d else None
+        fix = f"Write {s}m, {s}s" + (f" or {minutes_clock}." if minutes_clock else ".")
+        raise ValidationError(field, raw, "a bare number is minutes to Slurm but seconds to PBS.", fix)
+
+    m = _CLOCK.fullmatch(s)
+    if m:
+        days, hours, minutes, secs = (int(g) if g is not None else None for g in m.groups())
+        _check_clock(raw, field, days, hours, minutes, secs)
+        return (days or 0) * _DAY + hours * _HOUR + minutes * _MINUTE + secs
+
+    m = _DAY_CLOCK.fullmatch(s)
+    if m:
+        days, hours, minutes = (int(g) if g is not None else None for g in m.groups())
+        _check_clock(raw, field, days, hours, minutes or 0, 0)
+        return days * _DAY + hours * _HOUR + (minutes or 0) * _MINUTE
+
+    m = _ONE_COLON.fullmatch(s)
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        if a == 0 and b == 0:
+            return 0
+        options = []
+        if b < 60 and (a or b):
+            as_minutes = f"{a}m{b}s" if b else f"{a}m"
+            options.append(f"if you meant {a} min {b} s, write {format_pbs_walltime(a * _MINUTE + b)} "
+                           f"or {as_minutes}")
+            if a * _HOUR + b * _MINUTE <= MAX_WALLTIME:
+                as_hours = f"{a}h{b}m" if b else f"{a}h"
+                options.append(f"if you meant {a} h {b} min, write {format_pbs_walltime(a * _HOUR + b * _MINUTE)} "
+                               f"or {as_hours}")
+        if not options:
+            raise ValidationError(field, raw, f"is not a clock: one colon reads as MM:SS, and {b} is not 00 to 59.",
+                                  _WALLTIME_FORMS)
+        joined = "; ".join(options)
+        raise ValidationError(field, raw,
+                              "one colon is ambiguous: Slurm reads MM:SS as minutes:seconds, "
+                              "but it is usually meant as hours:minutes.", joined[0].upper() + joined[1:] + ".")
+
+    return _unit_seconds(s, raw, field)
+
+
+def _check_clock(raw, field, days, hours, minutes, secs) -> None:
+    if minutes >= 60:
+        raise ValidationError(field, raw, f"has {minutes} minutes; minutes in a clock must be 00 to 59.",
+                              "Carry whole hours into the hours field (90 min is 01:30:00) or write 90m.")
+    if secs >= 60:
+        raise ValidationError(field, raw, f"has {secs} seconds; seconds in a clock must be 00 to 59.",
+                              "Carry whole minutes into the minutes field (90 s is 00:01:30) or write 90s.")
+    if days is not None and hours >= 24:
+        total = days * _DAY + hours * _HOUR + minutes * _MINUTE + secs
+        raise ValidationError(field, raw, f"has {hours} hours after the day; in D-HH:MM:SS the hours must be 0 to 23.",
+                              f"Write {format_slurm_time(total)} or {format_pbs_walltime(total)}.")
+
+
+def _unit_seconds(s: str, raw: str, field: str) -> int:
+    pos = 0
+    parts: list[tuple[str, str, int]] = []
+    while pos < len(s):
+        m = _UNIT_TOKEN.match(s, pos)
+        if not m:
+            break
+        parts.append((m.group(1), m.group(2), m.start(2)))
+        pos = m.end()
+    if pos < len(s) or not parts:
+        rest = s[pos:].strip()
+        if parts and _BARE_NUMBER.fullmatch(rest):
+            last_unit = _UNITS.get(parts[-1][1].lower())
+            hint = {_DAY: "h", _HOUR: "m", _MINUTE: "s"}.get(last_unit, "")
+            fix = f"Write {s}{hint}." if hint else _WALLTIME_FORMS
+            raise ValidationError(field, raw, f"the last number {rest} has no unit.", fix)
+        raise ValidationError(field, raw, "is not a walltime hpcdist understands.", _WALLTIME_FORMS)
+
+    total_num, total_den = 0, 1
+    last = None
+    for number, unit, _ in parts:
+        size = _UNITS.get(unit.lower())
+        if size is None:
+            raise ValidationError(field, raw, f"has the unknown unit {unit!r}.",
+                                  "Use d (days), h (hours), m (minutes) or s (seconds), e.g. 1h30m.")
+        if last is not None and size >= last:
+            raise ValidationError(field, raw, "units must appear once each, largest first (d, h, m, s).",
+                                  "Write for example 1d12h or 1h30m.")
+        last = size
+        if "." in number and len(parts) > 1:
+            raise ValidationError(field, raw, "a decimal is allowed only with a single unit.",
+                                  "Write whole numbers (1h30m) or one decimal unit (1.5h).")
+        n, d = _decimal(number)
+        total_num = total_num * d + n * size * total_den
+        total_den *= d
+    # nearest whole second, halves up
+    return (2 * total_num + total_den) // (2 * total_den)
+
+
+def describe_walltime(seconds: int) -> str:
+    """A walltime for people: ``1 h 30 min``, ``2 d 0 h 5 min``, ``45 s``.
+
+    From the largest non-zero unit down to the smallest non-zero one, zeros in
+    between included.
+    """
+    seconds = int(seconds)
+    if seconds < 0:
+        return "-" + describe_walltime(-seconds)
+    days, rest = divmod(seconds, _DAY)
+    hours, rest = divmod(rest, _HOUR)
+    minutes, secs = divmod(rest, _MINUTE)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
+    nonzero = [i for i, (v, _) in enumerate(parts) if v]
+    if not nonzero:
+        return "0 s"
+    return " ".join(f"{v} {u}" for v, u in parts[nonzero[0]:nonzero[-1] + 1])
+
+
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{what} must be a positive int, not {value!r}")
+    return value
+
+
+def format_slurm_time(seconds: int) -> str:
+    """Slurm ``--time``: ``HH:MM:SS`` under a day, ``D-HH:MM:SS`` from a day on."""
+    seconds = _positive_int(seconds, "seconds")
+    days, rest = divmod(seconds, _DAY)
+    hours, rest = divmod(rest, _HOUR)
+    minutes, secs = divmod(rest, _MINUTE)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def format_pbs_walltime(seconds: int) -> str:
+    """PBS ``-l walltime=``: ``HH:MM:SS`` with hours unbounded (``49:00:00``)."""
+    seconds = _positive_int(seconds, "seconds")
+    hours, rest = divmod(seconds, _HOUR)
+    minutes, secs = divmod(rest, _MINUTE)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+# --------------------------------------------------------------------------
+# memory
+# --------------------------------------------------------------------------
+
+# unit -> (numerator, denominator) in MB
+_MEM_UNITS = {
+    "k": (1, 1024), "kb": (1, 1024), "kib": (1, 1024),
+    "m": (1, 1), "mb": (1, 1), "mib": (1, 1),
+    "g": (1024, 1), "gb": (1024, 1), "gib": (1024, 1),
+    "t": (1024 ** 2, 1), "tb": (1024 ** 2, 1), "tib": (1024 ** 2, 1),
+}
+_MEMORY = _Lazy(rf"\s*(-?)\s*({_NUMBER})\s*([a-z]*)\s*", re.I | re.A)
+
+
+def parse_memory(text: str, field: str = "--mem") -> int:
+    """Memory per node as whole megabytes (> 0).
+
+    ``16G``, ``16GB``, ``16gb``, ``16GiB``, ``500M``, ``1T``, ``1.5G``
+    (rounded up to a whole MB), ``2048K``; units are binary (1G = 1024M) and
+    case-insensitive.  A bare number is rejected (Slurm reads MB, PBS bytes),
+    as is anything under 1 MB or over 1 PiB.
+    """
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise ValidationError(field, text, f"must be text such as 16G or 500M, not {type(text).__name__}.")
+    raw = text
+    s = str(text).strip()
+    forms = "Write a number with a unit: 16G, 500M, 1.5G or 1T."
+    if not s:
+        raise ValidationError(field, raw, "is empty.", forms)
+    if len(s) > _MAX_FIELD_LEN:
+        raise ValidationError(field, raw, f"is too long to be an amount of memory ({len(s)} characters).", forms)
+    m = _MEMORY.fullmatch(s)
+    if not m:
+        raise ValidationError(field, raw, "is not an amount of memory hpcdist understands.", forms)
+    sign, number, unit = m.groups()
+    if not unit:
+        raise ValidationError(field, raw, "a bare number is megabytes to Slurm but bytes to PBS.",
+                              f"Write {number}M for megabytes or {number}G for gigabytes (e.g. 16G, 500M).")
+    scale = _MEM_UNITS.get(unit.lower())
+    if scale is None:
+        raise ValidationError(field, raw, f"has the unknown unit {unit!r}.",
+                              "Use K, M, G or T (optionally followed by B), e.g. 16G or 500M.")
+    if sign:
+        raise ValidationError(field, raw, "is negative; memory must be more than zero.", f"Write {number}{unit}.")
+    n, d = _decimal(number)
+    num, den = n * scale[0], d * scale[1]
+    if num == 0:
+        raise ValidationError(field, raw, "is zero; memory must be more than zero.", forms)
+    if num < den:
+        raise ValidationError(field, raw, "is less than 1 MB; schedulers count memory in whole megabytes.",
+                              "Check the unit: 16G is 16 gigabytes, 500M is 500 megabytes.")
+    mb = -(-num // den)  # rounded up
+    if mb > MAX_MEMORY_MB:
+        raise ValidationError(field, raw, "is more than 1 PB per node.",
+                              "Check the unit: 16G is 16 gigabytes, 500M is 500 megabytes.")
+    return mb
+
+
+def format_slurm_mem(mb: int) -> str:
+    """Slurm ``--mem``: ``16G`` for a whole number of gigabytes, else ``500M``."""
+    mb = _positive_int(mb, "mb")
+    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
+
+
+def format_pbs_mem(mb: int) -> str:
+    """PBS ``mem=``: ``16gb`` for a whole number of gigabytes, else ``500mb``."""
+    mb = _positive_int(mb, "mb")
+    return f"{mb // 1024}gb" if mb % 1024 == 0 else f"{mb}mb"
+
+
+# --------------------------------------------------------------------------
+# names
+# --------------------------------------------------------------------------
+
+_JOB_NAME_CHARS = {
+    "pbs": _Lazy(r"[A-Za-z0-9+_.\-]", re.A),
+    "slurm": _Lazy(r"[A-Za-z0-9+_.,:@=\-]", re.A),
+}
+_JOB_NAME_WORDS = {
+    "pbs": "letters, digits and + _ . -",
+    "slurm": "letters, digits and + _ . , : @ = -",
+}
+_JOB_NAME_MAX = {"pbs": 230, "slurm": 200}
+_JOB_NAME_RUNS = {
+    "pbs": _Lazy(r"[^A-Za-z0-9+_.\-]+", re.A),
+    "slurm": _Lazy(r"[^A-Za-z0-9+_.,:@=\-]+", re.A),
+}
+
+
+def _name_rules(scheduler: object) -> str:
+    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
+    return "pbs" if scheduler == "pbs" else "slurm"  # local uses Slurm's rules
+
+
+def suggest_job_name(text: str, scheduler: str) -> str:
+    """A valid job name made from ``text`` (typically a script's file name).
+
+    Drops a trailing ``.py``, replaces each run of disallowed characters with
+    ``_``, strips leading dots, cuts to the scheduler's limit and falls back
+    to ``"job"``: ``.train v2.py`` -> ``train_v2``.  The result always passes
+    :func:`check_job_name` for ``scheduler``.  Directories are not removed
+    (pass ``os.path.basename(path)``); a ``/`` becomes ``_``.
+    """
+    rules = _name_rules(scheduler)
+    s = str(text).strip() if text is not None else ""
+    if s.lower().endswith(".py"):
+        s = s[:-3]
+    s = _JOB_NAME_RUNS[rules].sub("_", s)
+    s = s.lstrip(".")
+    s = s[:_JOB_NAME_MAX[rules]]
+    if not s.strip("_"):
+        return "job"
+    return s
+
+
+def check_job_name(name: str, scheduler: str) -> str:
+    """``name`` if the scheduler accepts it as a job name, else ValidationError.
+
+    PBS (Pro and Torque): 1..230 characters from ``[A-Za-z0-9+_.-]``, not
+    starting with a dot (PBS Pro 19.2.1+ rejects others, ``=`` gives "illegal
+    -N value", and a leading dot failed on older PBS Pro).  Slurm and local:
+    1..200 characters from ``[A-Za-z0-9+_.,:@=-]`` (no ``%``, which Slurm
+    expands in output file names, and no spaces).
+    """
+    field = "--job-name"
+    rules = _name_rules(scheduler)
+    sched_word = "PBS" if rules == "pbs" else "Slurm"
+    name = _require_str(name, field)
+    if not name:
+        raise ValidationError(field, name, "is empty.", "Give a name, or leave --job-name out to use the script's name.")
+    suggestion = suggest_job_name(name, rules)
+    fix = f"Try {suggestion}."
+    bad = _first_bad(name, _JOB_NAME_CHARS[rules])
+    if bad:
+        raise ValidationError(field, name, _bad_char_rule(bad, f"{sched_word} job names",
+                                                          _JOB_NAME_WORDS[rules]), fix)
+    if rules == "pbs" and name.startswith("."):
+        raise ValidationError(field, name, "a PBS job name must not start with a dot (older PBS Pro rejects it).", fix)
+    limit = _JOB_NAME_MAX[rules]
+    if len(name) > limit:
+        raise ValidationError(field, name, f"is {len(name)} characters; {sched_word} job names may have at most {limit}.",
+                              fix)
+    return name
+
+
+_NAME_CHARS = _Lazy(r"[A-Za-z0-9_.@+\-]", re.A)
+_NAME_RUNS = _Lazy(r"[^A-Za-z0-9_.@+\-]+", re.A)
+_NAME_MAX = 64
+
+
+def check_name(value: str, field: str) -> str:
+    """A queue/partition, account or QOS name: 1..64 characters from
+    ``[A-Za-z0-9_.@+-]``, not starting with ``-`` (it would read as an option)."""
+    value = _require_str(value, field)
+    if not value:
+        raise ValidationError(field, value, "is empty.", f"Give a name, or leave {field} out.")
+    cleaned = _NAME_RUNS.sub("_", value).lstrip("-")[:_NAME_MAX]
+    fix = f"Try {cleaned}." if cleaned.strip("_") and cleaned != value else ""
+    bad = _first_bad(value, _NAME_CHARS)
+    if bad:
+        raise ValidationError(field, value, _bad_char_rule(bad, "names", "letters, digits and _ . @ + -"), fix)
+    if value.startswith("-"):
+        raise ValidationError(field, value, "must not start with '-': the scheduler would read it as an option.", fix)
+    if len(value) > _NAME_MAX:
+        raise ValidationError(field, value, f"is {len(value)} characters; names may have at most {_NAME_MAX}.", fix)
+    return value
+
+
+# --------------------------------------------------------------------------
+# numbers, environment, text
+# --------------------------------------------------------------------------
+
+def check_positive(value: object, field: str, *, allow_zero: bool = False) -> int:
+    """A whole number >= 1 (>= 0 with ``allow_zero``): an ``int`` (not a
+    ``bool``) or a string of ASCII digits (surrounding spaces allowed)."""
+    low = 0 if allow_zero else 1
+    rule = f"must be a whole number of at least {low}."
+    if isinstance(value, bool):
+        raise ValidationError(field, value, rule)
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str):
+        s = value.strip()
+        if not (s and s.isascii() and s.isdigit()):
+            raise ValidationError(field, value, rule)
+        if len(s) > 18:
+            raise ValidationError(field, value, "is too large.")
+        number = int(s)
+    else:
+        raise ValidationError(field, value, rule)
+    if number < low:
+        raise ValidationError(field, value, rule)
+    return number
+
+
+_ENV_NAME = _Lazy(r"[A-Za-z_][A-Za-z0-9_]*", re.A)
+
+
+def check_env_name(name: str, field: str = "--env") -> str:
+    """An environment variable name: ``[A-Za-z_][A-Za-z0-9_]*``."""
+    name = _require_str(name, field)
+    if _ENV_NAME.fullmatch(name):
+        return name
+    raise ValidationError(field, name, *_env_name_problem(name))
+
+
+def _env_name_problem(name: str) -> tuple[str, str]:
+    what = "a variable name must start with a letter or _ and contain only letters, digits and _"
+    if not name:
+        return f"is empty; {what}.", "Write NAME=value, e.g. OMP_NUM_THREADS=8."
+    cleaned = re.sub(r"[^A-Za-z0-9_]+", "_", name, flags=re.A)
+    if cleaned[0].isdigit():
+        cleaned = "_" + cleaned
+    fix = f"Try {cleaned}." if cleaned.strip("_") else ""
+    bad = _first_bad(name, _Lazy(r"[A-Za-z0-9_]"))
+    if bad:
+        i, ch = bad
+        return f"character {ch!r} at position {i + 1} is not allowed; {what}.", fix
+    return f"it starts with a digit; {what}.", fix
+
+
+def parse_env_assignment(text: str, field: str = "--env") -> tuple[str, str]:
+    """``NAME=value`` -> ``(NAME, value)``, split on the first ``=``.
+
+    The value may be empty or hold anything except NUL (it is quoted when the
+    script is rendered); the name must pass :func:`check_env_name`.
+    """
+    text = _require_str(text, field)
+    if "=" not in text:
+        stem = text.strip() if _ENV_NAME.fullmatch(text.strip()) else "NAME"
+        raise ValidationError(field, text, "has no '='; an assignment is NAME=value.",
+                              f"Write {field} {stem}=value ({stem}= sets it to empty).")
+    name, _, value = text.partition("=")
+    if not _ENV_NAME.fullmatch(name):
+        rule, fix = _env_name_problem(name)
+        if not name:
+            rule, fix = "has no variable name before '='.", "Write NAME=value, e.g. OMP_NUM_THREADS=8."
+        else:
+            rule = f"the name {name!r} is invalid: " + rule
+        raise ValidationError(field, text, rule, fix)
+    if "\0" in value:
+        raise ValidationError(field, text, "contains a NUL character, which no environment variable can hold.",
+                              "Remove it.")
+    return name, value
+
+
+def check_text(value: str, field: str, *, allow_newline: bool = False) -> str:
+    """A value that is shell-quoted at render time (module name, path, conda
+    env, script argument): only NUL, and line breaks unless ``allow_newline``,
+    are rejected."""
+    value = _require_str(value, field)
+    if "\0" in value:
+        raise ValidationError(field, value, "contains a NUL character, which cannot be passed to a program.",
+                              "Remove it.")
+    if not allow_newline and ("\n" in value or "\r" in value):
+        raise ValidationError(field, value, "contains a line break, which would split a line of the job script.",
+                              "Put the value on one line.")
+    return value
+
+
+# --------------------------------------------------------------------------
+# raw directives
+# --------------------------------------------------------------------------
+
+_PREFIX = {"slurm": "#SBATCH", "pbs": "#PBS"}
+_PREFIX_RE = _Lazy(r"#(SBATCH|PBS)", re.I | re.A)
+_SCHED_WORD = {"slurm": "Slurm", "pbs": "PBS", "local": "local"}
+
+
+def check_directive(line: str, scheduler: str) -> str:
+    """A raw scheduler directive as the full line to put at the top of the script.
+
+    Takes the bare option (``--constraint=a100``, ``-l place=scatter``) or a
+    full line (``#SBATCH --constraint=a100``, ``#PBS -l place=scatter``) and
+    returns the full line with the right prefix (a lower-case prefix is
+    corrected).  Raw directives are not quoted, so only structure is checked:
+    one line, no NUL, the prefix of this scheduler, a non-empty option that
+    starts with ``-``.  The local backend takes no directives.
+    """
+    field = "--directive"
+    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
+    line = _require_str(line, field)
+    if "\0" in line:
+        raise ValidationError(field, line, "contains a NUL character.", "Remove it.")
+    if "\n" in line or "\r" in line:
+        raise ValidationError(field, line, "contains a line break; each directive is one line.",
+                              f"Give one {field} per line.")
+    if scheduler == "local":
+        raise ValidationError(field, line, "the local backend has no scheduler to read it.",
+                              "Drop it, or submit with --scheduler slurm or pbs.")
+    prefix = _PREFIX[scheduler]
+    example = "--constraint=a100" if scheduler == "slurm" else "-l place=scatter"
+    s = line.strip()
+    if s.startswith("#"):
+        m = _PREFIX_RE.match(s)
+        if not m:
+            raise ValidationError(field, line, f"starts with '#' but not with {prefix}.",
+                                  f"Give the bare option ({example}) or a full line ({prefix} {example}).")
+        found = m.group(1).upper()
+        if found != prefix[1:]:
+            other = "PBS" if found == "PBS" else "Slurm"
+            raise ValidationError(field, line, f"is a {other} directive, but --scheduler is {scheduler}.",
+                                  f"Write the {_SCHED_WORD[scheduler]} option instead (e.g. {example}), "
+                                  f"or submit with --scheduler {'pbs' if found == 'PBS' else 'slurm'}.")
+        s = s[m.end():].strip()
+    if not s:
+        raise ValidationError(field, line, "has no option.", f"Write for example {prefix} {example}.")
+    if not s.startswith("-"):
+        if scheduler == "slurm":
+            guess = "--" + s
+        else:
+            guess = ("-l " + s) if re.match(r"[A-Za-z_]+=", s) else "-" + s
+        raise ValidationError(field, line, "the option must start with '-'; the scheduler ignores or rejects it otherwise.",
+                              f"Did you mean {prefix} {guess}?")
+    return f"{prefix} {s}"
+
+
+def _directive_tokens(line: str) -> list[str]:
+    s = line.strip()
+    m = _PREFIX_RE.match(s)
+    if m:
+        s = s[m.end():]
+    return s.split()
+
+
+def _option_values(tokens: list[str], long: str | None = None, short: str | None = None) -> list[str | None]:
+    """Values of an option in a token list (``--opt=v``, ``--opt v``, ``-o v``, ``-ov``).
+
+    A flag with no value gives ``None``.
+    """
+    out: list[str | None] = []
+    for i, tok in enumerate(tokens):
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if long and tok == long:
+            out.append(nxt)
+        elif long and tok.startswith(long + "="):
+            out.append(tok[len(long) + 1:])
+        elif short and tok == short:
+            out.append(nxt)
+        elif short and tok.startswith(short) and not tok.startswith("--"):
+            out.append(tok[len(short):].lstrip("="))
+    return out
+
+
+_GRES_GPU = _Lazy(r"gpu(?:[:/]|$)", re.I | re.A)
+
+
+def check_gpu_directives(scheduler: str, dialect: str | None, gpus_per_node: int, directives: list[str]) -> None:
+    """Raw directives that clash with what hpcdist writes itself.
+
+    Slurm: hpcdist writes ``--gpus-per-node`` when ``gpus_per_node > 0``;
+    Slurm rejects it together with ``--gres=gpu``, and a raw
+    ``--gpus-per-node`` beside the flag is two sources for one number.
+    PBS Pro: hpcdist always writes ``-l select=``; a second ``select`` is
+    ignored (Parsl#2220), and old syntax (``-l nodes=``) cannot be mixed with
+    it.  Torque: hpcdist always writes ``-l nodes=``; a second ``nodes`` is
+    refused, and ``select`` is PBS Pro syntax Torque does not know.
+    Directives may be bare options or full lines.  Returns None.
+    """
+    field = "--directive"
+    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
+    dialect = check_dialect(scheduler, dialect)
+    if scheduler == "local":
+        return None
+    gpus = check_positive(gpus_per_node, "--gpus-per-node", allow_zero=True)
+    parsed = [(d, _directive_tokens(_require_str(d, field))) for d in directives]
+
+    if scheduler == "slurm":
+        raw_gpn = [d for d, toks in parsed if _option_values(toks, "--gpus-per-node")]
+        gres_gpu = [d for d, toks in parsed
+                    if any(v and any(_GRES_GPU.match(item.strip()) for item in v.split(","))
+                           for v in _option_values(toks, "--gres"))]
+        if gpus and raw_gpn:
+            raise ValidationError(field, raw_gpn[0],
+                                  f"sets --gpus-per-node, which hpcdist already writes from --gpus-per-node {gpus}.",
+                                  "Drop the directive; the flag asks for the GPUs and sets one process per GPU.")
+        if gres_gpu and (gpus or raw_gpn):
+            source = (f"hpcdist writes --gpus-per-node for --gpus-per-node {gpus}" if gpus
+                      else f"the directive {raw_gpn[0]!r} sets --gpus-per-node")
+            raise ValidationError(field, gres_gpu[0],
+                                  f"asks for GPUs with --gres=gpu, but {source}, and Slurm refuses "
+                                  "--gpus-per-node together with --gres=gpu.",
+                                  "Drop one: keep --gpus-per-node and remove the --gres directive, or leave "
+                                  "--gpus-per-node out and set --procs-per-node.")
+        return None
+
+    # PBS
+    for d, toks in parsed:
+        for value in _option_values(toks, short="-l"):
+            for item in (value or "").split(","):
+                resource = item.split("=", 1)[0].strip().lower()
+                if dialect == "pro" and resource == "select":
+                    raise ValidationError(
+                        field, d, "sets -l select, but hpcdist already writes the select line from "
+                        "--nodes, --procs-per-node and --gpus-per-node; PBS Pro then ignores one of them (Parsl#2220).",
+                        "Use those flags, or --template for a select hpcdist cannot express.")
+                if dialect == "pro" and resource == "nodes":
+                    raise ValidationError(
+                        field, d, "uses the old -l nodes= syntax; hpcdist writes -l select=, and PBS Pro "
+                        "refuses jobs that mix new and old syntax.",
+                        "Use --nodes and --procs-per-node, or --dialect torque if the server is Torque.")
+                if dialect == "torque" and resource == "nodes":
+                    raise ValidationError(
+                        field, d, "sets -l nodes, but hpcdist already writes the nodes line from "
+                        "--nodes, --procs-per-node and --gpus-per-node; two node requests clash.",
+                        "Use those flags, or --template for a nodes spec hpcdist cannot express.")
+                if dialect == "torque" and resource == "select":
+                    raise ValidationError(
+                        field, d, "uses -l select, which is PBS Pro syntax; Torque does not understand it.",
+                        "Use --nodes and --procs-per-node, or --dialect pro if the server is PBS Pro/OpenPBS.")
+    return None
+
+
+# --------------------------------------------------------------------------
+# choices
+# --------------------------------------------------------------------------
+
+def check_dialect(scheduler: str, dialect: str | None) -> str | None:
+    """PBS: ``"pro"`` (the default; also for ``openpbs``/``pbspro``) or
+    ``"torque"``.  Slurm and local: None; a dialect given for them is an error."""
+    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
+    given = dialect is not None and dialect != ""
+    if scheduler != "pbs":
+        if given:
+            raise ValidationError("--dialect", dialect, f"only PBS has dialects, and --scheduler is {scheduler}.",
+                                  "Drop --dialect, or use --scheduler pbs.")
+        return None
+    if not given:
+        return "pro"
+    if isinstance(dialect, str) and dialect.strip().lower() in _DIALECT_ALIASES:
+        return _DIALECT_ALIASES[dialect.strip().lower()]
+    return check_choice(dialect, "--dialect", PBS_DIALECTS)
+
+
+def check_choice(value: str, field: str, choices) -> str:
+    """``value`` if it is one of ``choices`` (case and surrounding spaces are
+    forgiven; the choice is returned as spelled in ``choices``), else a
+    ValidationError listing them, with "Did you mean X?" when one is close."""
+    choices = tuple(choices)
+    listed = ", ".join(choices)
+    if not isinstance(value, str):
+        raise ValidationError(field, value, f"must be one of {listed}.")
+    if value in choices:
+        return value
+    folded = value.strip().lower()
+    matches = [c for c in choices if c.lower() == folded]
+    if len(matches) == 1:
+        return matches[0]
+    import difflib
+
+    close = difflib.get_close_matches(folded, [c.lower() for c in choices], n=1)
+    fix = ""
+    if close:
+        fix = f"Did you mean {next(c for c in choices if c.lower() == close[0])}?"
+    raise ValidationError(field, value, f"must be one of {listed}.", fix)
