@@ -158,6 +158,8 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
     l.add_argument("--mpi", choices=MPI_FLAVOURS, help="mpirun flavour (default: openmpi)")
     l.add_argument("--python", metavar="PROGRAM", help="interpreter for mpirun/srun (default: python)")
     l.add_argument("--template", metavar="FILE", help="your own Jinja template (may extend slurm/job.sh.j2 ...)")
+    p.add_argument("--profile", metavar="NAME",
+                   help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml")
     p.add_argument("script", metavar="SCRIPT")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                    help="everything after SCRIPT goes to it")
@@ -171,9 +173,14 @@ _JOB_FIELDS = ("scheduler", "dialect", "nodes", "gpus_per_node", "procs_per_node
 
 
 def _spec(args: argparse.Namespace):
+    from hpcdist.profiles import ProfileError, load_profile, merge
     from hpcdist.spec import build_spec
 
-    spec = build_spec({name: getattr(args, name) for name in _JOB_FIELDS})
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as e:
+        raise CommandError(str(e)) from None
+    spec = build_spec(merge(profile, {name: getattr(args, name) for name in _JOB_FIELDS}))
     for note in spec.notes:
         print(f"hpcdist {args.command}: {note}", file=sys.stderr)
     return spec

@@ -1,0 +1,130 @@
+"""Named cluster profiles in TOML: ``hpcdist.toml`` here, then ``~/.config/hpcdist/config.toml``.
+
+::
+
+    default = "mycluster"            # used when --profile is not given (optional)
+
+    [profiles.mycluster]
+    scheduler = "pbs"
+    dialect = "pro"
+    queue = "gpu"
+    account = "proj42"
+    modules = ["cuda/12.1"]
+    sources = ["/opt/site/profile.d/cuda.sh"]
+    conda = "torch"
+    gpus_per_node = 4
+    walltime = "12h"
+    template = "templates/site.sh.j2"   # relative to this file
+
+A profile's values sit between hpcdist's defaults and the command-line
+flags: a flag wins over the profile, and list flags (``--module``,
+``--source``, ``--env``, ``--directive``, ``--propagate``) add to the
+profile's lists. Unknown keys and wrong types are errors naming the key and
+the file.
+"""
+
+from __future__ import annotations
+
+import os
+
+PROJECT_FILE = "hpcdist.toml"
+
+#: key -> type of its value (list means a list of strings).
+KEYS: dict[str, type] = {
+    "scheduler": str, "dialect": str, "nodes": int, "gpus_per_node": int, "procs_per_node": int,
+    "cpus_per_proc": int, "mem": str, "walltime": str, "queue": str, "account": str, "qos": str,
+    "job_name": str, "output": str, "array": str, "dependency": str, "mail_user": str,
+    "exclusive": bool, "directives": list, "modules": list, "sources": list, "conda": str,
+    "venv": str, "env": dict, "propagate": list, "launcher": str, "deepspeed_config": str,
+    "deepspeed_runner": str, "no_ssh": bool, "ssh_port": int, "mpi": str, "python": str,
+    "template": str,
+}
+LIST_KEYS = ("directives", "modules", "sources", "propagate", "env")
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def user_file() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "hpcdist", "config.toml")
+
+
+def _load(path: str) -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{path} is not valid TOML: {e}") from None
+
+
+def load_profile(name: str | None, files: list[str] | None = None) -> dict:
+    """The values of profile ``name`` (or of the ``default`` one), checked; {} when none applies."""
+    files = files if files is not None else [PROJECT_FILE, user_file()]
+    found = [(path, _load(path)) for path in files if os.path.isfile(path)]
+    if name is None:
+        name = next((data["default"] for _, data in found if "default" in data), None)
+        if name is None:
+            return {}
+    for path, data in found:
+        unknown = set(data) - {"default", "profiles"}
+        if unknown:
+            raise ProfileError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; "
+                               f"a profile file holds `default` and `[profiles.NAME]` tables")
+        profiles = data.get("profiles", {})
+        if name in profiles:
+            return _check(profiles[name], name, path)
+    where = " or ".join(files)
+    known = sorted({p for _, data in found for p in data.get("profiles", {})})
+    raise ProfileError(f"no profile {name!r} in {where}" + (f"; known: {', '.join(known)}" if known else ""))
+
+
+def _check(table: dict, name: str, path: str) -> dict:
+    if not isinstance(table, dict):
+        raise ProfileError(f"{path}: profiles.{name} must be a table")
+    out = {}
+    for raw_key, value in table.items():
+        key = raw_key.replace("-", "_")
+        if key not in KEYS:
+            import difflib
+
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(KEYS))}"
+            raise ProfileError(f"{path}: profiles.{name}.{raw_key} is not a setting hpcdist knows; {hint}")
+        want = KEYS[key]
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        if want is list:
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if want is dict:
+            ok = isinstance(value, dict) and all(isinstance(v, (str, int, float)) for v in value.values())
+            value = {str(k): str(v) for k, v in value.items()} if ok else value
+        if not ok:
+            kind = {list: "a list of strings", dict: "a table of strings", str: "a string",
+                    int: "a whole number", bool: "true or false"}[want]
+            raise ProfileError(f"{path}: profiles.{name}.{raw_key} = {value!r} must be {kind}")
+        if key == "template":
+            value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+        out[key] = value
+    return out
+
+
+def merge(profile: dict, flags: dict) -> dict:
+    """Flags over the profile; list flags add to the profile's lists."""
+    merged = dict(profile)
+    for key, value in flags.items():
+        if value is None:
+            continue
+        if key in LIST_KEYS and key in merged:
+            base = merged[key]
+            base = [f"{k}={v}" for k, v in base.items()] if isinstance(base, dict) else list(base)
+            merged[key] = base + list(value)
+        else:
+            merged[key] = value
+    if isinstance(merged.get("env"), dict):
+        merged["env"] = [f"{k}={v}" for k, v in merged["env"].items()]
+    return merged
