@@ -25,6 +25,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=32, help="samples per rank per step")
+    # DeepSpeed's launcher passes --local_rank; hpcdist.env already knows it.
+    parser.add_argument("--local_rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     env = hpcdist.env.init_distributed(timeout=120)

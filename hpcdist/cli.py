@@ -156,6 +156,8 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
     l.add_argument("--no-ssh", action="store_true", default=None, help="DeepSpeed: one launcher per node, no ssh")
     l.add_argument("--ssh-port")
     l.add_argument("--mpi", choices=MPI_FLAVOURS, help="mpirun flavour (default: openmpi)")
+    l.add_argument("--mpiexec", metavar="PROGRAM",
+                   help="the MPI launcher program (default: mpirun for openmpi, mpiexec for mpich)")
     l.add_argument("--python", metavar="PROGRAM", help="interpreter for mpirun/srun (default: python)")
     l.add_argument("--template", metavar="FILE", help="your own Jinja template (may extend slurm/job.sh.j2 ...)")
     p.add_argument("--profile", metavar="NAME",
@@ -169,7 +171,7 @@ _JOB_FIELDS = ("scheduler", "dialect", "nodes", "gpus_per_node", "procs_per_node
                "mem", "walltime", "queue", "account", "qos", "job_name", "output", "array",
                "dependency", "mail_user", "exclusive", "directives", "modules", "sources", "conda",
                "venv", "env", "propagate", "launcher", "deepspeed_config", "deepspeed_runner",
-               "no_ssh", "ssh_port", "mpi", "python", "template", "script", "script_args")
+               "no_ssh", "ssh_port", "mpi", "mpiexec", "python", "template", "script", "script_args")
 
 
 def _spec(args: argparse.Namespace):

@@ -96,7 +96,10 @@ class DeepSpeed(Launcher):
     def words(self, spec):
         words = ["deepspeed", "--hostfile", var("HPCDIST_HOSTFILE"),
                  "--master_addr", var("MASTER_ADDR"), "--master_port", var("MASTER_PORT")]
-        if spec.no_ssh:
+        if spec.nodes == 1 or spec.scheduler == "local":
+            # One host: DeepSpeed starts it without ssh, once its ssh check is skipped.
+            words.append("--no_ssh_check")
+        elif spec.no_ssh:
             words += ["--no_ssh", Shell('--node_rank="$NODE_RANK"')]
         elif spec.deepspeed_runner != "pdsh":
             words += ["--launcher", spec.deepspeed_runner]
@@ -111,10 +114,10 @@ class Mpirun(Launcher):
     def words(self, spec):
         python = [spec.python] + program(spec)
         if spec.mpi == "mpich":
-            return ["mpiexec", "-f", var("HPCDIST_HOSTFILE"), "-n", str(spec.total_procs),
+            return [spec.mpiexec or "mpiexec", "-f", var("HPCDIST_HOSTFILE"), "-n", str(spec.total_procs),
                     "-genv", "MASTER_ADDR", var("MASTER_ADDR"),
                     "-genv", "MASTER_PORT", var("MASTER_PORT")] + python
-        words = ["mpirun", "--hostfile", var("HPCDIST_HOSTFILE"), "-np", str(spec.total_procs),
+        words = [spec.mpiexec or "mpirun", "--hostfile", var("HPCDIST_HOSTFILE"), "-np", str(spec.total_procs),
                  "--map-by", "slot", "--bind-to", "none"]
         for name in propagated(spec):
             words += ["-x", name]
@@ -137,7 +140,10 @@ LAUNCHERS = {cls.name: cls() for cls in (Torchrun, Accelerate, DeepSpeed, Mpirun
 
 
 def is_per_node(spec: JobSpec) -> bool:
-    return LAUNCHERS[spec.launcher].per_node or (spec.launcher == "deepspeed" and spec.no_ssh)
+    if spec.launcher == "deepspeed":
+        # Locally all "nodes" are this one host: one DeepSpeed launcher for all slots.
+        return spec.no_ssh and spec.nodes > 1 and spec.scheduler != "local"
+    return LAUNCHERS[spec.launcher].per_node
 
 
 def per_node(spec: JobSpec, words: list) -> list[str]:

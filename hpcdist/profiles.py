@@ -36,7 +36,7 @@ KEYS: dict[str, type] = {
     "job_name": str, "output": str, "array": str, "dependency": str, "mail_user": str,
     "exclusive": bool, "directives": list, "modules": list, "sources": list, "conda": str,
     "venv": str, "env": dict, "propagate": list, "launcher": str, "deepspeed_config": str,
-    "deepspeed_runner": str, "no_ssh": bool, "ssh_port": int, "mpi": str, "python": str,
+    "deepspeed_runner": str, "no_ssh": bool, "ssh_port": int, "mpi": str, "mpiexec": str, "python": str,
     "template": str,
 }
 LIST_KEYS = ("directives", "modules", "sources", "propagate", "env")

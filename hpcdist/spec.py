@@ -54,6 +54,7 @@ class JobSpec:
     no_ssh: bool = False
     ssh_port: int | None = None
     mpi: str = "openmpi"
+    mpiexec: str | None = None  # the MPI launcher program; default mpirun (Open MPI) or mpiexec (MPICH)
     python: str = "python"
     template: str | None = None
     #: What was understood from values that are easy to misread (walltime, memory).
@@ -133,7 +134,7 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     default_name = v.suggest_job_name(os.path.basename(script), out["scheduler"])
     out["job_name"] = v.check_job_name(str(given.get("job_name", default_name)), out["scheduler"])
     for name in ("output", "array", "dependency", "mail_user", "conda", "venv", "deepspeed_config",
-                 "template", "python"):
+                 "template", "python", "mpiexec"):
         if name in given:
             out[name] = v.check_text(str(given[name]), FLAG[name])
     for name in ("exclusive", "no_ssh"):
