@@ -56,15 +56,21 @@ class LocalBackend:
 
     def status(self, job) -> sio.JobStatus:
         exit_file = os.path.join(job.path, "exit_code")
+        code = None
         if os.path.exists(exit_file):
-            code = int(open(exit_file).read().strip() or 1)
-            state = "COMPLETED" if code == 0 else ("CANCELLED" if code in (143, 137) and job.record.get("cancelled") else "FAILED")
-            return sio.JobStatus(state=state, exit_code=code, raw=f"exit {code}", reason=None)
-        try:
-            os.kill(int(job.job_id), 0)
-        except ProcessLookupError:
+            with open(exit_file) as f:
+                code = int(f.read().strip() or 1)
+        else:
+            try:
+                os.kill(int(job.job_id), 0)
+                return sio.JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
+            except ProcessLookupError:
+                pass
+        if job.record.get("cancelled"):
+            return sio.JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
+        if code is None:
             return sio.JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit code")
-        return sio.JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
+        return sio.JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}", reason=None)
 
     def cancel(self, job) -> None:
         job.update(cancelled=True)

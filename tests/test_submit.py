@@ -1,0 +1,171 @@
+"""hpcdist submit / status / logs / cancel: the local backend for real, Slurm and PBS through fakes.
+
+The local backend runs real training jobs on this machine. sbatch and qsub
+here are FAKES (tests/fakes/): no scheduler runs where these tests run; they
+print the documented odd outputs of real schedulers and site wrappers. The
+same paths against a real Slurm arrive with the test-cluster issue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from launch import clean_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICKSTART = os.path.join(ROOT, "examples", "quickstart.py")
+FAKES = os.path.join(ROOT, "tests", "fakes")
+
+
+def hpcdist(*args, cwd, env=None, timeout=240):
+    env = env or clean_env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run([sys.executable, "-m", "hpcdist", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def recorded_jobs(cwd):
+    root = os.path.join(cwd, ".hpcdist", "jobs")
+    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+@pytest.mark.parametrize("flags", [
+    ["--nodes", "2"],                                   # two torchrun agents, c10d rendezvous
+    ["--procs-per-node", "2", "--launcher", "mpirun"],  # Open MPI, ranks through hpcdist.env
+    ["--procs-per-node", "2", "--launcher", "deepspeed"],
+], ids=["torchrun-2-agents", "mpirun", "deepspeed"])
+def test_local_job_trains_and_is_recorded(flags, tmp_path):
+    proc = hpcdist("submit", *flags, "--wait", "--json", QUICKSTART, "--steps", "20", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = json.loads(proc.stdout.splitlines()[0])
+    assert first["scheduler"] == "local" and first["job_id"] and os.path.isfile(first["script"])
+    assert "identical on all ranks: True" in proc.stdout
+    ranks = sorted(line.split()[2] for line in proc.stdout.splitlines() if line.startswith("[") and " rank " in line)
+    assert ranks == ["0/2", "1/2"]
+    status = json.loads(hpcdist("status", "--json", cwd=tmp_path).stdout)
+    assert [(s["job_id"], s["state"], s["exit_code"]) for s in status] == [(first["job_id"], "COMPLETED", 0)]
+    logs = hpcdist("logs", first["job_id"], cwd=tmp_path)
+    assert "identical on all ranks: True" in logs.stdout
+    folder = os.path.dirname(first["script"])
+    assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
+
+
+FAILING = """
+import sys, time
+import hpcdist.env
+env = hpcdist.env.resolve()
+print(f"rank {env.rank} started", flush=True)
+if env.rank == 1:
+    sys.exit("rank 1 gives up")
+time.sleep(300)
+"""
+
+
+def test_a_dead_rank_ends_the_local_job(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text(FAILING)
+    started = time.monotonic()
+    proc = hpcdist("submit", "--nodes", "2", "--wait", str(script), cwd=tmp_path)
+    assert proc.returncode != 0
+    assert time.monotonic() - started < 60
+    assert "rank 1 gives up" in proc.stdout
+    (status,) = json.loads(hpcdist("status", "--json", cwd=tmp_path).stdout)
+    assert status["state"] == "FAILED"
+
+
+def test_cancel_a_local_job(tmp_path):
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(300)\n")
+    job_id = hpcdist("submit", str(script), cwd=tmp_path).stdout.strip()
+    assert hpcdist("cancel", job_id, cwd=tmp_path).returncode == 0
+    for _ in range(50):
+        (status,) = json.loads(hpcdist("status", "--json", cwd=tmp_path).stdout)
+        if status["state"] != "RUNNING":
+            break
+        time.sleep(0.2)
+    assert status["state"] == "CANCELLED"
+
+
+def test_dry_run_submits_and_writes_nothing(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    proc = hpcdist("submit", "--scheduler", "slurm", "--nodes", "2", "--dry-run", str(script), cwd=tmp_path)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("#!/bin/bash") and "#SBATCH --nodes=2" in proc.stdout
+    assert "would run: sbatch --parsable" in proc.stderr
+    assert recorded_jobs(tmp_path) == []
+
+
+def fake_env(tmp_path, **modes):
+    env = clean_env(HPCDIST_FAKE_LOG=str(tmp_path / "fake.log"), **modes)
+    env["PATH"] = FAKES + os.pathsep + env["PATH"]
+    return env
+
+
+@pytest.mark.parametrize("mode,job_id", [
+    ("parsable", "12345"), ("parsable-cluster", "12345"), ("on-cluster", "12345"),
+    ("banner", "12345"), ("wrapper-number-only", "12345"),
+])
+def test_slurm_submit_reads_the_job_id(mode, job_id, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    proc = hpcdist("submit", "--scheduler", "slurm", "--json", str(script), cwd=tmp_path,
+                   env=fake_env(tmp_path, HPCDIST_FAKE_SBATCH=mode))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["job_id"] == job_id
+    calls = [json.loads(line) for line in open(tmp_path / "fake.log")]
+    assert calls[0]["tool"] == "sbatch" and "--parsable" in calls[0]["argv"]
+    assert "#SBATCH --nodes=1" in calls[0]["script_text"]
+
+
+@pytest.mark.parametrize("mode,job_id", [("pro", "12345."), ("fqdn", "12345."), ("array", "12345[]"),
+                                         ("banner-numbers-first", "12345"), ("prefix", "12345")])
+def test_pbs_submit_reads_the_job_id(mode, job_id, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    proc = hpcdist("submit", "--scheduler", "pbs", "--json", str(script), cwd=tmp_path,
+                   env=fake_env(tmp_path, HPCDIST_FAKE_QSUB=mode))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["job_id"].startswith(job_id)
+
+
+@pytest.mark.parametrize("scheduler,variable,mode,needle", [
+    ("slurm", "HPCDIST_FAKE_SBATCH", "fail", "invalid partition"),
+    ("slurm", "HPCDIST_FAKE_SBATCH", "no-id", "sbatch"),
+    ("slurm", "HPCDIST_FAKE_SBATCH", "error-with-id", "sbatch"),
+    ("pbs", "HPCDIST_FAKE_QSUB", "fail", "Unknown queue"),
+    ("pbs", "HPCDIST_FAKE_QSUB", "no-id", "qsub"),
+])
+def test_failed_submission_records_nothing(scheduler, variable, mode, needle, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    proc = hpcdist("submit", "--scheduler", scheduler, str(script), cwd=tmp_path,
+                   env=fake_env(tmp_path, **{variable: mode}))
+    assert proc.returncode == 1
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert recorded_jobs(tmp_path) == []
+
+
+def test_missing_sbatch_is_a_clear_error(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    env = clean_env()
+    env["PATH"] = os.path.dirname(sys.executable)  # no sbatch anywhere
+    proc = hpcdist("submit", "--scheduler", "slurm", str(script), cwd=tmp_path, env=env)
+    assert proc.returncode == 1 and "sbatch is not installed" in proc.stderr
+    assert recorded_jobs(tmp_path) == []
+
+
+def test_slurm_status_follows_the_job(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    env = fake_env(tmp_path, HPCDIST_FAKE_SQUEUE="pending,running,gone", HPCDIST_FAKE_SACCT="failed")
+    job_id = hpcdist("submit", "--scheduler", "slurm", str(script), cwd=tmp_path, env=env).stdout.strip()
+    states = [json.loads(hpcdist("status", "--json", job_id, cwd=tmp_path, env=env).stdout)[0]["state"]
+              for _ in range(3)]
+    assert states == ["PENDING", "RUNNING", "FAILED"]
