@@ -9,3 +9,12 @@ or jinja2 (the modules that need them import them inside functions).
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # hpcdist.submit and hpcdist.job load the submission code on first use only.
+    if name in ("submit", "job", "JobHandle"):
+        from hpcdist import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'hpcdist' has no attribute {name!r}")

@@ -204,7 +204,7 @@ def run_render(args: argparse.Namespace) -> int:
 def run_submit(args: argparse.Namespace) -> int:
     import shlex
 
-    from hpcdist import submit as sub
+    from hpcdist import submission as sub
     from hpcdist.backends import backend_for
     from hpcdist.render import render
 
@@ -230,7 +230,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from hpcdist import jobs, submit as sub
+    from hpcdist import jobs, submission as sub
 
     try:
         selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
@@ -257,7 +257,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from hpcdist import jobs, submit as sub
+    from hpcdist import jobs, submission as sub
 
     try:
         job = jobs.find(args.job)
@@ -274,7 +274,7 @@ def run_logs(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from hpcdist import jobs, submit as sub
+    from hpcdist import jobs, submission as sub
 
     try:
         sub.cancel(jobs.find(args.job))

@@ -51,6 +51,7 @@ __all__ = [
     "UNKNOWN",
     "STATES",
     "FINISHED_STATES",
+    "MAX_QUOTED",
     "SchedulerOutputError",
     "JobId",
     "JobStatus",

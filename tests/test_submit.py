@@ -169,3 +169,17 @@ def test_slurm_status_follows_the_job(tmp_path):
     states = [json.loads(hpcdist("status", "--json", job_id, cwd=tmp_path, env=env).stdout)[0]["state"]
               for _ in range(3)]
     assert states == ["PENDING", "RUNNING", "FAILED"]
+
+
+def test_python_api_submits_follows_and_reads_back(tmp_path, monkeypatch):
+    import hpcdist
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "environ", clean_env())
+    job = hpcdist.submit(QUICKSTART, "--steps", "10", nodes=2, env={"MY_FLAG": "1"})
+    assert job.scheduler == "local" and job.state() in ("RUNNING", "COMPLETED")
+    assert job.wait(poll=0.5) == 0
+    assert "identical on all ranks: True" in job.logs()
+    again = hpcdist.job(job.job_id)
+    assert again.state() == "COMPLETED" and again.folder == job.folder
+    assert "export MY_FLAG=1" in open(job.script).read()

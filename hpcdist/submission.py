@@ -47,13 +47,13 @@ def cancel(job: Job) -> None:
     backend_for(job.scheduler, job.record.get("dialect")).cancel(job)
 
 
-def wait(job: Job, *, poll: float = 2.0, out=sys.stdout) -> int:
+def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
     """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
     last_state, offset = None, 0
     while True:
         state = status(job)
         offset = _print_new_log(job.log, offset, out)
-        if state.state != last_state:
+        if state.state != last_state and not quiet:
             print(f"hpcdist: job {job.job_id} is {state.state.lower()}"
                   + (f" ({state.reason})" if state.reason else ""), file=sys.stderr, flush=True)
             last_state = state.state

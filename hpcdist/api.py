@@ -1,0 +1,86 @@
+"""The Python API: ``hpcdist.submit(...)`` and the job handle it returns.
+
+::
+
+    import hpcdist
+
+    job = hpcdist.submit("train.py", "--lr", "0.1", scheduler="slurm", nodes=2,
+                         gpus_per_node=4, walltime="12h", modules=["cuda/12.1"])
+    print(job.job_id, job.state())
+    exit_code = job.wait()
+
+Options are the job spec's fields, named as the CLI flags with underscores
+(``gpus_per_node``, ``procs_per_node``, ``walltime``, ``mem``, ``queue``,
+``modules``, ``env`` as a dict, ...), plus ``profile``.
+"""
+
+from __future__ import annotations
+
+import io
+
+from hpcdist import jobs
+from hpcdist import submission as _submission
+
+
+class JobHandle:
+    def __init__(self, job: jobs.Job):
+        self._job = job
+
+    @property
+    def job_id(self) -> str:
+        return self._job.job_id
+
+    @property
+    def scheduler(self) -> str:
+        return self._job.scheduler
+
+    @property
+    def folder(self) -> str:
+        return self._job.path
+
+    @property
+    def script(self) -> str:
+        return self._job.script
+
+    def status(self):
+        """The scheduler's answer: state, exit code, reason."""
+        return _submission.status(self._job)
+
+    def state(self) -> str:
+        return self.status().state
+
+    def wait(self, poll: float = 2.0, echo: bool = False) -> int:
+        """Block until the job ends; its exit code. ``echo`` prints the log as it grows."""
+        import sys
+
+        return _submission.wait(self._job, poll=poll, out=sys.stdout if echo else io.StringIO(),
+                                quiet=not echo)
+
+    def cancel(self) -> None:
+        _submission.cancel(self._job)
+
+    def logs(self) -> str:
+        try:
+            with open(self._job.log, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def __repr__(self):
+        return f"JobHandle({self.scheduler} job {self.job_id}, folder={self.folder!r})"
+
+
+def submit(script: str, *script_args: str, profile: str | None = None, **options) -> JobHandle:
+    """Render, write and submit a job for ``script``; see the module docstring."""
+    from hpcdist.profiles import load_profile, merge
+    from hpcdist.spec import build_spec
+
+    if isinstance(options.get("env"), dict):
+        options["env"] = [f"{k}={v}" for k, v in options["env"].items()]
+    values = merge(load_profile(profile), {**options, "script": script, "script_args": list(script_args)})
+    return JobHandle(_submission.submit(build_spec(values)))
+
+
+def job(ref: str) -> JobHandle:
+    """A handle for a job submitted earlier from this folder (by id or folder)."""
+    return JobHandle(jobs.find(ref))
