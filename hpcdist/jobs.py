@@ -94,7 +94,7 @@ class Draft:
 def find(ref: str, root: str = JOBS_DIR) -> Job:
     """A job by its id, its folder name, or a folder path."""
     if os.path.isfile(os.path.join(ref, "record.json")):
-        return Job(ref)
+        return Job(os.path.abspath(ref))
     for job in all_jobs(root):
         if ref in (job.job_id, os.path.basename(job.path)):
             return job
@@ -102,6 +102,7 @@ def find(ref: str, root: str = JOBS_DIR) -> Job:
 
 
 def all_jobs(root: str = JOBS_DIR) -> list[Job]:
+    root = os.path.abspath(root)
     if not os.path.isdir(root):
         return []
     jobs = []

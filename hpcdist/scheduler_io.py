@@ -823,15 +823,16 @@ def parse_qstat_pro_json(stdout, job_id: JobId, *, stderr: str = "") -> JobStatu
     stdout, stderr = _text(stdout), _text(stderr)
     if not stdout.strip():
         return None
-    data = None
+    unloaded = object()
+    data = unloaded
     try:
         data = json.loads(stdout, strict=False)
     except (ValueError, RecursionError):
         try:
             data = json.loads(_repair_pbs_json(stdout), strict=False)
         except (ValueError, RecursionError):
-            data = None
-    if data is not None:
+            pass
+    if data is not unloaded:
         if not isinstance(data, dict):
             raise SchedulerOutputError(
                 "expected a JSON object from qstat -F json", stdout, stderr, None, "qstat"
