@@ -45,6 +45,19 @@ def propagated(spec: JobSpec) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def mpi_exports(spec: JobSpec) -> str:
+    """A line that collects ``-x NAME`` for each propagated variable that is set.
+
+    Open MPI warns about every ``-x`` of an unset variable, and which ones are
+    set is known only in the job; the launch line expands ``"${mpi_exports[@]}"``.
+    """
+    names = " ".join(propagated(spec))
+    return f'mpi_exports=(); for name in {names}; do if [ -n "${{!name+set}}" ]; then mpi_exports+=(-x "$name"); fi; done'
+
+
+MPI_EXPORTS = Shell('"${mpi_exports[@]}"')
+
+
 def hostfile_format(spec: JobSpec) -> str:
     if spec.launcher == "mpirun":
         return "mpich" if spec.mpi == "mpich" else "openmpi"
@@ -117,11 +130,8 @@ class Mpirun(Launcher):
             return [spec.mpiexec or "mpiexec", "-f", var("HPCDIST_HOSTFILE"), "-n", str(spec.total_procs),
                     "-genv", "MASTER_ADDR", var("MASTER_ADDR"),
                     "-genv", "MASTER_PORT", var("MASTER_PORT")] + python
-        words = [spec.mpiexec or "mpirun", "--hostfile", var("HPCDIST_HOSTFILE"), "-np", str(spec.total_procs),
-                 "--map-by", "slot", "--bind-to", "none"]
-        for name in propagated(spec):
-            words += ["-x", name]
-        return words + python
+        return [spec.mpiexec or "mpirun", "--hostfile", var("HPCDIST_HOSTFILE"), "-np", str(spec.total_procs),
+                "--map-by", "slot", "--bind-to", "none", MPI_EXPORTS] + python
 
 
 class Srun(Launcher):
@@ -168,10 +178,8 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
                              "--ntasks-per-node=1", "--kill-on-bad-exit=1"], "SLURM_NODEID")
     if spec.scheduler == "pbs":
         spread = ["mpirun", "--hostfile", var("HPCDIST_NODEFILE"), "-np", str(spec.nodes),
-                  "--map-by", "ppr:1:node", "--bind-to", "none"]
-        for name in propagated(spec):
-            spread += ["-x", name]
-        return on_each_node(spread, "OMPI_COMM_WORLD_RANK")
+                  "--map-by", "ppr:1:node", "--bind-to", "none", MPI_EXPORTS]
+        return [mpi_exports(spec)] + on_each_node(spread, "OMPI_COMM_WORLD_RANK")
     # local: several "nodes" on this host, as background agents.
     return [
         "pids=()",
@@ -188,4 +196,5 @@ def launch_lines(spec: JobSpec) -> list[str]:
     words = LAUNCHERS[spec.launcher].words(spec)
     if is_per_node(spec):
         return per_node(spec, words)
-    return [words_to_line(words)]
+    setup = [mpi_exports(spec)] if MPI_EXPORTS in words else []
+    return setup + [words_to_line(words)]

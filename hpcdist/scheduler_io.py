@@ -200,9 +200,11 @@ class JobId:
     sequence part, ``is_array`` whether the id names an array job (or an
     array task), and ``scheduler`` ``"slurm"`` or ``"pbs"``.
 
-    Only ``id`` is required: ``number`` and ``is_array`` are derived from it
-    when left at their defaults, and ``scheduler`` is ``"slurm"`` for ids of
-    the Slurm shape (``123``, ``123_4``) and ``"pbs"`` otherwise.
+    Only ``id`` is required: ``number`` and ``is_array`` are always derived
+    from it (values passed for them are replaced), and ``scheduler``, when
+    not given, is ``"slurm"`` for ids of the Slurm shape (``123``,
+    ``123_4``) and ``"pbs"`` otherwise; pass ``scheduler="pbs"`` for a
+    server-less PBS id such as ``123``.
     """
 
     id: str
@@ -228,10 +230,10 @@ class JobId:
             if m is None:
                 raise ValueError(f"not a PBS job id: {self.id!r} (expected 123.server or 123[].server)")
             number, array = m.group(1), m.group(2) is not None
-        if not self.number:
-            object.__setattr__(self, "number", number)
-        if not self.is_array:
-            object.__setattr__(self, "is_array", array)
+        # number and is_array always follow id (a caller rebuilding a JobId
+        # from a record may pass the whole id as number).
+        object.__setattr__(self, "number", number)
+        object.__setattr__(self, "is_array", array)
 
     def __str__(self) -> str:
         return self.id

@@ -22,3 +22,11 @@ def test_quickstart_trains_and_stays_in_sync(launch):
     before, after = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+) on 2 ranks", out).groups())
     assert after < before / 10
     assert "identical on all ranks: True" in out
+
+
+def test_the_readme_main_command():
+    """`bash scripts/demo.sh`, as the README says: two local jobs train and complete."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = run(["bash", os.path.join(root, "scripts", "demo.sh")], clean_env(), timeout=600)
+    assert proc.stdout.count("identical on all ranks: True") == 2
+    assert proc.stderr.count("is completed") == 2

@@ -12,10 +12,10 @@ export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"
 
 # Wait for every background agent; when one fails, stop the others and fail.
 hpcdist_wait_all() {
-  local status=0
+  local status=0 pid alive
   while [ "$#" -gt 0 ]; do
-    if ! wait -n "$@"; then status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; fi
-    local alive=()
+    wait -n "$@" || { status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; }
+    alive=()
     for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
     set -- "${alive[@]+"${alive[@]}"}"
   done

@@ -12,10 +12,10 @@ export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"
 
 # Wait for every background agent; when one fails, stop the others and fail.
 hpcdist_wait_all() {
-  local status=0
+  local status=0 pid alive
   while [ "$#" -gt 0 ]; do
-    if ! wait -n "$@"; then status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; fi
-    local alive=()
+    wait -n "$@" || { status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; }
+    alive=()
     for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
     set -- "${alive[@]+"${alive[@]}"}"
   done
@@ -37,9 +37,4 @@ export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 
 # Start the training on every node.
-pids=()
-for node_rank in $(seq 0 1); do
-  NODE_RANK=$node_rank deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" train.py --lr 0.1 &
-  pids+=($!)
-done
-hpcdist_wait_all "${pids[@]}"
+deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh_check train.py --lr 0.1

@@ -12,10 +12,10 @@ export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"
 
 # Wait for every background agent; when one fails, stop the others and fail.
 hpcdist_wait_all() {
-  local status=0
+  local status=0 pid alive
   while [ "$#" -gt 0 ]; do
-    if ! wait -n "$@"; then status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; fi
-    local alive=()
+    wait -n "$@" || { status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; }
+    alive=()
     for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
     set -- "${alive[@]+"${alive[@]}"}"
   done
@@ -40,4 +40,4 @@ export DS_ENV_FILE="$run_dir/deepspeed_env"
 env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' > "$DS_ENV_FILE" || true
 
 # Start the training on every node.
-deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1 --deepspeed_config ds_config.json
+deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh_check train.py --lr 0.1 --deepspeed_config ds_config.json

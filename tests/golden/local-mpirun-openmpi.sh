@@ -12,10 +12,10 @@ export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"
 
 # Wait for every background agent; when one fails, stop the others and fail.
 hpcdist_wait_all() {
-  local status=0
+  local status=0 pid alive
   while [ "$#" -gt 0 ]; do
-    if ! wait -n "$@"; then status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; fi
-    local alive=()
+    wait -n "$@" || { status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; }
+    alive=()
     for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
     set -- "${alive[@]+"${alive[@]}"}"
   done
@@ -37,4 +37,5 @@ export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 
 # Start the training on every node.
-mpirun --hostfile "$HPCDIST_HOSTFILE" -np 4 --map-by slot --bind-to none -x PATH -x LD_LIBRARY_PATH -x PYTHONPATH -x VIRTUAL_ENV -x CONDA_PREFIX -x MASTER_ADDR -x MASTER_PORT -x NCCL_DEBUG python train.py --lr 0.1
+mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done
+mpirun --hostfile "$HPCDIST_HOSTFILE" -np 4 --map-by slot --bind-to none "${mpi_exports[@]}" python train.py --lr 0.1

@@ -37,4 +37,5 @@ export MASTER_ADDR="${MASTER_ADDR:-$(hpcdist hostfile --format nodes | head -n 1
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 
 # Start the training on every node.
-mpirun --hostfile "$HPCDIST_HOSTFILE" -np 8 --map-by slot --bind-to none -x PATH -x LD_LIBRARY_PATH -x PYTHONPATH -x VIRTUAL_ENV -x CONDA_PREFIX -x MASTER_ADDR -x MASTER_PORT -x NCCL_DEBUG python train.py --lr 0.1
+mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done
+mpirun --hostfile "$HPCDIST_HOSTFILE" -np 8 --map-by slot --bind-to none "${mpi_exports[@]}" python train.py --lr 0.1
