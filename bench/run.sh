@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks for hpcdist (not tests): host lists against python-hostlist,
-# ClusterShell and Slurm's scontrol, and the start-up cost of hpcdist.env.
+# ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env, and
+# `hpcdist submit --dry-run` against torchx and submitit.
 # Writes bench/RESULTS.md.
 #
 #   bash bench/run.sh               # the full run
@@ -9,10 +10,12 @@
 # Environment:
 #   BENCH_REPS=N            repetitions of the host-list cases (default 9)
 #   BENCH_IMPORT_REPS=N     repetitions of the start-up runs (default 30)
+#   BENCH_SUBMIT_REPS=N     repetitions of the submit dry runs (default 30, at least 15)
 #   HPCDIST_BENCH_NO_APT=1  never apt-get install slurm-client for scontrol
 #
 # The comparison libraries go into bench/.venv, never into the project's own
-# environment; hpcdist itself is used from this checkout (PYTHONPATH).
+# environment; hpcdist itself is used from this checkout (PYTHONPATH). The
+# submit dry run uses the project's venv (.venv: hpcdist's CLI and jinja2).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,12 +26,12 @@ import_args=()
 for arg in "$@"; do
     case "$arg" in
         --hyperfine) import_args+=(--hyperfine) ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "unknown option: $arg" >&2; exit 2 ;;
     esac
 done
 
-# 1. the venv with python-hostlist and ClusterShell
+# 1. the venv with python-hostlist, ClusterShell, submitit and torchx
 venv="$here/.venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
@@ -63,7 +66,7 @@ EOF
     export SLURM_CONF="$tmp/slurm.conf"
 fi
 
-# 3. run both benchmarks, then write RESULTS.md in one go
+# 3. run the benchmarks, then write RESULTS.md in one go
 cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
 {
     echo "# hpcdist benchmark results"
@@ -78,6 +81,8 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$py" "$here/bench_hostlist.py" --reps "${BENCH_REPS:-9}"
     echo
     "$py" "$here/bench_import.py" --reps "${BENCH_IMPORT_REPS:-30}" "${import_args[@]}"
+    echo
+    "$py" "$here/bench_submit.py" --reps "${BENCH_SUBMIT_REPS:-30}" --python "$repo/.venv/bin/python"
 } > "$tmp/RESULTS.md"
 cp "$tmp/RESULTS.md" "$here/RESULTS.md"
 cat "$here/RESULTS.md"

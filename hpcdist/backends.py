@@ -52,7 +52,7 @@ class LocalBackend:
             cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        return sio.JobId(id=str(proc.pid), cluster=None, number=str(proc.pid), is_array=False)
+        return sio.JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
     def status(self, job) -> sio.JobStatus:
         exit_file = os.path.join(job.path, "exit_code")
@@ -131,8 +131,7 @@ class PbsBackend:
             raise SubmitError(f"qsub did not submit the job: {e}") from None
 
     def status(self, job) -> sio.JobStatus:
-        job_id = sio.JobId(id=job.job_id, cluster=None, number=job.record.get("number", job.job_id),
-                           is_array=bool(job.record.get("is_array")))
+        job_id = sio.JobId(id=job.job_id, scheduler="pbs")
         if self.dialect == "pro":
             proc = _run(["qstat", "-f", "-F", "json", "-x", job.job_id])
             found = sio.parse_qstat_pro_json(proc.stdout, job_id) if proc.returncode == 0 else None

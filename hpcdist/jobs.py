@@ -1,8 +1,7 @@
 """Job folders: ``.hpcdist/jobs/<name>-<time>/`` with the script, the spec and the record.
 
-A folder appears whole or not at all: it is assembled under a temporary
-name and renamed into place only after the scheduler accepted the job. A
-submission that fails leaves nothing recorded.
+A job is recorded only when its ``record.json`` exists, written (atomically)
+after the scheduler accepted it; a submission that fails leaves nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
@@ -54,41 +52,38 @@ class Job:
 class Draft:
     """A job folder being assembled.
 
-    :meth:`place` moves it to its final name (the scheduler must see the
-    script where it stays); :meth:`commit` records the job once the scheduler
-    took it; :meth:`discard` removes every trace of a submission that failed.
+    The folder's name is reserved with one ``mkdir`` (atomic, so jobs
+    submitted in the same second never share one); the job exists only once
+    :meth:`commit` writes ``record.json``, after the scheduler took it.
+    :meth:`discard` removes every trace of a submission that failed.
     """
 
     def __init__(self, root: str, name: str):
         os.makedirs(root, mode=0o700, exist_ok=True)
-        self.root = root
-        self.name = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.tmp = tempfile.mkdtemp(prefix=f".{self.name}.", dir=root)  # mode 0700
-        self.final = os.path.join(root, self.name)
-        n = 1
-        while os.path.exists(self.final):
-            n += 1
-            self.final = os.path.join(root, f"{self.name}-{n}")
+        base = os.path.join(root, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.path, n = base, 1
+        while True:
+            try:
+                os.mkdir(self.path, 0o700)
+                break
+            except FileExistsError:
+                n += 1
+                self.path = f"{base}-{n}"
 
     def write(self, filename: str, text: str, mode: int = 0o600) -> str:
-        path = os.path.join(self.tmp, filename)
+        path = os.path.join(self.path, filename)
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w", encoding="utf-8") as f:
             f.write(text)
         return path
 
-    def place(self) -> str:
-        os.rename(self.tmp, self.final)
-        self.tmp = self.final
-        return self.final
-
     def commit(self, record: dict) -> Job:
         from hpcdist.atomic import write_text_atomic
 
-        write_text_atomic(os.path.join(self.tmp, "record.json"), json.dumps(record, indent=2) + "\n", 0o600)
-        return Job(self.tmp)
+        write_text_atomic(os.path.join(self.path, "record.json"), json.dumps(record, indent=2) + "\n", 0o600)
+        return Job(self.path)
 
     def discard(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def find(ref: str, root: str = JOBS_DIR) -> Job:

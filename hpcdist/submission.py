@@ -22,12 +22,11 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
     workdir = os.getcwd()
     draft = Draft(os.path.abspath(root), spec.job_name)
     try:
-        log = os.path.join(draft.final, "job.log")
+        log = os.path.join(draft.path, "job.log")
         spec = dataclasses.replace(spec, output=spec.output or log)
         draft.write("spec.json", json.dumps(spec.as_dict(), indent=2) + "\n")
-        draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir), 0o700)
-        folder = draft.place()
-        job_id = backend.submit(os.path.join(folder, "job.sh"), workdir, log)
+        script = draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir), 0o700)
+        job_id = backend.submit(script, workdir, log)
     except BaseException:
         draft.discard()
         raise

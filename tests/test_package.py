@@ -68,7 +68,8 @@ def test_wheel_carries_templates_and_the_console_script(wheel):
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     # Runtime dependencies stay small: torch, deepspeed and mpi4py only as extras.
-    assert [r for r in requires if "extra ==" not in r] == ["Requires-Dist: jinja2>=3.0"]
+    assert [r for r in requires if "extra ==" not in r] == [
+        "Requires-Dist: jinja2>=3.0", "Requires-Dist: tomli>=1.1; python_version < '3.11'"]
 
 
 def test_fresh_venv_install_then_hpcdist_env(wheel, tmp_path):

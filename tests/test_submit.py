@@ -178,8 +178,20 @@ def test_python_api_submits_follows_and_reads_back(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "environ", clean_env())
     job = hpcdist.submit(QUICKSTART, "--steps", "10", nodes=2, env={"MY_FLAG": "1"})
     assert job.scheduler == "local" and job.state() in ("RUNNING", "COMPLETED")
-    assert job.wait(poll=0.5) == 0
+    assert job.wait(poll=0.5) == 0, job.logs()
     assert "identical on all ranks: True" in job.logs()
     again = hpcdist.job(job.job_id)
     assert again.state() == "COMPLETED" and again.folder == job.folder
     assert "export MY_FLAG=1" in open(job.script).read()
+
+
+def test_jobs_submitted_in_the_same_second_get_their_own_folders(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    script = tmp_path / "quick.py"
+    script.write_text("print('ok')\n")
+    with ThreadPoolExecutor(6) as pool:
+        procs = list(pool.map(lambda _: hpcdist("submit", "--json", str(script), cwd=tmp_path), range(6)))
+    assert [p.returncode for p in procs] == [0] * 6, [p.stderr for p in procs]
+    folders = {json.loads(p.stdout)["folder"] for p in procs}
+    assert len(folders) == 6 and len(recorded_jobs(tmp_path)) == 6
