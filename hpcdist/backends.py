@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from hpcdist import scheduler_io as sio
+from hpcdist.render import SUBMIT_ARGV
 
 COMMAND_TIMEOUT = 60
 
@@ -38,7 +39,7 @@ class LocalBackend:
     name = "local"
 
     def submit_argv(self, script: str) -> list[str]:
-        return ["bash", script]
+        return [*SUBMIT_ARGV["local"], script]
 
     def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
         exit_file = os.path.join(os.path.dirname(script), "exit_code")
@@ -84,7 +85,7 @@ class SlurmBackend:
     name = "slurm"
 
     def submit_argv(self, script: str) -> list[str]:
-        return ["sbatch", "--parsable", script]
+        return [*SUBMIT_ARGV["slurm"], script]
 
     def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
         proc = _run(self.submit_argv(script), cwd=workdir)
@@ -121,7 +122,7 @@ class PbsBackend:
         self.dialect = dialect
 
     def submit_argv(self, script: str) -> list[str]:
-        return ["qsub", script]
+        return [*SUBMIT_ARGV["pbs"], script]
 
     def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
         proc = _run(self.submit_argv(script), cwd=workdir)

@@ -204,16 +204,16 @@ def run_render(args: argparse.Namespace) -> int:
 def run_submit(args: argparse.Namespace) -> int:
     import shlex
 
-    from hpcdist import submission as sub
-    from hpcdist.backends import backend_for
-    from hpcdist.render import render
+    from hpcdist.render import SUBMIT_ARGV, render
 
     spec = _spec(args)
     if args.dry_run:
         sys.stdout.write(render(spec, command_line=_command_line()))
-        argv = backend_for(spec.scheduler, spec.dialect).submit_argv(".hpcdist/jobs/<name>-<time>/job.sh")
+        argv = [*SUBMIT_ARGV[spec.scheduler], ".hpcdist/jobs/<name>-<time>/job.sh"]
         print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
         return 0
+    from hpcdist import submission as sub
+
     try:
         job = sub.submit(spec, command_line=_command_line())
     except sub.SubmitError as e:

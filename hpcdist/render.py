@@ -17,7 +17,8 @@ from hpcdist import __version__, validate
 from hpcdist.launch_commands import Shell, hostfile_format, is_per_node, launch_lines, propagated
 from hpcdist.spec import JobSpec
 
-SUBMIT_COMMAND = {"slurm": "sbatch", "pbs": "qsub", "local": "bash"}
+#: How each scheduler takes a script (the backends run exactly this; --dry-run shows it).
+SUBMIT_ARGV = {"slurm": ("sbatch", "--parsable"), "pbs": ("qsub",), "local": ("bash",)}
 
 
 def templates_dir() -> str:
@@ -44,6 +45,9 @@ def environment(user_template: str | None = None):
         search.insert(0, os.path.dirname(os.path.abspath(user_template)))
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(search),
+        # Compiled templates are cached (in a private temporary folder): a
+        # dry run should cost little more than importing jinja2.
+        bytecode_cache=jinja2.FileSystemBytecodeCache(),
         undefined=jinja2.StrictUndefined,
         finalize=_quote,
         keep_trailing_newline=True,
@@ -69,7 +73,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         spec=spec,
         version=__version__,
         command_line=command_line,
-        submit_command=SUBMIT_COMMAND[spec.scheduler],
+        submit_command=SUBMIT_ARGV[spec.scheduler][0],
         workdir=workdir or os.getcwd(),
         hostfile_format=hostfile_format(spec),
         per_node=is_per_node(spec),
