@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     # hpcdist.submit and hpcdist.job load the submission code on first use only.
-    if name in ("submit", "job", "JobHandle"):
+    if name in ("submit", "submit_function", "job", "JobHandle"):
         from hpcdist import api
 
         return getattr(api, name)

@@ -84,3 +84,38 @@ def submit(script: str, *script_args: str, profile: str | None = None, **options
 def job(ref: str) -> JobHandle:
     """A handle for a job submitted earlier from this folder (by id or folder)."""
     return JobHandle(jobs.find(ref))
+
+
+def submit_function(fn, *args, scheduler: str | None = None, nodes: int = 1, procs_per_node: int = 1,
+                    gpus_per_node: int = 0, walltime: str | None = None, queue: str | None = None,
+                    account: str | None = None, folder: str = ".hpcdist/submitit", **kwargs):
+    """Run ``fn(*args, **kwargs)`` on every task of a multi-node job, through submitit.
+
+    On Slurm submitit starts one srun task per process; locally its
+    LocalExecutor starts them on this host (one node). Inside, hpcdist.env
+    resolves the ranks (``init_distributed()`` works as under any launcher).
+    Returns submitit's job: ``.job_id``, ``.state``, ``.results()`` (one per task).
+    """
+    import submitit
+
+    from hpcdist import validate as v
+
+    if scheduler not in (None, "slurm", "local"):
+        raise v.ValidationError("scheduler", scheduler, "submit_function runs on Slurm or locally.",
+                                "Use hpcdist.submit() with a script for PBS.")
+    executor = submitit.AutoExecutor(folder=folder, cluster=scheduler)
+    params = {"nodes": v.check_positive(nodes, "nodes"), "tasks_per_node": v.check_positive(procs_per_node, "procs_per_node")}
+    if gpus_per_node:
+        params["gpus_per_node"] = v.check_positive(gpus_per_node, "gpus_per_node")
+    if walltime:
+        params["timeout_min"] = max(1, v.parse_walltime(walltime, "walltime") // 60)
+    if executor.cluster == "slurm":
+        if queue:
+            params["slurm_partition"] = v.check_name(queue, "queue")
+        if account:
+            params["slurm_account"] = v.check_name(account, "account")
+    elif nodes != 1:
+        raise v.ValidationError("nodes", str(nodes), "submitit's local executor runs one node.",
+                                "Use procs_per_node for several processes, or Slurm for several nodes.")
+    executor.update_parameters(**params)
+    return executor.submit(fn, *args, **kwargs)

@@ -31,6 +31,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch==2.13.0 is the CPU wheel our machines carry; an unpinned torch
   # would pull the newest CUDA build (several GB).
   pip_install "torch==2.13.0"
-  pip_install -e ".[test,mpi,deepspeed]"
+  pip_install -e ".[test,mpi,deepspeed,submitit]"
   echo "$want" > "$stamp"
 fi

@@ -166,6 +166,12 @@ CASES = [
         rank=1, launcher="slurm")),
     ("submitit", srun_step(1, 1, 0, 2, "0,1", "node1", "2", SUBMITIT_EXECUTOR="slurm"), dict(
         rank=1, launcher="submitit")),
+    ("submitit local executor", {"SUBMITIT_EXECUTOR": "local", "SUBMITIT_LOCAL_NTASKS": "2",
+                                 "SUBMITIT_LOCAL_GLOBALID": "1", "SUBMITIT_LOCAL_LOCALID": "1",
+                                 "SUBMITIT_LOCAL_NODEID": "0", "SUBMITIT_LOCAL_JOB_NUM_NODES": "1",
+                                 "SUBMITIT_LOCAL_JOB_ID": "4321"}, dict(
+        rank=1, world_size=2, local_world_size=2, node_rank=0, launcher="submitit",
+        master_addr="127.0.0.1", master_port=PORT_BASE + 4321)),
     ("salloc shell", {"SLURM_JOB_ID": "5", "SLURM_JOB_NAME": "interactive", "SLURM_NTASKS": "4",
                       "SLURM_NODELIST": "n[1-2]"}, dict(rank=0, world_size=1, launcher="single")),
     ("ssh into an allocated node", {"SLURM_JOB_ID": "5"}, dict(launcher="single", master_port=PORT_BASE + 5)),

@@ -195,3 +195,38 @@ def test_jobs_submitted_in_the_same_second_get_their_own_folders(tmp_path):
     assert [p.returncode for p in procs] == [0] * 6, [p.stderr for p in procs]
     folders = {json.loads(p.stdout)["folder"] for p in procs}
     assert len(folders) == 6 and len(recorded_jobs(tmp_path)) == 6
+
+
+def _all_reduce_rank(offset):
+    import torch
+    import torch.distributed as dist
+
+    import hpcdist.env as henv
+
+    env = henv.init_distributed(timeout=60)
+    total = torch.tensor([float(env.rank + offset)])
+    dist.all_reduce(total)
+    dist.barrier()
+    dist.destroy_process_group()
+    return env.rank, env.world_size, env.launcher, total.item()
+
+
+def test_submit_function_runs_a_function_on_every_task(tmp_path):
+    """Through submitit's local executor: 2 tasks, ranks from hpcdist.env, a real all_reduce."""
+    import hpcdist
+
+    pytest.importorskip("submitit")
+    job = hpcdist.submit_function(_all_reduce_rank, 10, scheduler="local", procs_per_node=2,
+                                  folder=str(tmp_path / "submitit"))
+    assert sorted(job.results()) == [(0, 2, "submitit", 21.0), (1, 2, "submitit", 21.0)]
+
+
+def test_submit_function_refuses_pbs_and_local_multi_node(tmp_path):
+    import hpcdist
+    from hpcdist.validate import ValidationError
+
+    pytest.importorskip("submitit")
+    with pytest.raises(ValidationError, match="scheduler 'pbs'"):
+        hpcdist.submit_function(print, scheduler="pbs")
+    with pytest.raises(ValidationError, match="nodes '2'.*one node"):
+        hpcdist.submit_function(print, scheduler="local", nodes=2, folder=str(tmp_path))

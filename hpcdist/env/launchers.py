@@ -361,6 +361,24 @@ class Submitit(Slurm):
         return env.get("SUBMITIT_EXECUTOR") == "slurm" and in_srun_task(env)
 
 
+class SubmititLocal(Launcher):
+    """A task of submitit's LocalExecutor: several tasks on this host."""
+
+    name = "submitit"
+    markers = ("SUBMITIT_EXECUTOR", "SUBMITIT_LOCAL_GLOBALID")
+    variables = {
+        "rank": ("SUBMITIT_LOCAL_GLOBALID",),
+        "world_size": ("SUBMITIT_LOCAL_NTASKS",),
+        "local_rank": ("SUBMITIT_LOCAL_LOCALID",),
+        # One node: every task of the job runs here.
+        "local_world_size": ("SUBMITIT_LOCAL_NTASKS",),
+        "node_rank": ("SUBMITIT_LOCAL_NODEID",),
+    }
+
+    def detect(self, env: EnvReader) -> bool:
+        return env.get("SUBMITIT_EXECUTOR") == "local" and env.has("SUBMITIT_LOCAL_GLOBALID")
+
+
 class PbsDsh(Launcher):
     """A task started by ``pbsdsh``: its slot index into ``$PBS_NODEFILE``.
 
@@ -483,6 +501,7 @@ DETECTION_ORDER: tuple[Launcher, ...] = (
     Mpich(),
     Horovod(),
     Submitit(),
+    SubmititLocal(),
     Slurm(),
     PbsDsh(),
     GenericTorchEnv(),

@@ -20,7 +20,8 @@ DEFAULT_PORT = 29500  # torch's own default, used outside any job
 
 #: Where the job id is read from, first set wins.
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID",
-                    "HPCDIST_JOB_ID")  # the last: jobs of hpcdist's local backend
+                    # jobs of hpcdist's local backend, and of submitit's LocalExecutor
+                    "HPCDIST_JOB_ID", "SUBMITIT_LOCAL_JOB_ID")
 
 
 def port_for_job(job_id: str) -> int:
