@@ -216,6 +216,10 @@ def test_submit_function_runs_a_function_on_every_task(tmp_path):
     import hpcdist
 
     pytest.importorskip("submitit")
+    import cloudpickle
+
+    # The task process cannot import this test module: send the function by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     job = hpcdist.submit_function(_all_reduce_rank, 10, scheduler="local", procs_per_node=2,
                                   folder=str(tmp_path / "submitit"))
     assert sorted(job.results()) == [(0, 2, "submitit", 21.0), (1, 2, "submitit", 21.0)]
