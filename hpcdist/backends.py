@@ -81,18 +81,39 @@ class LocalBackend:
             pass
 
 
-class SlurmBackend:
-    name = "slurm"
+class BatchBackend:
+    """What Slurm and PBS share: submit a script, read the id, cancel by id."""
+
+    name: str
+    cancel_command: str
+
+    def parse_submission(self, proc: subprocess.CompletedProcess) -> sio.JobId:
+        raise NotImplementedError
 
     def submit_argv(self, script: str) -> list[str]:
-        return [*SUBMIT_ARGV["slurm"], script]
+        return [*SUBMIT_ARGV[self.name], script]
 
     def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
-        proc = _run(self.submit_argv(script), cwd=workdir)
+        argv = self.submit_argv(script)
+        proc = _run(argv, cwd=workdir)
         try:
-            return sio.parse_sbatch(proc.stdout, proc.stderr, proc.returncode)
+            return self.parse_submission(proc)
         except sio.SchedulerOutputError as e:
-            raise SubmitError(f"sbatch did not submit the job: {e}") from None
+            raise SubmitError(f"{argv[0]} did not submit the job: {e}") from None
+
+    def cancel(self, job) -> None:
+        proc = _run([self.cancel_command, job.job_id])
+        if proc.returncode != 0:
+            raise SubmitError(f"{self.cancel_command} {job.job_id} failed: "
+                              f"{proc.stderr.strip() or proc.stdout.strip()}")
+
+
+class SlurmBackend(BatchBackend):
+    name = "slurm"
+    cancel_command = "scancel"
+
+    def parse_submission(self, proc):
+        return sio.parse_sbatch(proc.stdout, proc.stderr, proc.returncode)
 
     def status(self, job) -> sio.JobStatus:
         cluster = [f"--clusters={job.record['cluster']}"] if job.record.get("cluster") else []
@@ -109,27 +130,16 @@ class SlurmBackend:
         return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="",
                              reason="not in squeue, and sacct has no record (is accounting off?)")
 
-    def cancel(self, job) -> None:
-        proc = _run(["scancel", job.job_id])
-        if proc.returncode != 0:
-            raise SubmitError(f"scancel {job.job_id} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
-
-class PbsBackend:
+class PbsBackend(BatchBackend):
     name = "pbs"
+    cancel_command = "qdel"
 
     def __init__(self, dialect: str = "pro"):
         self.dialect = dialect
 
-    def submit_argv(self, script: str) -> list[str]:
-        return [*SUBMIT_ARGV["pbs"], script]
-
-    def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
-        proc = _run(self.submit_argv(script), cwd=workdir)
-        try:
-            return sio.parse_qsub(proc.stdout, proc.stderr, proc.returncode)
-        except sio.SchedulerOutputError as e:
-            raise SubmitError(f"qsub did not submit the job: {e}") from None
+    def parse_submission(self, proc):
+        return sio.parse_qsub(proc.stdout, proc.stderr, proc.returncode)
 
     def status(self, job) -> sio.JobStatus:
         job_id = sio.JobId(id=job.job_id, scheduler="pbs")
@@ -144,11 +154,6 @@ class PbsBackend:
         if sio.parse_qstat_unknown(proc.stderr):
             return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
         return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=proc.stderr.strip() or None)
-
-    def cancel(self, job) -> None:
-        proc = _run(["qdel", job.job_id])
-        if proc.returncode != 0:
-            raise SubmitError(f"qdel {job.job_id} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
 def backend_for(scheduler: str, dialect: str | None = None):
