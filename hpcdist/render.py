@@ -14,7 +14,7 @@ import os
 import shlex
 
 from hpcdist import __version__, validate
-from hpcdist.launch_commands import Shell, hostfile_format, is_per_node, launch_lines, propagated
+from hpcdist.launch_commands import Shell, hostfile_format, launch_lines, propagated
 from hpcdist.spec import JobSpec
 
 #: How each scheduler takes a script (the backends run exactly this; --dry-run shows it).
@@ -76,7 +76,6 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         submit_command=SUBMIT_ARGV[spec.scheduler][0],
         workdir=workdir or os.getcwd(),
         hostfile_format=hostfile_format(spec),
-        per_node=is_per_node(spec),
         propagated=propagated(spec),
         launch_lines=[Shell(line) for line in launch_lines(spec)],
     )

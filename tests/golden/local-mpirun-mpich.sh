@@ -31,8 +31,9 @@ fi
 # The allocation: a hostfile for the launcher, the first host as the master.
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
-export HPCDIST_HOSTFILE="$run_dir/hostfile"
+export HPCDIST_HOSTFILE="$run_dir/hostfile" HPCDIST_NODEFILE="$run_dir/nodes"
 hpcdist hostfile --format mpich --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
+hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 

@@ -31,9 +31,10 @@ fi
 # The allocation: a hostfile for the launcher, the first host as the master.
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
-export HPCDIST_HOSTFILE="$run_dir/hostfile"
+export HPCDIST_HOSTFILE="$run_dir/hostfile" HPCDIST_NODEFILE="$run_dir/nodes"
 hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
-export MASTER_ADDR="${MASTER_ADDR:-$(hpcdist hostfile --format nodes | head -n 1)}"
+hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
+export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 
 # Start the training on every node.
