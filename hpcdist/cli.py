@@ -160,6 +160,8 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
                    help="the MPI launcher program (default: mpirun for openmpi, mpiexec for mpich)")
     l.add_argument("--python", metavar="PROGRAM", help="interpreter for mpirun/srun (default: python)")
     l.add_argument("--template", metavar="FILE", help="your own Jinja template (may extend slurm/job.sh.j2 ...)")
+    l.add_argument("--template-dir", metavar="DIR",
+                   help="a folder of templates (slurm/job.sh.j2, pbs/job.sh.j2 ...) used before hpcdist's")
     p.add_argument("--profile", metavar="NAME",
                    help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml")
     p.add_argument("script", metavar="SCRIPT")
@@ -171,7 +173,7 @@ _JOB_FIELDS = ("scheduler", "dialect", "nodes", "gpus_per_node", "procs_per_node
                "mem", "walltime", "queue", "account", "qos", "job_name", "output", "array",
                "dependency", "mail_user", "exclusive", "directives", "modules", "sources", "conda",
                "venv", "env", "propagate", "launcher", "deepspeed_config", "deepspeed_runner",
-               "no_ssh", "ssh_port", "mpi", "mpiexec", "python", "template", "script", "script_args")
+               "no_ssh", "ssh_port", "mpi", "mpiexec", "python", "template", "template_dir", "script", "script_args")
 
 
 def _spec(args: argparse.Namespace):

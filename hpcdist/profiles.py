@@ -14,7 +14,7 @@
     conda = "torch"
     gpus_per_node = 4
     walltime = "12h"
-    template = "templates/site.sh.j2"   # relative to this file
+    template_dir = "site-templates"     # its slurm/job.sh.j2 replaces ours; relative to this file
 
 A profile's values sit between hpcdist's defaults and the command-line
 flags: a flag wins over the profile, and list flags (``--module``,
@@ -37,7 +37,7 @@ KEYS: dict[str, type] = {
     "exclusive": bool, "directives": list, "modules": list, "sources": list, "conda": str,
     "venv": str, "env": dict, "propagate": list, "launcher": str, "deepspeed_config": str,
     "deepspeed_runner": str, "no_ssh": bool, "ssh_port": int, "mpi": str, "mpiexec": str, "python": str,
-    "template": str,
+    "template": str, "template_dir": str,
 }
 LIST_KEYS = ("directives", "modules", "sources", "propagate", "env")
 
@@ -107,7 +107,7 @@ def _check(table: dict, name: str, path: str) -> dict:
             kind = {list: "a list of strings", dict: "a table of strings", str: "a string",
                     int: "a whole number", bool: "true or false"}[want]
             raise ProfileError(f"{path}: profiles.{name}.{raw_key} = {value!r} must be {kind}")
-        if key == "template":
+        if key in ("template", "template_dir"):
             value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
         out[key] = value
     return out

@@ -37,14 +37,20 @@ def _quote(value) -> str:
     return shlex.quote(str(value))
 
 
-def environment(user_template: str | None = None):
+def environment(user_template: str | None = None, user_dir: str | None = None):
+    """Templates from the user's file's folder, then ``user_dir``, then ours.
+
+    Ours are also reachable as ``hpcdist/<name>``, so that a user's
+    ``slurm/job.sh.j2`` can ``{% extends "hpcdist/slurm/job.sh.j2" %}``.
+    """
     import jinja2
 
-    search = [templates_dir()]
-    if user_template:
-        search.insert(0, os.path.dirname(os.path.abspath(user_template)))
+    search = [os.path.dirname(os.path.abspath(p)) for p in (user_template,) if p]
+    search += [user_dir] if user_dir else []
+    ours = jinja2.FileSystemLoader(templates_dir())
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(search),
+        loader=jinja2.ChoiceLoader([
+            jinja2.PrefixLoader({"hpcdist": ours}), jinja2.FileSystemLoader(search), ours]),
         # Compiled templates are cached (in a private temporary folder): a
         # dry run should cost little more than importing jinja2.
         bytecode_cache=jinja2.FileSystemBytecodeCache(),
@@ -66,7 +72,7 @@ def environment(user_template: str | None = None):
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None) -> str:
-    env = environment(spec.template)
+    env = environment(spec.template, spec.template_dir)
     name = os.path.basename(spec.template) if spec.template else f"{spec.scheduler}/job.sh.j2"
     template = env.get_template(name)
     return template.render(

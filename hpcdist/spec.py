@@ -57,6 +57,7 @@ class JobSpec:
     mpiexec: str | None = None  # the MPI launcher program; default mpirun (Open MPI) or mpiexec (MPICH)
     python: str = "python"
     template: str | None = None
+    template_dir: str | None = None  # a folder whose <scheduler>/job.sh.j2 replaces ours
     #: What was understood from values that are easy to misread (walltime, memory).
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -146,6 +147,10 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
         raise v.ValidationError("--deepspeed-config", out["deepspeed_config"], "does not exist.", "Check the path.")
     if check_files and "template" in out and not os.path.isfile(out["template"]):
         raise v.ValidationError("--template", out["template"], "does not exist.", "Check the path.")
+    if "template_dir" in given:
+        out["template_dir"] = v.check_text(str(given["template_dir"]), "--template-dir")
+        if check_files and not os.path.isdir(out["template_dir"]):
+            raise v.ValidationError("--template-dir", out["template_dir"], "is not a folder.", "Check the path.")
 
     out["modules"] = tuple(v.check_text(str(m), "--module") for m in given.get("modules", ()))
     out["sources"] = tuple(v.check_text(str(s), "--source") for s in given.get("sources", ()))

@@ -129,3 +129,16 @@ def test_user_template_extends_ours(tmp_path):
     spec = build_spec(dict(scheduler="slurm", script="t.py", template=str(own)), check_files=False)
     text = render(spec)
     assert "source /site/setup.sh" in text and "#SBATCH --nodes=1" in text
+
+
+def test_template_folder_replaces_ours_and_can_extend_it(tmp_path):
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "job.sh.j2").write_text(
+        '{% extends "hpcdist/slurm/job.sh.j2" %}\n{% block directives %}#SBATCH --constraint=site\n'
+        '{{ super() }}{% endblock %}\n')
+    spec = build_spec(dict(scheduler="slurm", script="t.py", template_dir=str(tmp_path)), check_files=False)
+    lines = render(spec).splitlines()
+    assert "#SBATCH --constraint=site" in lines and "#SBATCH --nodes=1" in lines
+    # The other schedulers still use ours.
+    pbs = build_spec(dict(scheduler="pbs", script="t.py", template_dir=str(tmp_path)), check_files=False)
+    assert "#PBS -N t" in render(pbs)
