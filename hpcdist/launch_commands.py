@@ -174,8 +174,12 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
         return [words_to_line(prefix + ["bash", "-c", agent])]
 
     if spec.scheduler == "slurm":
+        # The agent's one task gets every CPU the node's processes were given;
+        # by default a step's task has one CPU, and all workers would share it.
+        cpus = spec.procs_per_node * (spec.cpus_per_proc or 1)
         return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}",
-                             "--ntasks-per-node=1", "--kill-on-bad-exit=1"], "SLURM_NODEID")
+                             "--ntasks-per-node=1", f"--cpus-per-task={cpus}", "--kill-on-bad-exit=1"],
+                            "SLURM_NODEID")
     if spec.scheduler == "pbs":
         spread = ["mpirun", "--hostfile", var("HPCDIST_NODEFILE"), "-np", str(spec.nodes),
                   "--map-by", "ppr:1:node", "--bind-to", "none", MPI_EXPORTS]

@@ -170,4 +170,16 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     if out["deepspeed_runner"] == "slurm" and out["scheduler"] != "slurm":
         raise v.ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
     out["mpi"] = v.check_choice(given.get("mpi", "openmpi"), "--mpi", MPI_FLAVOURS)
+    if (out["launcher"] == "deepspeed" and out["deepspeed_runner"] == "pdsh" and not out.get("no_ssh")
+            and out.get("nodes", 1) > 1 and out["scheduler"] != "local"):
+        for name, value in out["env"]:
+            # DeepSpeed's pdsh runner re-exports variables on the other nodes inside
+            # double quotes, where $, `, " and \ would be expanded or break the line.
+            bad = next((c for c in '$`"\\\n' if c in value), None)
+            if bad is not None:
+                raise v.ValidationError(
+                    "--env", f"{name}={value}",
+                    f"DeepSpeed's pdsh runner passes variables to the other nodes inside double "
+                    f"quotes, where {bad!r} would be expanded or break the command.",
+                    "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
     return JobSpec(**out, notes=tuple(notes))

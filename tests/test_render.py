@@ -142,3 +142,24 @@ def test_template_folder_replaces_ours_and_can_extend_it(tmp_path):
     # The other schedulers still use ours.
     pbs = build_spec(dict(scheduler="pbs", script="t.py", template_dir=str(tmp_path)), check_files=False)
     assert "#PBS -N t" in render(pbs)
+
+
+def test_deepspeed_pdsh_refuses_values_it_would_expand_on_other_nodes():
+    values = dict(scheduler="slurm", nodes=2, launcher="deepspeed", script="t.py", env=["TOKEN=a$(b)"])
+    with pytest.raises(ValidationError, match="--env.*double quotes.*--deepspeed-runner openmpi"):
+        build_spec(values, check_files=False)
+    build_spec({**values, "deepspeed_runner": "openmpi"}, check_files=False)
+    build_spec({**values, "no_ssh": True}, check_files=False)
+
+
+def test_deepspeed_env_file_leaves_out_values_it_would_expand(tmp_path):
+    spec = build_spec(dict(scheduler="slurm", nodes=2, launcher="deepspeed", script="t.py",
+                           env=["SAFE=ok"]), check_files=False)
+    text = render(spec)
+    line = next(l for l in text.splitlines() if l.startswith("env | grep"))
+    out = tmp_path / "ds_env"
+    env = {"PATH": os.environ["PATH"], "SAFE": "ok", "NCCL_DEBUG": "INFO", "NCCL_X": "a$(touch x)"}
+    subprocess.run(["bash", "-c", line.replace('"$DS_ENV_FILE"', str(out))], env=env, check=True)
+    lines = out.read_text().splitlines()
+    assert "SAFE=ok" in lines and "NCCL_DEBUG=INFO" in lines
+    assert not [l for l in lines if l.startswith("NCCL_X")]

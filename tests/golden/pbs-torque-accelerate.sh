@@ -17,6 +17,8 @@ export HPCDIST_JOB_ID="$PBS_JOBID"
 # Every value below that came from the job spec is shell-quoted.
 # Environment (module and conda scripts read unset variables: -u is off here).
 set +u
+# Batch shells are not login shells: the module command may need /etc/profile.
+command -v module >/dev/null || source /etc/profile
 module load cuda/12.1
 eval "$(conda shell.bash hook)"
 conda activate myenv

@@ -17,6 +17,8 @@ export HPCDIST_JOB_ID="$PBS_JOBID"
 # Every value below that came from the job spec is shell-quoted.
 # Environment (module and conda scripts read unset variables: -u is off here).
 set +u
+# Batch shells are not login shells: the module command may need /etc/profile.
+command -v module >/dev/null || source /etc/profile
 module load cuda/12.1
 eval "$(conda shell.bash hook)"
 conda activate myenv
@@ -35,9 +37,10 @@ hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
-# What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there.
+# What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there
+# (it quotes them with "...": values holding $ ` " or \ are left out).
 export DS_ENV_FILE="$run_dir/deepspeed_env"
-env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' > "$DS_ENV_FILE" || true
+env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' | grep -v '[$`"\\]' > "$DS_ENV_FILE" || true
 
 # Start the training on every node.
 deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1 --deepspeed_config ds_config.json

@@ -18,6 +18,8 @@ export HPCDIST_JOB_ID="$SLURM_JOB_ID"
 # Every value below that came from the job spec is shell-quoted.
 # Environment (module and conda scripts read unset variables: -u is off here).
 set +u
+# Batch shells are not login shells: the module command may need /etc/profile.
+command -v module >/dev/null || source /etc/profile
 module load cuda/12.1
 eval "$(conda shell.bash hook)"
 conda activate myenv
@@ -38,4 +40,4 @@ export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 
 # Start the training on every node.
-srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'export NODE_RANK="$SLURM_NODEID"; exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" train.py --lr 0.1'
+srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 bash -c 'export NODE_RANK="$SLURM_NODEID"; exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" train.py --lr 0.1'
