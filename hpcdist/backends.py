@@ -33,6 +33,15 @@ def _run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEO
         raise SubmitError(f"`{' '.join(argv)}` did not answer within {timeout:.0f} s; the scheduler may be down") from None
 
 
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 class LocalBackend:
     """Runs the script on this machine in its own session; the exit code lands in a file."""
 
@@ -53,6 +62,8 @@ class LocalBackend:
             cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
+        with open(os.path.join(os.path.dirname(script), "runner"), "w") as f:
+            f.write(f"{proc.pid} {_process_start(proc.pid)}\n")
         return sio.JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
     def status(self, job) -> sio.JobStatus:
@@ -61,17 +72,27 @@ class LocalBackend:
         if os.path.exists(exit_file):
             with open(exit_file) as f:
                 code = int(f.read().strip() or 1)
-        else:
-            try:
-                os.kill(int(job.job_id), 0)
-                return sio.JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
-            except ProcessLookupError:
-                pass
+        elif self._runner_alive(job):
+            return sio.JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
         if job.record.get("cancelled"):
             return sio.JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
         if code is None:
             return sio.JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit code")
         return sio.JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}", reason=None)
+
+    @staticmethod
+    def _runner_alive(job) -> bool:
+        """The runner's pid is alive and is still the runner (pids are reused)."""
+        try:
+            with open(os.path.join(job.path, "runner")) as f:
+                pid, started = f.read().split()
+        except (OSError, ValueError):
+            pid, started = job.job_id, "None"
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        return started == "None" or _process_start(int(pid)) == started
 
     def cancel(self, job) -> None:
         job.update(cancelled=True)

@@ -234,3 +234,16 @@ def test_submit_function_refuses_pbs_and_local_multi_node(tmp_path):
         hpcdist.submit_function(print, scheduler="pbs")
     with pytest.raises(ValidationError, match="nodes '2'.*one node"):
         hpcdist.submit_function(print, scheduler="local", nodes=2, folder=str(tmp_path))
+
+
+def test_a_reused_pid_is_not_taken_for_a_running_local_job(tmp_path):
+    script = tmp_path / "quick.py"
+    script.write_text("print('ok')\n")
+    job = json.loads(hpcdist("submit", "--json", "--wait", str(script), cwd=tmp_path).stdout.splitlines()[0])
+    folder = os.path.dirname(job["script"])
+    os.remove(os.path.join(folder, "exit_code"))  # as if the runner died without a word
+    # The pid now names another process (this test's own), started at another time.
+    with open(os.path.join(folder, "runner"), "w") as f:
+        f.write(f"{os.getpid()} 1\n")
+    (status,) = json.loads(hpcdist("status", "--json", cwd=tmp_path).stdout)
+    assert status["state"] == "FAILED" and "without an exit code" in status["reason"]
