@@ -102,6 +102,17 @@ class LocalBackend:
             pass
 
 
+def recorded_exit(job) -> sio.JobStatus | None:
+    """The exit code the job script wrote into its folder (see templates/common/job.sh.j2)."""
+    try:
+        with open(os.path.join(job.path, "exit_code")) as f:
+            code = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return sio.JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code,
+                         raw=f"exit {code}", reason="from the job's exit_code file")
+
+
 class BatchBackend:
     """What Slurm and PBS share: submit a script, read the id, cancel by id."""
 
@@ -148,6 +159,11 @@ class SlurmBackend(BatchBackend):
         found = sio.parse_sacct(done.stdout) if done.returncode == 0 else None
         if found is not None:
             return found
+        left_queue = queued.returncode == 0 or sio.parse_squeue_unknown(queued.stderr)
+        if left_queue:  # squeue answered, without the job
+            found = recorded_exit(job)
+            if found is not None:
+                return found
         return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="",
                              reason="not in squeue, and sacct has no record (is accounting off?)")
 
@@ -173,7 +189,8 @@ class PbsBackend(BatchBackend):
         if found is not None:
             return found
         if sio.parse_qstat_unknown(proc.stderr):
-            return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
+            return recorded_exit(job) or sio.JobStatus(
+                state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
         return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=proc.stderr.strip() or None)
 
 

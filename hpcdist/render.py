@@ -71,7 +71,9 @@ def environment(user_template: str | None = None, user_dir: str | None = None):
     return env
 
 
-def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None) -> str:
+def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
+           job_dir: str | None = None) -> str:
+    """The job script. ``job_dir`` (set by ``hpcdist submit``) is where it records its exit code."""
     env = environment(spec.template, spec.template_dir)
     name = os.path.basename(spec.template) if spec.template else f"{spec.scheduler}/job.sh.j2"
     template = env.get_template(name)
@@ -81,6 +83,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         command_line=command_line,
         submit_command=SUBMIT_ARGV[spec.scheduler][0],
         workdir=workdir or os.getcwd(),
+        job_dir=job_dir,
         hostfile_format=hostfile_format(spec),
         propagated=propagated(spec),
         launch_lines=[Shell(line) for line in launch_lines(spec)],

@@ -25,7 +25,8 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
         log = os.path.join(draft.path, "job.log")
         spec = dataclasses.replace(spec, output=spec.output or log)
         draft.write("spec.json", json.dumps(spec.as_dict(), indent=2) + "\n")
-        script = draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir), 0o700)
+        script = draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir,
+                                              job_dir=draft.path), 0o700)
         job_id = backend.submit(script, workdir, log)
     except BaseException:
         draft.discard()
@@ -46,11 +47,24 @@ def cancel(job: Job) -> None:
     backend_for(job.scheduler, job.record.get("dialect")).cancel(job)
 
 
+#: How long --wait accepts "unknown" (job out of the queue, no record anywhere) before giving up.
+UNKNOWN_PATIENCE_S = 60.0
+
+
 def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
     """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
-    last_state, offset = None, 0
+    last_state, offset, unknown_since = None, 0, None
     while True:
         state = status(job)
+        if state.state == "UNKNOWN":
+            unknown_since = unknown_since or time.monotonic()
+            if time.monotonic() - unknown_since > UNKNOWN_PATIENCE_S:
+                _print_new_log(job.log, offset, out)
+                print(f"hpcdist: cannot tell how job {job.job_id} ended ({state.reason}); "
+                      f"its log is {job.log}", file=sys.stderr, flush=True)
+                return 1
+        else:
+            unknown_since = None
         offset = _print_new_log(job.log, offset, out)
         if state.state != last_state and not quiet:
             print(f"hpcdist: job {job.job_id} is {state.state.lower()}"

@@ -20,6 +20,8 @@ hpcdist_wait_all() {
     set -- "${alive[@]+"${alive[@]}"}"
   done
 }
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+trap 'rm -rf "$run_dir"' EXIT
 
 # Every value below that came from the job spec is shell-quoted.
 export NCCL_DEBUG=INFO
@@ -29,8 +31,6 @@ if ! command -v hpcdist >/dev/null; then
 fi
 
 # The allocation: a hostfile for the launcher, the first host as the master.
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
-trap 'rm -rf "$run_dir"' EXIT
 export HPCDIST_HOSTFILE="$run_dir/hostfile" HPCDIST_NODEFILE="$run_dir/nodes"
 hpcdist hostfile --format mpich --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"

@@ -13,6 +13,8 @@ set -euo pipefail
 # PBS starts jobs in $HOME.
 cd "$PBS_O_WORKDIR"
 export HPCDIST_JOB_ID="$PBS_JOBID"
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+trap 'rm -rf "$run_dir"' EXIT
 
 # Every value below that came from the job spec is shell-quoted.
 # Environment (module and conda scripts read unset variables: -u is off here).
@@ -30,8 +32,6 @@ if ! command -v hpcdist >/dev/null; then
 fi
 
 # The allocation: a hostfile for the launcher, the first host as the master.
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
-trap 'rm -rf "$run_dir"' EXIT
 export HPCDIST_HOSTFILE="$run_dir/hostfile" HPCDIST_NODEFILE="$run_dir/nodes"
 hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
