@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from hpcdist import scheduler_io as sio
-from hpcdist.render import SUBMIT_ARGV
+from hpcdist.render import submit_argv
 
 COMMAND_TIMEOUT = 60
 
@@ -46,9 +46,6 @@ class LocalBackend:
     """Runs the script on this machine in its own session; the exit code lands in a file."""
 
     name = "local"
-
-    def submit_argv(self, script: str) -> list[str]:
-        return [*SUBMIT_ARGV["local"], script]
 
     def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
         exit_file = os.path.join(os.path.dirname(script), "exit_code")
@@ -122,11 +119,8 @@ class BatchBackend:
     def parse_submission(self, proc: subprocess.CompletedProcess) -> sio.JobId:
         raise NotImplementedError
 
-    def submit_argv(self, script: str) -> list[str]:
-        return [*SUBMIT_ARGV[self.name], script]
-
     def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
-        argv = self.submit_argv(script)
+        argv = submit_argv(self.name, script, log)
         proc = _run(argv, cwd=workdir)
         try:
             return self.parse_submission(proc)
@@ -148,6 +142,12 @@ class SlurmBackend(BatchBackend):
         return sio.parse_sbatch(proc.stdout, proc.stderr, proc.returncode)
 
     def status(self, job) -> sio.JobStatus:
+        try:
+            return self._status(job)
+        except sio.SchedulerOutputError as e:
+            return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"squeue/sacct: {e.problem}")
+
+    def _status(self, job) -> sio.JobStatus:
         cluster = [f"--clusters={job.record['cluster']}"] if job.record.get("cluster") else []
         queued = _run(["squeue", "-h", "-j", job.job_id, "-o", "%T|%r", *cluster])
         if queued.returncode == 0:
@@ -179,19 +179,33 @@ class PbsBackend(BatchBackend):
         return sio.parse_qsub(proc.stdout, proc.stderr, proc.returncode)
 
     def status(self, job) -> sio.JobStatus:
+        try:
+            return self._status(job)
+        except sio.SchedulerOutputError as e:
+            return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"qstat: {e.problem}")
+
+    def _status(self, job) -> sio.JobStatus:
         job_id = sio.JobId(id=job.job_id, scheduler="pbs")
+        found, proc = None, None
         if self.dialect == "pro":
             proc = _run(["qstat", "-f", "-F", "json", "-x", job.job_id])
-            found = sio.parse_qstat_pro_json(proc.stdout, job_id) if proc.returncode == 0 else None
-        else:
+            if proc.returncode == 0:
+                found = sio.parse_qstat_pro_json(proc.stdout, job_id)
+        if found is None and (proc is None or (proc.returncode != 0 and not sio.parse_qstat_unknown(proc.stderr))):
+            # Torque, and qstat front ends without -F json or -x: the text form.
             proc = _run(["qstat", "-f", job.job_id])
-            found = sio.parse_qstat_full_text(proc.stdout, job_id) if proc.returncode == 0 else None
+            if proc.returncode == 0:
+                found = sio.parse_qstat_full_text(proc.stdout, job_id)
         if found is not None:
+            # Some qstat (Torque, Slurm's wrapper) say "C" with no exit status: the job said it.
+            if found.state in sio.FINISHED_STATES and found.exit_code is None:
+                return recorded_exit(job) or found
             return found
         if sio.parse_qstat_unknown(proc.stderr):
             return recorded_exit(job) or sio.JobStatus(
                 state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
-        return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=proc.stderr.strip() or None)
+        first = (proc.stderr.strip().splitlines() or [""])[0]
+        return sio.JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"qstat: {first}" if first else None)
 
 
 def backend_for(scheduler: str, dialect: str | None = None):

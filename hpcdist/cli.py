@@ -206,12 +206,13 @@ def run_render(args: argparse.Namespace) -> int:
 def run_submit(args: argparse.Namespace) -> int:
     import shlex
 
-    from hpcdist.render import SUBMIT_ARGV, render
+    from hpcdist.render import render, submit_argv
 
     spec = _spec(args)
     if args.dry_run:
         sys.stdout.write(render(spec, command_line=_command_line()))
-        argv = [*SUBMIT_ARGV[spec.scheduler], ".hpcdist/jobs/<name>-<time>/job.sh"]
+        folder = ".hpcdist/jobs/<name>-<time>"
+        argv = submit_argv(spec.scheduler, f"{folder}/job.sh", f"{folder}/job.log")
         print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
         return 0
     from hpcdist import submission as sub

@@ -17,8 +17,18 @@ from hpcdist import __version__, validate
 from hpcdist.launch_commands import Shell, hostfile_format, launch_lines, propagated
 from hpcdist.spec import JobSpec
 
-#: How each scheduler takes a script (the backends run exactly this; --dry-run shows it).
+#: How each scheduler takes a script.
 SUBMIT_ARGV = {"slurm": ("sbatch", "--parsable"), "pbs": ("qsub",), "local": ("bash",)}
+
+
+def submit_argv(scheduler: str, script: str, log: str) -> list[str]:
+    """The exact submit command (the backends run it; --dry-run shows it).
+
+    PBS gets the log path on the command line too: some qsub front ends (Slurm's
+    Torque wrapper) ignore ``#PBS -o``, and the command line wins anyway.
+    """
+    extra = ["-o", log, "-j", "oe"] if scheduler == "pbs" else []
+    return [*SUBMIT_ARGV[scheduler], *extra, script]
 
 
 def templates_dir() -> str:

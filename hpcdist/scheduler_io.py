@@ -875,6 +875,7 @@ def parse_qstat_pro_json(stdout, job_id: JobId, *, stderr: str = "") -> JobStatu
 
 _QSTAT_JOB_ID_LINE = re.compile(r"Job Id:\s*(\S+)\s*")
 _QSTAT_ATTR_LINE = re.compile(r"[ \t]+([A-Za-z_][A-Za-z0-9_.]*) = ?(.*)")
+_QSTAT_TAB_ATTR = re.compile(r"\t[A-Za-z_][A-Za-z0-9_.]* = ")
 
 
 def _qstat_text_jobs(text: str) -> list[tuple[str, dict]] | None:
@@ -898,10 +899,12 @@ def _qstat_text_jobs(text: str) -> list[tuple[str, dict]] | None:
         if not line.strip():
             last_key = None
             continue
-        if line.startswith("\t") and last_key is not None:
+        m = _QSTAT_ATTR_LINE.fullmatch(line)
+        # PBS indents attributes with spaces and continuations with a tab;
+        # Slurm's qstat wrapper indents attributes with a tab too.
+        if line.startswith("\t") and last_key is not None and not _QSTAT_TAB_ATTR.match(line):
             current[last_key] += line[1:]  # continuation of a long value
             continue
-        m = _QSTAT_ATTR_LINE.fullmatch(line)
         if m is not None:
             key, value = m.group(1), m.group(2)
             if key in current:

@@ -1,4 +1,4 @@
-"""Every launcher, end to end, on a real multi-host Slurm cluster (tests/cluster/cluster.sh).
+"""Every launcher, end to end, on a real multi-host Slurm cluster with a PBS personality.
 
 Two hosts (network namespaces with their own names and addresses, one
 slurmd and one sshd each, a real slurmctld), 2 processes per host, gloo on
@@ -66,14 +66,21 @@ LAUNCHES = {
     "deepspeed-pdsh": ["--launcher", "deepspeed"],
     "deepspeed-no-ssh": ["--launcher", "deepspeed", "--no-ssh"],
 }
+# The PBS personality: Slurm's qsub/qstat (Torque-style) and a task prolog
+# exporting PBS_NODEFILE, PBS_JOBID, PBS_O_WORKDIR... (tests/cluster/cluster.sh).
+MATRIX = [("slurm", name) for name in LAUNCHES] + [
+    ("pbs-torque", name) for name in ("torchrun", "mpirun", "deepspeed-pdsh")] + [
+    ("pbs-pro", name) for name in ("torchrun", "mpirun", "deepspeed-no-ssh")]
 
 
-@pytest.mark.parametrize("name", list(LAUNCHES))
-def test_two_hosts_two_processes_each(name, cluster, tmp_path):
+@pytest.mark.parametrize("scheduler,name", MATRIX, ids=[f"{s}-{n}" for s, n in MATRIX])
+def test_two_hosts_two_processes_each(scheduler, name, cluster, tmp_path):
     shutil.copy(QUICKSTART, tmp_path / "quickstart.py")
     env = cluster_env(cluster)
+    where = ["--scheduler", "slurm"] if scheduler == "slurm" else [
+        "--scheduler", "pbs", "--dialect", scheduler.split("-")[1]]
     proc = subprocess.run(
-        [sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm", "--nodes", "2",
+        [sys.executable, "-m", "hpcdist", "submit", *where, "--nodes", "2",
          "--procs-per-node", "2", *LAUNCHES[name], "--json", "--wait", "quickstart.py", "--steps", "20"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout
