@@ -7,6 +7,7 @@ Every process must report a distinct rank, the right local rank and world size.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 
 import pytest
@@ -94,3 +95,38 @@ def test_init_distributed_all_reduce(launch, tmp_path):
     lines = sorted(re.findall(r"rank=\d+ launcher=\S+ backend=\S+ sum=[\d.]+", proc.stdout))
     expected_launcher = {"torchrun": "torchrun", "openmpi": "openmpi", "mpich": "mpich"}[launch]
     assert lines == [f"rank={r} launcher={expected_launcher} backend=gloo sum=3.0" for r in (0, 1)]
+
+
+DIES = """
+import sys, time
+import hpcdist.env
+env = hpcdist.env.resolve()
+if env.rank == 1:
+    time.sleep(1)
+    sys.exit("rank 1 gives up")
+time.sleep(120)
+"""
+
+
+def test_a_dead_rank_ends_mpirun_after_mpi4py_discovery(tmp_path):
+    """Discovery initialised MPI; a rank that then dies must still end the whole job."""
+    pytest.importorskip("mpi4py")
+    import time
+
+    script = tmp_path / "dies.py"
+    script.write_text(DIES)
+    started = time.monotonic()
+    proc = subprocess.run(openmpi_run(2) + ["-x", "HPCDIST_LAUNCHER=mpi4py", sys.executable, str(script)],
+                          env=clean_env(), capture_output=True, text=True, timeout=100)
+    assert proc.returncode != 0 and "rank 1 gives up" in proc.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_user_code_keeps_its_own_mpi4py(tmp_path):
+    """Code that imported mpi4py first can still use MPI after hpcdist's discovery."""
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "own.py"
+    script.write_text("from mpi4py import MPI\nimport hpcdist.env\nenv = hpcdist.env.resolve()\n"
+                      "print('sum', MPI.COMM_WORLD.allreduce(env.rank), flush=True)\n")
+    proc = run(openmpi_run(2) + ["-x", "HPCDIST_LAUNCHER=mpi4py", sys.executable, str(script)], clean_env())
+    assert proc.stdout.count("sum 1") == 2

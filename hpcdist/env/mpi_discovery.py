@@ -5,11 +5,16 @@ run gives no node rank or master address. It is collective: every rank of
 the job must get here, which is the case when every rank resolves its
 environment at start-up. mpi4py is imported only then, never to "detect"
 MPI (importing it initialises MPI, which can hang outside a launcher).
+
+When hpcdist is the one that initialised MPI, it finalizes MPI right after
+(see :func:`discover`); code that wants mpi4py itself imports it first, and
+then MPI stays open for it.
 """
 
 from __future__ import annotations
 
 import socket
+import sys
 from dataclasses import dataclass
 
 from hpcdist.env.model import DistEnvError
@@ -33,6 +38,8 @@ def discover(reason: str) -> Discovery:
     global _cached
     if _cached is not None:
         return _cached
+    # Whether MPI is ours to end: the training code may use mpi4py itself.
+    ours = "mpi4py.MPI" not in sys.modules
     try:
         from mpi4py import MPI
     except ImportError as e:
@@ -57,4 +64,9 @@ def discover(reason: str) -> Discovery:
     local.Free()
     master = world.bcast(socket.gethostname() if rank == 0 else None, root=0)
     _cached = Discovery(rank, size, local_rank, local_size, node_rank, master)
+    if ours:
+        # hpcdist needed MPI only for this. A rank that has finalized and then
+        # dies makes Open MPI wait for its peers instead of ending the job, so
+        # finalize now, all ranks together, while everyone is here.
+        MPI.Finalize()
     return _cached
