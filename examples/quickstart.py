@@ -11,6 +11,7 @@ started the processes; there is no --local_rank argument to parse.
 from __future__ import annotations
 
 import argparse
+import gc
 import socket
 import sys
 
@@ -38,6 +39,16 @@ def main() -> None:
     )
     sys.stdout.flush()
 
+    train(env, args)
+    # The DDP model is gone by now (train returned, and gc collects any cycle):
+    # the process group it used can be torn down cleanly. gloo may abort at
+    # exit when ranks leave without the barrier, or while a model holds the group.
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def train(env, args) -> None:
     # The same target for every rank; each rank draws its own samples.
     torch.manual_seed(0)
     true_w = torch.randn(16, 1)
@@ -66,8 +77,6 @@ def main() -> None:
         same = all(torch.equal(g, gathered[0]) for g in gathered)
         print(f"loss {before:.4f} -> {after.item():.4f} on {env.world_size} ranks; "
               f"identical on all ranks: {same}", flush=True)
-    dist.barrier()  # gloo aborts at exit when ranks leave without one
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
