@@ -121,10 +121,11 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
 
 def _add_job_flags(p: argparse.ArgumentParser) -> None:
     from hpcdist.spec import DEEPSPEED_RUNNERS, LAUNCHERS, MPI_FLAVOURS, SCHEDULERS
+    from hpcdist.validate import PBS_DIALECTS
 
     g = p.add_argument_group("where and how big")
     g.add_argument("--scheduler", choices=SCHEDULERS, help="default: local")
-    g.add_argument("--dialect", choices=("pro", "torque"), help="PBS only (default: pro)")
+    g.add_argument("--dialect", choices=PBS_DIALECTS, help="PBS only (default: pro)")
     g.add_argument("--nodes", help="default: 1")
     g.add_argument("--gpus-per-node", help="default: 0")
     g.add_argument("--procs-per-node", help="default: one per GPU, else one")
@@ -169,22 +170,15 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
                    help="everything after SCRIPT goes to it")
 
 
-_JOB_FIELDS = ("scheduler", "dialect", "nodes", "gpus_per_node", "procs_per_node", "cpus_per_proc",
-               "mem", "walltime", "queue", "account", "qos", "job_name", "output", "array",
-               "dependency", "mail_user", "exclusive", "directives", "modules", "sources", "conda",
-               "venv", "env", "propagate", "launcher", "deepspeed_config", "deepspeed_runner",
-               "no_ssh", "ssh_port", "mpi", "mpiexec", "python", "template", "template_dir", "script", "script_args")
-
-
 def _spec(args: argparse.Namespace):
-    from hpcdist.profiles import ProfileError, load_profile, merge
+    from hpcdist.profiles import KEYS, ProfileError, load_profile, merge
     from hpcdist.spec import build_spec
 
     try:
         profile = load_profile(args.profile)
     except ProfileError as e:
         raise CommandError(str(e)) from None
-    spec = build_spec(merge(profile, {name: getattr(args, name) for name in _JOB_FIELDS}))
+    spec = build_spec(merge(profile, {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}))
     for note in spec.notes:
         print(f"hpcdist {args.command}: {note}", file=sys.stderr)
     return spec

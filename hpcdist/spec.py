@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field, fields
 
 from hpcdist import validate as v
+from hpcdist.validate import SCHEDULERS
 
-SCHEDULERS = ("local", "slurm", "pbs")
 LAUNCHERS = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate")
 DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
 MPI_FLAVOURS = ("openmpi", "mpich")

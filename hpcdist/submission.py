@@ -9,12 +9,10 @@ import sys
 import time
 
 from hpcdist.backends import SubmitError, backend_for
+from hpcdist.scheduler_io import FINISHED_STATES
 from hpcdist.jobs import JOBS_DIR, Draft, Job
 from hpcdist.render import render
 from hpcdist.spec import JobSpec
-
-FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY")
-
 
 def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_DIR) -> Job:
     """Write the job folder, submit the script, record the job. Nothing is left when it fails."""
@@ -32,8 +30,7 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
         draft.discard()
         raise
     return draft.commit({
-        "job_id": job_id.id, "cluster": job_id.cluster, "number": job_id.number,
-        "is_array": job_id.is_array, "scheduler": spec.scheduler, "dialect": spec.dialect,
+        "job_id": job_id.id, "cluster": job_id.cluster, "scheduler": spec.scheduler, "dialect": spec.dialect,
         "job_name": spec.job_name, "workdir": workdir, "log": log.replace("%j", job_id.id).replace("%x", spec.job_name),
         "submitted_at": time.time(), "command_line": command_line,
     })
@@ -70,7 +67,7 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             print(f"hpcdist: job {job.job_id} is {state.state.lower()}"
                   + (f" ({state.reason})" if state.reason else ""), file=sys.stderr, flush=True)
             last_state = state.state
-        if state.state in FINISHED:
+        if state.state in FINISHED_STATES:
             time.sleep(0.2)
             _print_new_log(job.log, offset, out)
             job.update(state=state.state, exit_code=state.exit_code)
