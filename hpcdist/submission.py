@@ -20,8 +20,8 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
     workdir = os.getcwd()
     draft = Draft(os.path.abspath(root), spec.job_name)
     try:
-        log = os.path.join(draft.path, "job.log")
-        spec = dataclasses.replace(spec, output=spec.output or log)
+        spec = dataclasses.replace(spec, output=spec.output or os.path.join(draft.path, "job.log"))
+        log = os.path.join(workdir, spec.output)  # where the script really writes (a user's --output too)
         draft.write("spec.json", json.dumps(spec.as_dict(), indent=2) + "\n")
         script = draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir,
                                               job_dir=draft.path), 0o700)
