@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything hpcdist's tests and demo need, on a fresh Debian machine:
 # Open MPI and MPICH from apt (as root), and a virtual environment .venv with
-# torch (CPU), mpi4py, pytest, hypothesis and hpcdist itself (editable).
+# torch (CPU), mpi4py, DeepSpeed, accelerate, scikit-learn (the examples' data),
+# pytest, hypothesis and hpcdist itself (editable).
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch==2.13.0 is the CPU wheel our machines carry; an unpinned torch
   # would pull the newest CUDA build (several GB).
   pip_install "torch==2.13.0"
-  pip_install -e ".[test,mpi,deepspeed,submitit]"
+  pip_install -e ".[test,mpi,deepspeed,submitit,accelerate,examples]"
   echo "$want" > "$stamp"
 fi
