@@ -7,8 +7,10 @@ specific to one strategy.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import random
+import shutil
 
 import torch
 import torch.distributed as dist
@@ -25,7 +27,7 @@ def parser(description: str, steps: int = 60, batch: int = 32, lr: float = 3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-dir", default=None, help="default: checkpoints/<example> in the submit folder")
-    p.add_argument("--save-every", type=int, default=20, help="steps between checkpoints (and one at the end)")
+    p.add_argument("--save-every", type=int, default=20, help="steps between checkpoints (and one at the end); the last 2 are kept")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir, if there is one")
     p.add_argument("--save-final", metavar="FILE", help="rank 0 writes the full trained state dict (plain torch.save) here")
     p.add_argument("--synthetic", action="store_true", help="random separable data instead of scikit-learn's digits")
@@ -108,3 +110,15 @@ def atomic_save(obj, path: str) -> None:
     tmp = f"{path}.tmp.{os.getpid()}"
     torch.save(obj, tmp)
     os.replace(tmp, path)
+
+
+def saved(folder: str, suffix: str = "") -> list[str]:
+    """The complete checkpoints in ``folder``, oldest first: ``step-NNNNNN<suffix>``
+    (the zero padding makes the names sort by step; temporary names never match)."""
+    return sorted(glob.glob(os.path.join(folder, f"step-{'[0-9]' * 6}{suffix}")))
+
+
+def prune(folder: str, suffix: str = "", keep: int = 2) -> None:
+    """Remove all but the newest ``keep`` checkpoints (one process calls this)."""
+    for old in saved(folder, suffix)[:-keep]:
+        shutil.rmtree(old) if os.path.isdir(old) else os.remove(old)

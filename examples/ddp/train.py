@@ -72,14 +72,17 @@ def train(args, env, device) -> None:
     model = Net()
     opt_state = scaler_state = None
     start = 0
-    path = os.path.join(common.checkpoint_dir(args, "ddp"), "checkpoint.pt")
-    if args.resume and os.path.exists(path):
-        # Every rank reads the file (the checkpoint folder is on the shared file system):
-        # the optimizer state is not broadcast by DDP, only the weights are.
+    folder = common.checkpoint_dir(args, "ddp")
+    if args.resume and common.saved(folder, ".pt"):
+        # Every rank reads the newest file (the checkpoint folder is on the shared file
+        # system): DDP broadcasts the weights, but not the optimizer state.
+        path = common.saved(folder, ".pt")[-1]
         ckpt = torch.load(path, map_location="cpu")
         model.load_state_dict(ckpt["model"])  # saved from model.module: no "module." prefix
         opt_state, scaler_state, start = ckpt["optimizer"], ckpt["scaler"], ckpt["step"]
         common.log(f"resumed from {path} at step {start}")
+    elif args.resume:
+        common.log(f"no checkpoint in {folder}: starting from step 0")
     # Anything random from here on (dropout, augmentation) differs between ranks.
     common.seed_everything(args.seed + 1000 * (env.rank + 1))
 
@@ -122,9 +125,11 @@ def train(args, env, device) -> None:
                 dist.all_reduce(total)  # the loss averaged over all ranks' batches
                 common.log(f"step {step} epoch {epoch} loss {total.item() / env.world_size:.4f}")
             if step % args.save_every == 0 or step == args.steps:
-                if env.rank == 0:
+                if env.rank == 0:  # the weights and optimizer state are the same on every rank
                     common.atomic_save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
-                                        "scaler": scaler.state_dict(), "step": step}, path)
+                                        "scaler": scaler.state_dict(), "step": step},
+                                       os.path.join(folder, f"step-{step:06d}.pt"))
+                    common.prune(folder, ".pt")
             if step == args.steps:
                 break
 

@@ -11,7 +11,6 @@ load on any number of ranks; --save-final gathers a plain state dict on rank 0.
 from __future__ import annotations
 
 import gc
-import glob
 import itertools
 import os
 import shutil
@@ -133,22 +132,20 @@ def save(folder: str, step: int, model, opt, env) -> None:
     if env.rank == 0:
         shutil.rmtree(final, ignore_errors=True)
         os.rename(final + ".tmp", final)
-        for old in glob.glob(os.path.join(folder, "step-*")):
-            if old != final:  # older checkpoints, and .tmp leftovers of a crashed save
-                shutil.rmtree(old, ignore_errors=True)
+        common.prune(folder)
 
 
 def load_latest(folder: str, model, opt) -> int:
-    done = sorted(d for d in glob.glob(os.path.join(folder, "step-*")) if not d.endswith(".tmp"))
-    if not done:
+    if not common.saved(folder):
         common.log(f"no checkpoint in {folder}: starting from step 0")
         return 0
-    # dcp.load fills the shards this rank owns, in place, from any number of saved ranks.
+    path = common.saved(folder)[-1]
+    # dcp.load fills the shards this rank owns, in place, whatever the number of ranks that saved them.
     model_sd, optim_sd = get_state_dict(model, opt)
     state = {"model": model_sd, "optim": optim_sd, "step": 0}
-    dcp.load(state, checkpoint_id=done[-1])
+    dcp.load(state, checkpoint_id=path)
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    common.log(f"resumed from {done[-1]} at step {state['step']}")
+    common.log(f"resumed from {path} at step {state['step']}")
     return state["step"]
 
 
