@@ -91,6 +91,8 @@ def train(args, config, env) -> None:
     engine, _, _, _ = deepspeed.initialize(model=net(), model_parameters=None, config=config)
     common.seed_everything(args.seed + 1000 * (env.rank + 1))  # per-rank randomness from here on
     dtype = torch.bfloat16 if engine.bfloat16_enabled() else torch.float16 if engine.fp16_enabled() else torch.float32
+    common.log(f"ZeRO stage {engine.zero_optimization_stage()}, weights and activations in {dtype}, "
+               f"optimizer {type(engine.optimizer).__name__} over {type(engine.basic_optimizer).__name__}")
 
     # Our own loader rather than deepspeed.initialize(training_data=...): its sampler is ours to set_epoch.
     micro = engine.train_micro_batch_size_per_gpu()
