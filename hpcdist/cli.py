@@ -116,6 +116,12 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
     )
     hostfile.add_argument("-o", "--output", metavar="FILE", help="write FILE atomically instead of stdout")
     hostfile.set_defaults(run=run_hostfile)
+
+    supervise = sub.add_parser(
+        "supervise", help="run a pdsh-based launcher; end it on every node when one node fails (in job scripts)",
+        description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end the launch everywhere.")
+    supervise.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+    supervise.set_defaults(run=run_supervise)
     return parser
 
 
@@ -267,6 +273,15 @@ def run_logs(args: argparse.Namespace) -> int:
             sys.stdout.write(f.read())
     except FileNotFoundError:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})") from None
+    sys.stdout.flush()
+    from hpcdist.scheduler_io import FINISHED_STATES
+
+    try:
+        state = sub.status(job).state
+    except sub.SubmitError:
+        state = None
+    if state in FINISHED_STATES and state != "COMPLETED":
+        sub.print_first_failure(job)
     return 0
 
 
@@ -332,6 +347,15 @@ def run_env(args: argparse.Namespace) -> int:
         for name, value in why.consulted.items():
             print(f"  {name}={value}" if value is not None else f"  {name} (unset)")
     return 0
+
+
+def run_supervise(args: argparse.Namespace) -> int:
+    from hpcdist.supervise import supervise
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise CommandError("no command given: hpcdist supervise -- deepspeed ...")
+    return supervise(argv)
 
 
 def run_hostfile(args: argparse.Namespace) -> int:

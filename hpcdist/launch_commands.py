@@ -80,6 +80,10 @@ class Launcher:
     def words(self, spec: JobSpec) -> list:
         raise NotImplementedError
 
+    def setup(self, spec: JobSpec) -> list[str]:
+        """Shell lines the launch needs before it starts."""
+        return []
+
 
 class Torchrun(Launcher):
     name = "torchrun"
@@ -97,10 +101,12 @@ class Accelerate(Launcher):
     per_node = True
 
     def words(self, spec):
+        # --multi_gpu is accelerate's multi-process launcher (torchrun inside), on
+        # CPUs too; without it accelerate starts one process per node.
         return ["accelerate", "launch", f"--num_machines={spec.nodes}",
                 f"--num_processes={spec.total_procs}", Shell('--machine_rank="$NODE_RANK"'),
                 Shell('--main_process_ip="$MASTER_ADDR"'), Shell('--main_process_port="$MASTER_PORT"'),
-                ] + (["--multi_gpu"] if spec.gpus_per_node else []) + program(spec)
+                ] + (["--multi_gpu"] if spec.total_procs > 1 else []) + program(spec)
 
 
 class DeepSpeed(Launcher):
@@ -109,6 +115,7 @@ class DeepSpeed(Launcher):
     def words(self, spec):
         words = ["deepspeed", "--hostfile", var("HPCDIST_HOSTFILE"),
                  "--master_addr", var("MASTER_ADDR"), "--master_port", var("MASTER_PORT")]
+        supervised = False
         if spec.nodes == 1 or spec.scheduler == "local":
             # One host: DeepSpeed starts it without ssh, once its ssh check is skipped.
             words.append("--no_ssh_check")
@@ -116,9 +123,21 @@ class DeepSpeed(Launcher):
             words += ["--no_ssh", Shell('--node_rank="$NODE_RANK"')]
         elif spec.deepspeed_runner != "pdsh":
             words += ["--launcher", spec.deepspeed_runner]
+        else:
+            # pdsh waits for every node even after one failed: see hpcdist.supervise.
+            supervised = True
         if spec.ssh_port and not spec.no_ssh:
             words += ["--ssh_port", str(spec.ssh_port)]
-        return words + program(spec)
+        words += program(spec)
+        return ["hpcdist", "supervise", "--"] + words if supervised else words
+
+    def setup(self, spec):
+        if spec.deepspeed_runner == "slurm" and not spec.no_ssh and spec.nodes > 1:
+            # DeepSpeed's srun leaves the other tasks running when one fails.
+            return ["export SLURM_KILL_BAD_EXIT=1"]
+        if spec.nodes > 1 and spec.scheduler != "local" and not spec.no_ssh and spec.deepspeed_runner == "pdsh":
+            return ["# pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then."]
+        return []
 
 
 class Mpirun(Launcher):
@@ -197,8 +216,9 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
 
 def launch_lines(spec: JobSpec) -> list[str]:
     """The shell lines that start the training on every node."""
-    words = LAUNCHERS[spec.launcher].words(spec)
+    launcher = LAUNCHERS[spec.launcher]
+    words = launcher.words(spec)
     if is_per_node(spec):
-        return per_node(spec, words)
-    setup = [mpi_exports(spec)] if MPI_EXPORTS in words else []
+        return launcher.setup(spec) + per_node(spec, words)
+    setup = launcher.setup(spec) + ([mpi_exports(spec)] if MPI_EXPORTS in words else [])
     return setup + [words_to_line(words)]

@@ -71,10 +71,37 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             time.sleep(0.2)
             _print_new_log(job.log, offset, out)
             job.update(state=state.state, exit_code=state.exit_code)
+            if state.state != "COMPLETED":
+                print_first_failure(job)
             if state.exit_code is not None:
                 return state.exit_code
             return 0 if state.state == "COMPLETED" else 1
         time.sleep(poll)
+
+
+def first_failure(job: Job):
+    """The rank that failed first, from the job's log (:mod:`hpcdist.failures`), or None."""
+    from hpcdist.failures import first_failure as from_log
+
+    from hpcdist.launch_commands import is_per_node
+    from hpcdist.spec import JobSpec
+
+    try:
+        with open(os.path.join(job.path, "spec.json"), encoding="utf-8") as f:
+            agents = is_per_node(JobSpec(**json.load(f)))
+    except (OSError, ValueError, TypeError):
+        agents = False
+    try:
+        with open(job.log, encoding="utf-8", errors="replace") as f:
+            return from_log(f.read(), agents)
+    except OSError:
+        return None
+
+
+def print_first_failure(job: Job) -> None:
+    failure = first_failure(job)
+    if failure is not None:
+        print(f"hpcdist: job {job.job_id} failed; the first to fail: {failure}", file=sys.stderr, flush=True)
 
 
 def _print_new_log(path: str, offset: int, out) -> int:
@@ -90,4 +117,4 @@ def _print_new_log(path: str, offset: int, out) -> int:
     return offset + len(chunk)
 
 
-__all__ = ["submit", "status", "cancel", "wait", "SubmitError"]
+__all__ = ["submit", "status", "cancel", "wait", "first_failure", "SubmitError"]

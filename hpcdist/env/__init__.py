@@ -107,10 +107,16 @@ def init_distributed(backend: str | None = None, timeout=None) -> DistEnv:
     ``backend`` defaults to nccl when CUDA is usable, else gloo; the CUDA
     device is bound to the local rank first. ``timeout`` is a
     :class:`datetime.timedelta` or seconds. Returns the :class:`DistEnv`.
+    An exception that ends this rank then also prints a one-line report
+    (rank, host, time, error) that ``hpcdist logs`` uses to name the rank
+    that failed first (:func:`hpcdist.failures.report_failures`).
     """
     from hpcdist.env.torch_init import init_distributed as _init
+    from hpcdist.failures import report_failures
 
-    return _init(export_torch_env(), backend=backend, timeout=timeout)
+    env = _init(export_torch_env(), backend=backend, timeout=timeout)
+    report_failures(env)
+    return env
 
 
 def _reset() -> None:

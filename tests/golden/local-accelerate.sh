@@ -36,11 +36,13 @@ hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
+echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
 pids=()
 for node_rank in $(seq 0 1); do
-  NODE_RANK=$node_rank accelerate launch --num_machines=2 --num_processes=4 --machine_rank="$NODE_RANK" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" train.py --lr 0.1 &
+  NODE_RANK=$node_rank accelerate launch --num_machines=2 --num_processes=4 --machine_rank="$NODE_RANK" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" --multi_gpu train.py --lr 0.1 &
   pids+=($!)
 done
 hpcdist_wait_all "${pids[@]}"

@@ -36,6 +36,8 @@ hpcdist hostfile --format mpich --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
+echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
 mpiexec -f "$HPCDIST_HOSTFILE" -n 4 -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT "$MASTER_PORT" python train.py --lr 0.1

@@ -37,10 +37,13 @@ hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
+echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 # What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there
 # (it quotes them with "...": values holding $ ` " or \ are left out).
 export DS_ENV_FILE="$run_dir/deepspeed_env"
 env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' | grep -v '[$`"\\]' > "$DS_ENV_FILE" || true
 
 # Start the training on every node.
-deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1 --deepspeed_config ds_config.json
+# pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then.
+hpcdist supervise -- deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1 --deepspeed_config ds_config.json

@@ -37,6 +37,8 @@ hpcdist hostfile --format openmpi --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
+echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
 mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done

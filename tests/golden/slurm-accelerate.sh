@@ -38,6 +38,8 @@ hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
 hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
+# For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
+echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
 srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 bash -c 'export NODE_RANK="$SLURM_NODEID"; exec accelerate launch --num_machines=2 --num_processes=8 --machine_rank="$NODE_RANK" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" --multi_gpu train.py --lr 0.1'

@@ -1,0 +1,96 @@
+"""End a fanned-out launch when one node's launcher fails.
+
+DeepSpeed's default multi-node runner starts one ``deepspeed.launcher.launch``
+per node through pdsh, and pdsh waits for every node. When the launcher of
+one node ends with an error (a rank died there), the ranks of the other
+nodes may be busy outside any collective, and nothing tells them: the job
+keeps its allocation until the walltime. pdsh does say so at once, on
+stderr::
+
+    pdsh@node1: node2: ssh exited with exit code 1
+
+``hpcdist supervise -- deepspeed ...`` runs the launcher, passes its stderr
+through unchanged, and on that line sends SIGTERM to it: DeepSpeed's runner
+then stops pdsh and runs ``pkill`` for its launchers on every node. If the
+launcher is still there after a grace period, it and its process group are
+killed. Signals the supervisor receives (scancel, qdel, Ctrl-C) go to the
+launcher. The exit status is the launcher's, or the failed node's when the
+launcher, once ended, says 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+#: pdsh's report of a node whose remote command failed (``-S`` keeps it on stderr).
+FAILED_NODE = re.compile(rb"^pdsh@[^:\s]+: ([^:\s]+): \S+ exited with exit code (\d+)")
+
+#: Seconds the launcher gets to clean up every node before it is killed.
+GRACE_SECONDS = 20.0
+
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def failed_node(line: bytes) -> tuple[str, int] | None:
+    """``(node, exit code)`` when the line is pdsh's report of a failed node."""
+    m = FAILED_NODE.match(line)
+    if m is None or int(m.group(2)) == 0:
+        return None
+    return m.group(1).decode(errors="replace"), int(m.group(2))
+
+
+def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
+    # Its own process group, so that the last resort reaches pdsh and ssh too.
+    child = subprocess.Popen(argv, stderr=subprocess.PIPE, start_new_session=True)
+    failure: list[tuple[str, int]] = []
+    ended = threading.Event()
+    child_exited = threading.Event()
+
+    def forward(signum, _frame):
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    for signum in _FORWARDED:
+        signal.signal(signum, forward)
+
+    def end_launch(node: str, code: int) -> None:
+        sys.stderr.buffer.write(
+            f"hpcdist supervise: the launcher on {node} exited with code {code}; "
+            f"ending the launch on every node\n".encode())
+        sys.stderr.buffer.flush()
+        child.terminate()
+        if child_exited.wait(grace):
+            return
+        sys.stderr.buffer.write(f"hpcdist supervise: still running after {grace:g} s; killing it\n".encode())
+        sys.stderr.buffer.flush()
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def relay() -> None:
+        for line in iter(child.stderr.readline, b""):
+            sys.stderr.buffer.write(line)
+            sys.stderr.buffer.flush()
+            found = failed_node(line)
+            if found and not ended.is_set():
+                ended.set()
+                failure.append(found)
+                threading.Thread(target=end_launch, args=found, daemon=True).start()
+
+    relay_thread = threading.Thread(target=relay, daemon=True)
+    relay_thread.start()
+    code = child.wait()
+    child_exited.set()
+    # A grandchild may hold the pipe open: drain what is there, without waiting on it.
+    relay_thread.join(timeout=2)
+    if code < 0:
+        return 128 - code
+    if code == 0 and failure:
+        return failure[0][1]
+    return code
