@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks for hpcdist (not tests): host lists against python-hostlist,
-# ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env, and
-# `hpcdist submit --dry-run` against torchx and submitit.
+# ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env,
+# `hpcdist submit --dry-run` against torchx and submitit, and uneven per-rank
+# batches (hpcdist.data) against torch's even DistributedSampler.
 # Writes bench/RESULTS.md.
 #
 #   bash bench/run.sh               # the full run
@@ -11,11 +12,13 @@
 #   BENCH_REPS=N            repetitions of the host-list cases (default 9)
 #   BENCH_IMPORT_REPS=N     repetitions of the start-up runs (default 30)
 #   BENCH_SUBMIT_REPS=N     repetitions of the submit dry runs (default 30, at least 15)
+#   BENCH_UNEVEN_REPS=N     repetitions of the uneven-batch epochs (default 7)
 #   HPCDIST_BENCH_NO_APT=1  never apt-get install slurm-client for scontrol
 #
 # The comparison libraries go into bench/.venv, never into the project's own
 # environment; hpcdist itself is used from this checkout (PYTHONPATH). The
-# submit dry run uses the project's venv (.venv: hpcdist's CLI and jinja2).
+# submit dry run and the uneven-batch benchmark use the project's venv (.venv:
+# hpcdist's CLI and jinja2; torch).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,7 +29,7 @@ import_args=()
 for arg in "$@"; do
     case "$arg" in
         --hyperfine) import_args+=(--hyperfine) ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "unknown option: $arg" >&2; exit 2 ;;
     esac
 done
@@ -83,6 +86,10 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$py" "$here/bench_import.py" --reps "${BENCH_IMPORT_REPS:-30}" "${import_args[@]}"
     echo
     "$py" "$here/bench_submit.py" --reps "${BENCH_SUBMIT_REPS:-30}" --python "$repo/.venv/bin/python"
+    echo
+    "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work sleep
+    echo
+    "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work compute
 } > "$tmp/RESULTS.md"
 cp "$tmp/RESULTS.md" "$here/RESULTS.md"
 cat "$here/RESULTS.md"
