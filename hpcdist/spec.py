@@ -100,6 +100,7 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     script = v.check_text(str(given.get("script", "")), "SCRIPT")
     if not script:
         raise v.ValidationError("SCRIPT", script, "no training script was given.", "Add the script path: hpcdist submit ... train.py")
+    v.check_word(script, "SCRIPT")  # a script named -x would be read as the launcher's option
     if check_files and not os.path.isfile(script):
         raise v.ValidationError("SCRIPT", script, "does not exist (relative to the current directory).",
                                 "Check the path; the job runs from the directory you submit from.")
@@ -134,10 +135,16 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
 
     default_name = v.suggest_job_name(os.path.basename(script), out["scheduler"])
     out["job_name"] = v.check_job_name(str(given.get("job_name", default_name)), out["scheduler"])
-    for name in ("output", "array", "dependency", "mail_user", "conda", "venv", "deepspeed_config",
-                 "template", "python", "mpiexec"):
+    # Values placed in directives: the scheduler's own grammar (no quoting needed), or quoted text.
+    for name, check in (("array", v.check_array), ("dependency", v.check_dependency), ("mail_user", v.check_mail),
+                        ("output", v.check_text), ("template", v.check_text)):
         if name in given:
-            out[name] = v.check_text(str(given[name]), FLAG[name])
+            out[name] = check(str(given[name]), FLAG[name])
+    # Values that become one word of a command: not empty, no leading '-'; programs also run by bash.
+    for name in ("conda", "venv", "deepspeed_config", "python", "mpiexec"):
+        if name in given:
+            check = v.check_program if name in ("python", "mpiexec") else v.check_word
+            out[name] = check(str(given[name]), FLAG[name])
     for name in ("exclusive", "no_ssh"):
         if name in given:
             out[name] = bool(given[name])
@@ -152,12 +159,15 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
         if check_files and not os.path.isdir(out["template_dir"]):
             raise v.ValidationError("--template-dir", out["template_dir"], "is not a folder.", "Check the path.")
 
-    out["modules"] = tuple(v.check_text(str(m), "--module") for m in given.get("modules", ()))
-    out["sources"] = tuple(v.check_text(str(s), "--source") for s in given.get("sources", ()))
+    out["modules"] = tuple(v.check_word(str(m), "--module") for m in given.get("modules", ()))
+    # bash looks a name without a slash up in $PATH before the current folder (`source
+    # setup.sh` could read /usr/bin/setup.sh): a file here is named as one.
+    out["sources"] = tuple(s if "/" in s else "./" + s
+                           for s in (v.check_word(str(s), "--source") for s in given.get("sources", ())))
     env = given.get("env", ())
     pairs = env.items() if isinstance(env, dict) else (
         v.parse_env_assignment(e) if isinstance(e, str) else tuple(e) for e in env)
-    out["env"] = tuple((v.check_env_name(k), v.check_text(str(val), "--env", allow_newline=True)) for k, val in pairs)
+    out["env"] = tuple((v.check_env_settable(k), v.check_text(str(val), "--env", allow_newline=True)) for k, val in pairs)
     out["propagate"] = tuple(v.check_env_name(str(n), "--propagate") for n in given.get("propagate", ()))
     out["directives"] = tuple(v.check_directive(str(d), out["scheduler"]) for d in given.get("directives", ()))
     if out["scheduler"] == "local" and out["directives"]:

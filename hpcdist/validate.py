@@ -36,7 +36,13 @@ __all__ = [
     "check_job_name",
     "check_name",
     "check_positive",
+    "check_program",
+    "check_array",
+    "check_dependency",
+    "check_env_settable",
+    "check_mail",
     "check_text",
+    "check_word",
     "describe_walltime",
     "format_pbs_mem",
     "format_pbs_walltime",
@@ -582,21 +588,128 @@ def parse_env_assignment(text: str, field: str = "--env") -> tuple[str, str]:
     if "\0" in value:
         raise ValidationError(field, text, "contains a NUL character, which no environment variable can hold.",
                               "Remove it.")
+    _check_utf8(value, field, text)
     return name, value
+
+
+def _check_utf8(value: str, field: str, shown: object = None) -> None:
+    """Job scripts are UTF-8 text: a byte that is not UTF-8 (a lone surrogate,
+    as Python decodes such bytes from argv) cannot be written into one."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # only lone surrogates fail
+        i, ch = e.start, value[e.start]
+        byte = f"\\x{ord(ch) - 0xDC00:02x}" if ord(ch) >= 0xDC80 else repr(ch)[1:-1]
+        raise ValidationError(field, value if shown is None else shown,
+                              f"has the byte {byte} at position {i + 1}, which is not UTF-8 text; "
+                              "a job script cannot carry it.",
+                              "Use UTF-8 (or plain ASCII) names and values.") from None
 
 
 def check_text(value: str, field: str, *, allow_newline: bool = False) -> str:
     """A value that is shell-quoted at render time (module name, path, conda
-    env, script argument): only NUL, and line breaks unless ``allow_newline``,
-    are rejected."""
+    env, script argument): only NUL, bytes that are not UTF-8, and line breaks
+    unless ``allow_newline``, are rejected."""
     value = _require_str(value, field)
     if "\0" in value:
         raise ValidationError(field, value, "contains a NUL character, which cannot be passed to a program.",
                               "Remove it.")
+    _check_utf8(value, field)
     if not allow_newline and ("\n" in value or "\r" in value):
         raise ValidationError(field, value, "contains a line break, which would split a line of the job script.",
                               "Put the value on one line.")
     return value
+
+
+def check_word(value: str, field: str) -> str:
+    """A value that becomes one word of a command in the job script (a path,
+    a module or conda environment, a program): :func:`check_text`, and not
+    empty, and not starting with ``-``, which the command would read as one of
+    its options (``torchrun --help``, ``module load -f``)."""
+    value = check_text(value, field)
+    if not value:
+        raise ValidationError(field, value, "is empty.", f"Give a value, or leave {field} out.")
+    if value.startswith("-"):
+        raise ValidationError(field, value, "starts with '-': the command it is given to would read it as "
+                              "one of its options.", f"If it is a path, write ./{value}.")
+    return value
+
+
+#: Words bash reads as its own syntax when they start a command, quoted or not.
+BASH_KEYWORDS = ("!", "[[", "]]", "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for",
+                 "function", "if", "in", "select", "then", "time", "until", "while", "{", "}")
+_ASSIGNMENT = _Lazy(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=", re.A)
+
+
+def check_program(value: str, field: str) -> str:
+    """A program the job script runs by name or path (``--mpiexec``, ``--python``):
+    :func:`check_word`, and not a word bash would not run as a program where
+    it starts a command: ``NAME=...`` (an assignment), ``%...`` (a job, as
+    ``fg``) or a reserved word (``time``, ``if``)."""
+    value = check_word(value, field)
+    if _ASSIGNMENT.match(value):
+        raise ValidationError(field, value, "starts like a variable assignment (NAME=...): bash would assign it "
+                              "instead of running a program.", f"If it is a path, write ./{value}.")
+    if value.startswith("%"):
+        raise ValidationError(field, value, "starts with '%', which bash reads as a job to resume (fg), "
+                              "not a program.", f"If it is a path, write ./{value}.")
+    if value in BASH_KEYWORDS:
+        raise ValidationError(field, value, f"{value!r} is a bash reserved word, not a program.",
+                              f"Give the program's path, e.g. /usr/bin/{value}.")
+    return value
+
+
+#: Variables bash refuses to assign: ``export UID=1`` stops the job script.
+BASH_READONLY = ("BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID")
+
+
+def check_env_settable(name: str, field: str = "--env") -> str:
+    """A variable name the job script can ``export``: :func:`check_env_name`,
+    and not one that bash keeps read-only (:data:`BASH_READONLY`)."""
+    name = check_env_name(name, field)
+    if name in BASH_READONLY:
+        raise ValidationError(field, name, f"bash keeps {name} read-only: the job script would stop at "
+                              f"`export {name}=...`.", "Use another variable name.")
+    return name
+
+
+_ARRAY_CHARS = _Lazy(r"[0-9,:%\-]", re.A)
+_DEPENDENCY_CHARS = _Lazy(r"[A-Za-z0-9_.,:?+@\[\]\-]", re.A)
+_MAIL_CHARS = _Lazy(r"[A-Za-z0-9_.,%+@\-]", re.A)
+
+
+def _check_charset(value: object, field: str, allowed: _Lazy, what: str, words: str, example: str) -> str:
+    value = _require_str(value, field)
+    if not value:
+        raise ValidationError(field, value, "is empty.", f"Write for example {example}, or leave {field} out.")
+    bad = _first_bad(value, allowed)
+    if bad:
+        raise ValidationError(field, value, _bad_char_rule(bad, what, words), f"Write for example {example}.")
+    if value.startswith("-"):
+        raise ValidationError(field, value, "must not start with '-': the scheduler would read it as an option.",
+                              f"Write for example {example}.")
+    return value
+
+
+def check_array(value: str, field: str = "--array") -> str:
+    """A job array's indices, as Slurm (``--array``), PBS Pro (``-J``) and
+    Torque (``-t``) read them: digits and ``, - : %`` (``0-15``, ``1,3,5``,
+    ``0-15:2%4``)."""
+    return _check_charset(value, field, _ARRAY_CHARS, "array indices", "digits and , - : %", "0-15, 1,3,5 or 0-15%4")
+
+
+def check_dependency(value: str, field: str = "--dependency") -> str:
+    """A job dependency (``afterok:123:456``, ``afterany:1234.server``,
+    ``singleton``): letters, digits and ``_ . , : ? + @ [ ] -``, no spaces."""
+    return _check_charset(value, field, _DEPENDENCY_CHARS, "dependencies",
+                          "letters, digits and _ . , : ? + @ [ ] -", "afterok:1234 or afterok:1234.server")
+
+
+def check_mail(value: str, field: str = "--mail") -> str:
+    """Mail addresses (or user names), comma-separated: letters, digits and
+    ``_ . , % + @ -``."""
+    return _check_charset(value, field, _MAIL_CHARS, "mail addresses", "letters, digits and _ . , % + @ -",
+                          "alice@example.org")
 
 
 # --------------------------------------------------------------------------
@@ -623,6 +736,7 @@ def check_directive(line: str, scheduler: str) -> str:
     line = _require_str(line, field)
     if "\0" in line:
         raise ValidationError(field, line, "contains a NUL character.", "Remove it.")
+    _check_utf8(line, field)
     if "\n" in line or "\r" in line:
         raise ValidationError(field, line, "contains a line break; each directive is one line.",
                               f"Give one {field} per line.")

@@ -85,9 +85,9 @@ HOSTILE = [
 def test_hostile_values_are_carried_literally(payload, scheduler, tmp_path):
     sentinel = tmp_path / "pwned"
     value = payload.format(sentinel=sentinel)
+    one_line = value.replace("\n", " ").lstrip("-")  # a leading '-' is refused there (tests/test_hostile.py)
     spec = build_spec(dict(scheduler=scheduler, script="train.py", script_args=[value, "--x", value],
-                           env=[f"PAYLOAD={value}"], conda=value.replace("\n", " "),
-                           modules=[value.replace("\n", " ")]), check_files=False)
+                           env=[f"PAYLOAD={value}"], conda=one_line, modules=[one_line]), check_files=False)
     text = render(spec, command_line="hpcdist submit " + shlex.quote(value), workdir=str(tmp_path))
     assert subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True).returncode == 0
     # The launch line hands the script exactly these arguments.
