@@ -1,4 +1,9 @@
-"""Files appear whole or not at all: write to a temporary file beside, then rename."""
+"""Files appear whole or not at all: write to a temporary file beside, then rename.
+
+The temporary file has an unpredictable name (``mkstemp``: created with
+O_EXCL, never through a link someone planted), and the file is private to
+the user unless ``mode`` says otherwise.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import os
 import tempfile
 
 
-def write_text_atomic(path: str, text: str, mode: int = 0o644) -> None:
+def write_text_atomic(path: str, text: str, mode: int = 0o600) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:

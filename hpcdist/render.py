@@ -10,6 +10,7 @@ repository, ``hpcdist/templates`` in the wheel). Undefined names are errors.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 
@@ -47,23 +48,50 @@ def _quote(value) -> str:
     return shlex.quote(str(value))
 
 
+def _cache_dir() -> str | None:
+    """``$XDG_CACHE_HOME/hpcdist/jinja2`` (``~/.cache/...``), private; None when it cannot be had.
+
+    Not jinja2's default, ``/tmp/_jinja2-cache-<uid>``: a predictable name in a
+    shared folder, which anyone can take first (jinja2 then refuses to render).
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "hpcdist", "jinja2")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not os.path.isabs(path) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None
+    return path
+
+
 def environment(user_template: str | None = None, user_dir: str | None = None):
     """Templates from the user's file's folder, then ``user_dir``, then ours.
 
     Ours are also reachable as ``hpcdist/<name>``, so that a user's
     ``slurm/job.sh.j2`` can ``{% extends "hpcdist/slurm/job.sh.j2" %}``.
+    One environment per folder pair and process: jinja2 keeps the compiled
+    templates in it, and checks their files' times on each use (auto_reload).
     """
+    folder = os.path.dirname(os.path.abspath(user_template)) if user_template else None
+    return _environment(folder, user_dir)
+
+
+@functools.lru_cache(maxsize=16)
+def _environment(folder: str | None, user_dir: str | None):
     import jinja2
 
-    search = [os.path.dirname(os.path.abspath(p)) for p in (user_template,) if p]
+    search = [folder] if folder else []
     search += [user_dir] if user_dir else []
     ours = jinja2.FileSystemLoader(templates_dir())
+    cache = _cache_dir()
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader([
             jinja2.PrefixLoader({"hpcdist": ours}), jinja2.FileSystemLoader(search), ours]),
-        # Compiled templates are cached (in a private temporary folder): a
+        # Compiled templates are cached (in the user's private cache folder): a
         # dry run should cost little more than importing jinja2.
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),
+        bytecode_cache=jinja2.FileSystemBytecodeCache(cache) if cache else None,
         undefined=jinja2.StrictUndefined,
         finalize=_quote,
         keep_trailing_newline=True,
@@ -81,9 +109,25 @@ def environment(user_template: str | None = None, user_dir: str | None = None):
     return env
 
 
+def _check_folder(path: str, what: str) -> str:
+    try:
+        return validate.check_text(path, what)
+    except validate.ValidationError as e:
+        raise validate.ValidationError(e.field, e.value, e.rule, "Rename the folder, or submit from another one.") from None
+
+
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
            job_dir: str | None = None) -> str:
-    """The job script. ``job_dir`` (set by ``hpcdist submit``) is where it records its exit code."""
+    """The job script. ``job_dir`` (set by ``hpcdist submit``) is where it records its exit code.
+
+    ``workdir`` and ``job_dir`` come from the file system, not from a flag: a
+    line break in them would split a directive line (``#SBATCH --output=``
+    holds the job folder), so they are checked like the flags' values.
+    """
+    workdir = _check_folder(workdir or os.getcwd(), "the folder you submit from")
+    for name, value in (("the job folder", job_dir), ("--output", spec.output)):
+        if value is not None:
+            _check_folder(value, name)
     env = environment(spec.template, spec.template_dir)
     name = os.path.basename(spec.template) if spec.template else f"{spec.scheduler}/job.sh.j2"
     template = env.get_template(name)
@@ -92,7 +136,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         version=__version__,
         command_line=command_line,
         submit_command=SUBMIT_ARGV[spec.scheduler][0],
-        workdir=workdir or os.getcwd(),
+        workdir=workdir,
         job_dir=job_dir,
         hostfile_format=hostfile_format(spec),
         propagated=propagated(spec),
