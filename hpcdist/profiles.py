@@ -52,36 +52,50 @@ def user_file() -> str:
 
 
 def _load(path: str) -> dict:
+    """The file's tables, its top level checked: only ``default`` (a string) and ``profiles`` (tables)."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{path} is not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                           f"TOML files are UTF-8") from None
+    except OSError as e:
+        raise ProfileError(f"{path} cannot be read: {e.strerror or e}") from None
+    unknown = set(data) - {"default", "profiles"}
+    if unknown:
+        raise ProfileError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; "
+                           f"a profile file holds `default` and `[profiles.NAME]` tables")
+    if "default" in data and not (isinstance(data["default"], str) and data["default"]):
+        raise ProfileError(f"{path}: default = {data['default']!r} must be the name of a profile, "
+                           f'e.g. default = "mycluster"')
+    if not isinstance(data.get("profiles", {}), dict):
+        raise ProfileError(f"{path}: profiles = {data['profiles']!r} must be tables: [profiles.NAME]")
+    return data
 
 
 def load_profile(name: str | None, files: list[str] | None = None) -> dict:
     """The values of profile ``name`` (or of the ``default`` one), checked; {} when none applies."""
     files = files if files is not None else [PROJECT_FILE, user_file()]
     found = [(path, _load(path)) for path in files if os.path.isfile(path)]
+    chosen_by = ""
     if name is None:
-        name = next((data["default"] for _, data in found if "default" in data), None)
+        name, chosen_by = next(((data["default"], f" (the default in {path})") for path, data in found
+                                if "default" in data), (None, ""))
         if name is None:
             return {}
     for path, data in found:
-        unknown = set(data) - {"default", "profiles"}
-        if unknown:
-            raise ProfileError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; "
-                               f"a profile file holds `default` and `[profiles.NAME]` tables")
         profiles = data.get("profiles", {})
         if name in profiles:
             return _check(profiles[name], name, path)
     where = " or ".join(files)
     known = sorted({p for _, data in found for p in data.get("profiles", {})})
-    raise ProfileError(f"no profile {name!r} in {where}" + (f"; known: {', '.join(known)}" if known else ""))
+    raise ProfileError(f"no profile {name!r}{chosen_by} in {where}" + (f"; known: {', '.join(known)}" if known else ""))
 
 
 def _check(table: dict, name: str, path: str) -> dict:
@@ -101,16 +115,65 @@ def _check(table: dict, name: str, path: str) -> dict:
         if want is list:
             ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         if want is dict:
-            ok = isinstance(value, dict) and all(isinstance(v, (str, int, float)) for v in value.values())
+            ok = isinstance(value, dict) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                                 for v in value.values())
             value = {str(k): str(v) for k, v in value.items()} if ok else value
         if not ok:
             kind = {list: "a list of strings", dict: "a table of strings", str: "a string",
                     int: "a whole number", bool: "true or false"}[want]
             raise ProfileError(f"{path}: profiles.{name}.{raw_key} = {value!r} must be {kind}")
+        _check_value(key, value, table, f"{path}: profiles.{name}.{raw_key}")
         if key in ("template", "template_dir"):
             value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
         out[key] = value
     return out
+
+
+def _check_value(key: str, value, table: dict, where: str) -> None:
+    """The checks the job spec makes on the flag, on the profile's own value,
+    so that a mistake names the key and the file instead of a flag nobody typed."""
+    from hpcdist import validate as v
+    from hpcdist.spec import DEEPSPEED_RUNNERS, LAUNCHERS, MPI_FLAVOURS
+
+    scheduler = table.get("scheduler") if table.get("scheduler") in v.SCHEDULERS else None
+    field = "--" + key.replace("_", "-")
+    one = {
+        "scheduler": lambda x: v.check_choice(x, field, v.SCHEDULERS),
+        "dialect": lambda x: v.check_dialect("pbs", x),
+        "launcher": lambda x: v.check_choice(x, field, LAUNCHERS),
+        "deepspeed_runner": lambda x: v.check_choice(x, field, DEEPSPEED_RUNNERS),
+        "mpi": lambda x: v.check_choice(x, field, MPI_FLAVOURS),
+        "gpus_per_node": lambda x: v.check_positive(x, field, allow_zero=True),
+        "mem": v.parse_memory, "walltime": v.parse_walltime,
+        "queue": lambda x: v.check_name(x, field), "account": lambda x: v.check_name(x, field),
+        "qos": lambda x: v.check_name(x, field),
+        "job_name": lambda x: v.check_job_name(x, scheduler or "slurm"),
+        "array": v.check_array, "dependency": v.check_dependency, "mail_user": v.check_mail,
+        "output": lambda x: v.check_text(x, field), "template": lambda x: v.check_word(x, field),
+        "template_dir": lambda x: v.check_word(x, field),
+        "modules": lambda x: v.check_word(x, "--module"), "sources": lambda x: v.check_word(x, "--source"),
+        "propagate": lambda x: v.check_env_name(x, "--propagate"),
+        "directives": (lambda x: v.check_directive(x, scheduler)) if scheduler not in (None, "local")
+        else (lambda x: v.check_text(x, "--directive")),
+    }
+    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port"):
+        one[name] = lambda x, f=field: v.check_positive(x, f)
+    for name in ("conda", "venv", "deepspeed_config"):
+        one[name] = lambda x, f=field: v.check_word(x, f)
+    for name in ("python", "mpiexec"):
+        one[name] = lambda x, f=field: v.check_program(x, f)
+    try:
+        if key == "env":
+            for k, val in value.items():
+                v.check_env_settable(k)
+                v.check_text(val, "--env", allow_newline=True)
+        elif isinstance(value, list):
+            for item in value:
+                one[key](item)
+        elif key in one:
+            one[key](value)
+    except v.ValidationError as e:
+        raise ProfileError(f"{where} = {value!r}: {e.rule}" + (f" {e.fix}" if e.fix else "")) from None
 
 
 def merge(profile: dict, flags: dict) -> dict:
