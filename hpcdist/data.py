@@ -64,9 +64,11 @@ to ``deepspeed.initialize``), put
 (the largest micro-batch any rank takes: what a GPU's memory must hold)
 with ``gradient_accumulation_steps: 1``, and multiply the loss by
 ``loss_scale(step)`` before ``engine.backward(loss)``: DeepSpeed averages
-gradients over the ranks as DDP does, ZeRO stages included, so the update
-is the global mean again. What DeepSpeed then reports as samples per
-second counts ``max_micro_batch_size * world_size`` samples per step.
+gradients over the ranks as DDP does (tested with ZeRO stages 0 and 2), so
+the update is the global mean again, and gradient clipping clips that
+mean (DeepSpeed 0.19 clips at 1.0 unless ``gradient_clipping`` says
+otherwise). What DeepSpeed then reports as samples per second counts
+``max_micro_batch_size * world_size`` samples per step.
 Pipeline parallelism (``PipelineEngine``), which cuts every micro-batch to
 one fixed shape, is not supported. See ``examples/uneven/README.md``.
 
@@ -79,7 +81,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from fractions import Fraction
 from numbers import Real
 
@@ -90,8 +92,9 @@ __all__ = ["split_batch", "parse_weights", "WeightedDistributedBatchSampler", "c
 
 def _weights_as_fractions(weights, argument: str = "weights") -> list[Fraction]:
     """Validated weights, as exact fractions: every rank then rounds the same way."""
-    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+    if isinstance(weights, (str, bytes, Mapping)) or not isinstance(weights, Iterable):
         raise ValueError(f"{argument} must be a sequence of positive numbers, one per rank; got {weights!r}")
+    weights = list(weights)  # a list, a tuple, a tensor, an array
     if len(weights) == 0:
         raise ValueError(f"{argument} is empty: give one positive number per rank")
     out = []
@@ -226,6 +229,8 @@ class WeightedDistributedBatchSampler(torch.utils.data.Sampler):
             raise ValueError(f"rank={rank} is not in 0..{world_size - 1} (world_size={world_size})")
         if weights is None:
             weights = [1] * world_size
+        _weights_as_fractions(weights)  # a clear error for a bad weight before len() is asked of it
+        weights = list(weights)
         if len(weights) != world_size:
             raise ValueError(f"weights has {len(weights)} entries but world_size is {world_size}: give one per rank")
         length = dataset if isinstance(dataset, int) and not isinstance(dataset, bool) else len(dataset)

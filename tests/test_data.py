@@ -24,7 +24,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/bootstrap.sh installs it)")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from hpcdist.data import WeightedDistributedBatchSampler, parse_weights, split_batch  # noqa: E402
+from hpcdist.data import WeightedDistributedBatchSampler, calibrate, parse_weights, split_batch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "uneven", "train.py")
@@ -61,6 +61,7 @@ def test_split_examples():
     assert split_batch(5, [100, 1, 1]) == [3, 1, 1]  # the small ranks still get one sample each
     assert split_batch(7, [1e-9, 1, 1]) == [1, 3, 3]
     assert split_batch(3, [0.5, 0.25, 0.25]) == [1, 1, 1]
+    assert split_batch(9, (2, 1)) == split_batch(9, torch.tensor([2.0, 1.0])) == [6, 3]  # calibrate()'s are floats
 
 
 @pytest.mark.parametrize("batch, weights, message", [
@@ -73,6 +74,7 @@ def test_split_examples():
     (8, [True, 1], r"weights\[0\] = True is not a number"),
     (8, "21", "weights must be a sequence"),
     (8, 2, "weights must be a sequence"),
+    (8, {0: 1, 1: 1}, "weights must be a sequence"),
     (1, [1, 1], r"global_batch_size=1 is smaller than the number of ranks \(2\)"),
     (0, [1], "global_batch_size=0"),
     (8.0, [1, 1], "global_batch_size must be an int"),
@@ -249,11 +251,17 @@ def test_a_dataloader_yields_the_micro_batches():
     (dict(dataset=10, weights=[1, 1], global_batch_size=16, rank=0, world_size=2, drop_last=True),
      "leaves no step at all"),
     (dict(dataset=10, weights=[1, 0], global_batch_size=4, rank=0, world_size=2), r"weights\[1\] = 0"),
+    (dict(dataset=10, weights=2, global_batch_size=4, rank=0, world_size=2), "weights must be a sequence"),
     (dict(dataset=10, weights=[1, 1], global_batch_size=1, rank=0, world_size=2), "global_batch_size=1"),
 ])
 def test_sampler_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         WeightedDistributedBatchSampler(**kwargs)
+
+
+def test_calibrate_needs_a_process_group():
+    with pytest.raises(RuntimeError, match=r"needs torch.distributed initialised"):
+        calibrate(lambda: None, samples_per_step=8)
 
 
 # --------------------------------------------------------------------------
