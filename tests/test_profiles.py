@@ -52,3 +52,92 @@ def test_unknown_profile_lists_the_known_ones(tmp_path):
     path = write(tmp_path / "hpcdist.toml", '[profiles.a]\n[profiles.b]\n')
     with pytest.raises(ProfileError, match="no profile 'c'.*known: a, b"):
         load_profile("c", [path])
+
+
+@pytest.mark.parametrize("text,needles", [
+    # the file's shape
+    ('profiles = 1\n', ["profiles = 1", "[profiles.NAME]"]),
+    ('default = 1\n[profiles.a]\n', ["default = 1", "name of a profile"]),
+    ('default = ""\n[profiles.a]\n', ["default = ''"]),
+    ('[profiles]\na = 1\n', ["profiles.a must be a table"]),
+    # wrong types
+    ('[profiles.a]\nenv = {A = true}\n', ["profiles.a.env", "table of strings"]),
+    ('[profiles.a]\nenv = {A = [1]}\n', ["profiles.a.env", "table of strings"]),
+    ('[profiles.a]\nqueue = 1979-05-27\n', ["profiles.a.queue", "a string"]),
+    ('[profiles.a]\nexclusive = "yes"\n', ["profiles.a.exclusive", "true or false"]),
+    # values the flag would refuse: named by key, not by a flag nobody typed
+    ('[profiles.a]\nwalltime = "90"\n', ["profiles.a.walltime", "bare number"]),
+    ('[profiles.a]\nmem = "16"\n', ["profiles.a.mem", "bare number"]),
+    ('[profiles.a]\nqueue = "-gpu"\n', ["profiles.a.queue", "'-'"]),
+    ('[profiles.a]\nnodes = 0\n', ["profiles.a.nodes", "at least 1"]),
+    ('[profiles.a]\nscheduler = "slurmm"\n', ["profiles.a.scheduler", "Did you mean slurm"]),
+    ('[profiles.a]\nlauncher = "mpiexec"\n', ["profiles.a.launcher"]),
+    ('[profiles.a]\nmodules = ["cuda", "-f"]\n', ["profiles.a.modules", "'-f'"]),
+    ('[profiles.a]\nconda = "a\\u0000b"\n', ["profiles.a.conda", "NUL"]),
+    ('[profiles.a]\nenv = {"1A" = "x"}\n', ["profiles.a.env", "'1A'"]),
+    ('[profiles.a]\nenv = {UID = "0"}\n', ["profiles.a.env", "read-only"]),
+    ('[profiles.a]\npropagate = ["A B"]\n', ["profiles.a.propagate"]),
+    ('[profiles.a]\nscheduler = "pbs"\njob_name = "a=b"\n', ["profiles.a.job_name", "PBS job names"]),
+    ('[profiles.a]\nscheduler = "pbs"\ndirectives = ["#SBATCH --x"]\n', ["profiles.a.directives", "Slurm directive"]),
+    ('[profiles.a]\ndirectives = ["--x\\n#SBATCH --y"]\n', ["profiles.a.directives", "line break"]),
+    ('[profiles.a]\nmpiexec = "time"\n', ["profiles.a.mpiexec", "reserved word"]),
+    # missing values
+    ('[profiles.a]\ntemplate = ""\n', ["profiles.a.template", "is empty"]),
+    ('[profiles.a]\nconda = ""\n', ["profiles.a.conda", "is empty"]),
+    ('[profiles.a]\nqueue = ""\n', ["profiles.a.queue", "is empty"]),
+    ('[profiles.a]\nqueue =\n', ["not valid TOML"]),
+])
+def test_bad_values_name_the_key_and_the_file(tmp_path, text, needles):
+    path = write(tmp_path / "hpcdist.toml", text)
+    with pytest.raises(ProfileError) as info:
+        load_profile("a", [path])
+    assert path in str(info.value)
+    for needle in needles:
+        assert needle in str(info.value)
+
+
+def test_a_file_that_is_not_utf8_names_the_file(tmp_path):
+    path = tmp_path / "hpcdist.toml"
+    path.write_bytes(b'[profiles.a]\nqueue = "\xff"\n')
+    with pytest.raises(ProfileError, match="not UTF-8") as info:  # was a UnicodeDecodeError traceback
+        load_profile("a", [str(path)])
+    assert str(path) in str(info.value)
+
+
+def test_every_file_read_is_checked_even_without_a_profile(tmp_path):
+    """A misspelt `default` used to be ignored: no profile applied, and nothing said so."""
+    path = write(tmp_path / "hpcdist.toml", 'defualt = "a"\n[profiles.a]\nqueue = "gpu"\n')
+    with pytest.raises(ProfileError, match="unknown top-level key 'defualt'"):
+        load_profile(None, [path])
+
+
+def test_a_default_naming_no_profile_says_where_it_was_set(tmp_path):
+    path = write(tmp_path / "hpcdist.toml", 'default = "b"\n[profiles.a]\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(None, [path])
+    assert f"no profile 'b' (the default in {path})" in str(info.value) and "known: a" in str(info.value)
+
+
+def test_the_cli_reports_a_bad_profile_by_key_and_file(tmp_path):
+    import subprocess
+    import sys
+
+    from launch import clean_env
+
+    (tmp_path / "t.py").write_text("")
+    write(tmp_path / "hpcdist.toml", '[profiles.a]\nwalltime = "90"\n')
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "none"))
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "render", "--profile", "a", "t.py"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "hpcdist.toml: profiles.a.walltime = '90'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_good_values_pass_unchanged(tmp_path):
+    path = write(tmp_path / "hpcdist.toml", '[profiles.a]\nscheduler = "pbs"\ndialect = "openpbs"\nwalltime = "90m"\n'
+                 'mem = "16G"\nmodules = ["cuda/12.1"]\nsources = ["site.sh"]\nenv = {A = "x y", B = 2}\n'
+                 'directives = ["-l place=scatter"]\njob_name = "train"\nmpiexec = "/opt/mpi/bin/mpirun"\n')
+    assert load_profile("a", [path]) == {
+        "scheduler": "pbs", "dialect": "openpbs", "walltime": "90m", "mem": "16G", "modules": ["cuda/12.1"],
+        "sources": ["site.sh"], "env": {"A": "x y", "B": "2"}, "directives": ["-l place=scatter"],
+        "job_name": "train", "mpiexec": "/opt/mpi/bin/mpirun"}
