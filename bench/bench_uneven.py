@@ -259,7 +259,12 @@ def main(argv=None) -> int:
             if not met:
                 missed.append(f"{text}: {ratio:.2f}x, {ratio / limit - 1:.0%} over")
     gap = median["calibrated"] - ideal
-    if gap >= 0:
+    cpus = os.cpu_count() or 1
+    busy = max(load_before, load_after) > cpus
+    if gap >= 0 and busy and args.work == "compute":
+        lines += ["", f"Notes: the calibrated epoch is {ms(gap)} above the ideal, {gap / steps['calibrated'] * 1000:.1f} ms "
+                  f"per step, most of it waiting for a core (see below)."]
+    elif gap >= 0:
         lines += ["", f"Notes: the calibrated epoch is {ms(gap)} above the ideal, {gap / steps['calibrated'] * 1000:.1f} ms "
                   f"per step: the all-reduce, the optimizer step and the loop, which the ideal leaves out, and the "
                   f"rounding of micro-batches to whole samples."]
@@ -268,8 +273,7 @@ def main(argv=None) -> int:
                   f"with both ranks computing at once, and in training the fast rank's waits leave the cores to the "
                   f"slow one; with more runnable processes than cores (see the load average) CPU contention, not the "
                   f"split, sets these times."]
-    cpus = os.cpu_count() or 1
-    if max(load_before, load_after) > cpus:
+    if busy:
         lines.append(
             f"The machine was busy (load average up to {max(load_before, load_after):.1f} on {cpus} CPUs): "
             + ("CPU-bound ranks shared the cores with other processes, so these figures measure that contention "
