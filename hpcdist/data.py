@@ -238,7 +238,7 @@ class WeightedDistributedBatchSampler(torch.utils.data.Sampler):
             raise ValueError(f"the data set has {length} samples, fewer than the {world_size} ranks")
 
         self.length = length
-        self.weights = list(weights)
+        self.weights = weights
         self.global_batch_size = global_batch_size
         self.rank = rank
         self.world_size = world_size
