@@ -59,7 +59,7 @@ class Draft:
     """
 
     def __init__(self, root: str, name: str):
-        os.makedirs(root, mode=0o700, exist_ok=True)
+        _make_private_dirs(root)
         base = os.path.join(root, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.path, n = base, 1
         while True:
@@ -84,6 +84,20 @@ class Draft:
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _make_private_dirs(path: str) -> None:
+    """Create ``path`` and its missing parents 0700 (``os.makedirs`` gives the parents the
+    umask's mode: with umask 0, a world-writable ``.hpcdist`` where anyone could swap ``jobs``)."""
+    missing, here = [], os.path.abspath(path)
+    while not os.path.isdir(here):
+        missing.append(here)
+        here = os.path.dirname(here)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:  # another submit made it meanwhile
+            pass
 
 
 def find(ref: str, root: str = JOBS_DIR) -> Job:
