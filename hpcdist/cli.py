@@ -72,12 +72,14 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
                      help="print only this value (for job scripts)")
     env.set_defaults(run=run_env)
 
-    render = sub.add_parser("render", help="print the job script for a training script",
+    # allow_abbrev=False: the script's own flags (--deepspeed) must never be
+    # taken for an abbreviation of ours (--deepspeed-config).
+    render = sub.add_parser("render", help="print the job script for a training script", allow_abbrev=False,
                             description="Render the job script `hpcdist submit` would submit.")
     if command in _JOB_COMMANDS:
         _add_job_flags(render)
     render.set_defaults(run=run_render)
-    submit = sub.add_parser("submit", help="write the job script and submit it",
+    submit = sub.add_parser("submit", help="write the job script and submit it", allow_abbrev=False,
                             description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
     if command in _JOB_COMMANDS:
         _add_job_flags(submit)

@@ -94,7 +94,9 @@ _OPENMPI_EXIT = re.compile(
     r"The first process to do so was:\s*Process name: \[(?:\[\d+,\d+\],|[^\]]*?,)(?P<rank>\d+)\]\s*"
     r"(?:Exit code|Exit status):\s*(?P<code>\d+)")
 _MPICH = re.compile(
-    r"RANK (?P<rank>\d+) PID \d+ RUNNING AT (?P<host>\S+)\s*=\s*(?P<why>(?:KILLED BY SIGNAL|EXIT CODE): [^\n=]*)")
+    r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\s*=\s*(?:RANK (?P<rank>\d+) )?PID \d+ "
+    r"RUNNING AT (?P<host>\S+)\s*=\s*(?P<why>(?:EXIT CODE|KILLED BY SIGNAL): [^\n=]*)"
+    r"(?:[\s\S]*?EXIT STRING: (?P<string>[^\n]*))?")
 _DEEPSPEED = re.compile(
     r"^(?:(?P<host>[^\s:]+): )?\[[^\]]*\] \[ERROR\] \[launch\.py:\d+:sigkill_handler\] .*?"
     r"'--local_rank=(?P<local>\d+)'.*exits with return code = (?P<code>-?\d+)", re.M)
@@ -143,7 +145,8 @@ def _launcher_failures(text: str, agents: bool) -> list[tuple[int, Failure]]:
         elif int(m["rank"]) < len(nodes):  # the agent's rank is its node's index
             found.append((m.start(), Failure(f"exit code {m['code']}", host=nodes[int(m["rank"])], source="mpirun")))
     for m in _MPICH.finditer(text):
-        found.append((m.start(), Failure(m["why"].strip().lower(), rank=int(m["rank"]), host=m["host"],
+        why = (m["string"] or m["why"]).strip()
+        found.append((m.start(), Failure(why, rank=int(m["rank"]) if m["rank"] else None, host=m["host"],
                                          source="mpiexec")))
     ranks_on = _deepspeed_ranks(text)
     for m in _DEEPSPEED.finditer(text):

@@ -207,7 +207,8 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
     return [
         "pids=()",
         f"for node_rank in $(seq 0 {spec.nodes - 1}); do",
-        f"  NODE_RANK=$node_rank {words_to_line(words)} &",
+        # A subshell, so that the words' own "$NODE_RANK" sees this node's value.
+        f"  (export NODE_RANK=$node_rank; exec {words_to_line(words)} ) &",
         "  pids+=($!)",
         "done",
         'hpcdist_wait_all "${pids[@]}"',

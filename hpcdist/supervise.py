@@ -44,19 +44,33 @@ def failed_node(line: bytes) -> tuple[str, int] | None:
     return m.group(1).decode(errors="replace"), int(m.group(2))
 
 
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
-    # Its own process group, so that the last resort reaches pdsh and ssh too.
-    child = subprocess.Popen(argv, stderr=subprocess.PIPE, start_new_session=True)
     failure: list[tuple[str, int]] = []
     ended = threading.Event()
     child_exited = threading.Event()
 
+    child = None
+    pending: list[int] = []
+
     def forward(signum, _frame):
-        if child.poll() is None:
+        if child is None:
+            pending.append(signum)  # arrived before the launcher started
+        elif child.poll() is None:
             child.send_signal(signum)
 
     for signum in _FORWARDED:
         signal.signal(signum, forward)
+    # Its own process group, so that the last resort reaches pdsh and ssh too.
+    child = subprocess.Popen(argv, stderr=subprocess.PIPE, start_new_session=True)
+    for signum in pending:
+        child.send_signal(signum)
 
     def end_launch(node: str, code: int) -> None:
         sys.stderr.buffer.write(
@@ -68,10 +82,7 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
             return
         sys.stderr.buffer.write(f"hpcdist supervise: still running after {grace:g} s; killing it\n".encode())
         sys.stderr.buffer.flush()
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_group(child.pid)
 
     def relay() -> None:
         for line in iter(child.stderr.readline, b""):
@@ -87,6 +98,8 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
     relay_thread.start()
     code = child.wait()
     child_exited.set()
+    if ended.is_set():
+        _kill_group(child.pid)  # what the ended launcher left behind (ssh, pdsh threads)
     # A grandchild may hold the pipe open: drain what is there, without waiting on it.
     relay_thread.join(timeout=2)
     if code < 0:

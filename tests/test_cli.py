@@ -108,3 +108,13 @@ def test_bad_slots_per_node_is_a_usage_error():
 def test_version_and_console_script():
     proc = hpcdist("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("hpcdist ")
+
+
+def test_the_scripts_own_flags_are_never_taken_for_ours(tmp_path):
+    """`train.py --deepspeed --nodes 3`: both belong to train.py (--deepspeed is no abbreviation of --deepspeed-config)."""
+    (tmp_path / "train.py").write_text("")
+    proc = hpcdist("render", "--scheduler", "slurm", "--nodes", "2", "train.py", "--deepspeed", "--nodes", "3",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --nodes=2" in proc.stdout
+    assert "train.py --deepspeed --nodes 3\n" in proc.stdout

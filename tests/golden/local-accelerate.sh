@@ -42,7 +42,7 @@ echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR
 # Start the training on every node.
 pids=()
 for node_rank in $(seq 0 1); do
-  NODE_RANK=$node_rank accelerate launch --num_machines=2 --num_processes=4 --machine_rank="$NODE_RANK" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" --multi_gpu train.py --lr 0.1 &
+  (export NODE_RANK=$node_rank; exec accelerate launch --num_machines=2 --num_processes=4 --machine_rank="$NODE_RANK" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" --multi_gpu train.py --lr 0.1 ) &
   pids+=($!)
 done
 hpcdist_wait_all "${pids[@]}"

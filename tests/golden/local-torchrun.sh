@@ -42,7 +42,7 @@ echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR
 # Start the training on every node.
 pids=()
 for node_rank in $(seq 0 1); do
-  NODE_RANK=$node_rank torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" train.py --lr 0.1 &
+  (export NODE_RANK=$node_rank; exec torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" train.py --lr 0.1 ) &
   pids+=($!)
 done
 hpcdist_wait_all "${pids[@]}"

@@ -36,12 +36,15 @@ def main() -> None:
     args = parser.parse_args()
 
     env = hpcdist.env.init_distributed(timeout=300)
-    print(f"[{socket.gethostname()}] rank {env.rank}/{env.world_size} started", flush=True)
+    sys.stdout.write(f"[{socket.gethostname()}] rank {env.rank}/{env.world_size} started\n")  # one write per line
+    sys.stdout.flush()
     model = DistributedDataParallel(torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(args.steps):
         if step == args.fail_step:
             if env.rank == args.fail_rank:
+                sys.stdout.write(f"failing now: {time.time():.3f}\n")
+                sys.stdout.flush()
                 if args.how == "raise":
                     raise ValueError(f"injected failure at step {step}")
                 if args.how == "exit":
@@ -55,7 +58,7 @@ def main() -> None:
         time.sleep(0.2)
     dist.barrier()
     dist.destroy_process_group()
-    print(f"rank {env.rank} finished", flush=True)
+    sys.stdout.write(f"rank {env.rank} finished\n")
 
 
 if __name__ == "__main__":

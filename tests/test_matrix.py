@@ -1,0 +1,139 @@
+"""Every scheduler x launcher path, end to end: a real training on 2 nodes x 2 processes.
+
+Slurm and PBS rows run on the real 2-host test cluster (tests/testcluster.py:
+root and network namespaces; skipped elsewhere, saying why). Local rows run
+on this machine, where the 2 "nodes" share one host. Each job is submitted
+with ``hpcdist submit ... --wait`` and judged from its own output.
+
+The failure rows: rank 3 of 4 raises an exception or is killed half-way
+while the other ranks are busy (sleeping, outside any collective), so only
+the launchers can end them. The whole job must end within 60 s of the
+failure, leave no process and no allocation behind, show as failed, and
+``hpcdist logs`` must name the rank, its host and why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import testcluster
+from launch import clean_env
+
+ROOT = testcluster.ROOT
+QUICKSTART = ROOT / "examples" / "quickstart.py"
+FAILING = ROOT / "tests" / "jobs" / "failing_training.py"
+
+SCHEDULERS = {
+    "slurm": ["--scheduler", "slurm"],
+    # The PBS personality: Slurm's qsub/qstat and a prolog exporting PBS_NODEFILE...
+    "pbs-torque": ["--scheduler", "pbs", "--dialect", "torque"],
+    "pbs-pro": ["--scheduler", "pbs", "--dialect", "pro"],
+    "local": ["--scheduler", "local"],
+}
+LAUNCHERS = {
+    "torchrun": [],
+    "srun": ["--launcher", "srun"],
+    "mpirun": ["--launcher", "mpirun"],
+    "deepspeed-pdsh": ["--launcher", "deepspeed"],
+    "deepspeed-no-ssh": ["--launcher", "deepspeed", "--no-ssh"],
+    "accelerate": ["--launcher", "accelerate"],
+}
+#: The paths that do not exist, and why (the README's matrix says the same).
+NOT_A_PATH = {
+    ("pbs-torque", "srun"): "srun is Slurm's own launcher",
+    ("pbs-pro", "srun"): "srun is Slurm's own launcher",
+    ("local", "srun"): "srun is Slurm's own launcher",
+    ("local", "deepspeed-no-ssh"): "one host: DeepSpeed starts every process without ssh anyway (the deepspeed row)",
+}
+ROWS = [(s, launcher) for s in SCHEDULERS for launcher in LAUNCHERS if (s, launcher) not in NOT_A_PATH]
+IDS = [f"{s}-{launcher}" for s, launcher in ROWS]
+
+
+def environment(scheduler: str, request) -> dict[str, str]:
+    if scheduler == "local":
+        return clean_env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return testcluster.client_env(request.getfixturevalue("cluster"))
+
+
+def hpcdist(*args, cwd, env, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpcdist", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def submit(scheduler, launcher, script, args, cwd, env) -> tuple[subprocess.CompletedProcess, str]:
+    proc = hpcdist("submit", *SCHEDULERS[scheduler], "--nodes", "2", "--procs-per-node", "2",
+                   *LAUNCHERS[launcher], "--json", "--wait", script.name, *args, cwd=cwd, env=env, timeout=300)
+    first = proc.stdout.splitlines()[0] if proc.stdout else "{}"
+    return proc, json.loads(first).get("job_id", "")
+
+
+def state_of(job_id, cwd, env) -> str:
+    (row,) = json.loads(hpcdist("status", "--json", job_id, cwd=cwd, env=env).stdout)
+    return row["state"]
+
+
+@pytest.mark.parametrize("scheduler,launcher", ROWS, ids=IDS)
+def test_trains_on_two_nodes_of_two_processes(scheduler, launcher, request, tmp_path):
+    env = environment(scheduler, request)
+    shutil.copy(QUICKSTART, tmp_path)
+    proc, job_id = submit(scheduler, launcher, QUICKSTART, ["--steps", "20"], tmp_path, env)
+    out = proc.stdout
+    assert proc.returncode == 0, f"{out}\n{proc.stderr}"
+    seen = re.findall(r"\[([\w.-]+)\] rank (\d)/(\d) local (\d)/(\d) node (\d)", out)
+    assert sorted(int(r[1]) for r in seen) == [0, 1, 2, 3], out
+    assert {r[2] for r in seen} == {"4"}, out
+    hosts = sorted({r[0] for r in seen})
+    if scheduler == "local":
+        assert hosts == [socket.gethostname()], out
+        # One host: each "node" (torchrun, accelerate) or the one launcher holds local ranks 0.. in turn.
+        for node in {r[5] for r in seen}:
+            local = sorted(int(r[3]) for r in seen if r[5] == node)
+            assert local == list(range(len(local))), out
+    else:
+        assert hosts == ["node1", "node2"], out
+        for host in hosts:
+            assert sorted(int(r[3]) for r in seen if r[0] == host) == [0, 1], out
+    before, after = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+) on 4 ranks", out).groups())
+    assert after < before and "identical on all ranks: True" in out
+    assert state_of(job_id, tmp_path, env) == "COMPLETED"
+
+
+FAILURES = [(s, launcher, "raise") for s, launcher in ROWS] + [
+    (s, launcher, "kill") for s, launcher in ROWS if s in ("slurm", "local")]
+
+
+@pytest.mark.parametrize("scheduler,launcher,how", FAILURES, ids=[f"{s}-{l}-{h}" for s, l, h in FAILURES])
+def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, request, tmp_path):
+    env = environment(scheduler, request)
+    shutil.copy(FAILING, tmp_path)
+    proc, job_id = submit(scheduler, launcher, FAILING,
+                          ["--fail-rank", "3", "--how", how, "--others", "sleep"], tmp_path, env)
+    ended = time.time()
+    out = proc.stdout
+    assert proc.returncode != 0, out
+    failed_at = float(re.search(r"failing now: ([\d.]+)", out).group(1))
+    assert ended - failed_at < 60, f"the job went on {ended - failed_at:.0f} s after rank 3 failed:\n{out}"
+    assert state_of(job_id, tmp_path, env) == "FAILED"
+    leftover = testcluster.leftover_processes("failing_training.py --fail-rank")
+    assert not leftover, f"still running after the job ended:\n{leftover}"
+    if scheduler != "local":
+        assert testcluster.queue(request.getfixturevalue("cluster")) == "", "the allocation is still held"
+
+    logs = hpcdist("logs", job_id, cwd=tmp_path, env=env)
+    assert "failing now" in logs.stdout
+    summary = re.search(r"the first to fail: (.*)", logs.stderr)
+    assert summary, f"no first failure named:\n{logs.stderr}"
+    # Locally one launcher may hold all 4 slots of the one host (local rank 3).
+    who = rf"rank 3 \(local rank [13]\) on {re.escape(socket.gethostname())}" if scheduler == "local" else (
+        r"rank 3 \(local rank 1\) on node2")
+    assert re.match(who, summary.group(1)), summary.group(0)
+    why = "ValueError: injected failure at step 5" if how == "raise" else r"(signal 9|Killed)"
+    assert re.search(why, summary.group(1)), summary.group(0)

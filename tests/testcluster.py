@@ -1,0 +1,102 @@
+"""The real multi-host test cluster, for the tests that submit to it.
+
+``tests/cluster/cluster.sh`` brings up N hosts (network namespaces on a
+bridge, each with its own name, slurmd and sshd; one slurmctld; a PBS
+personality through Slurm's qsub/qstat and a task prolog). The ``cluster``
+fixture (tests/conftest.py) starts it once per test session and tears it
+down at the end. Where it cannot run (not root, no namespaces) the tests
+that need it are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from launch import clean_env
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLUSTER_SH = ROOT / "tests" / "cluster" / "cluster.sh"
+#: Where a failed cluster test leaves the daemons' logs (ignored by git).
+ARTIFACTS = ROOT / "test-output"
+
+
+#: True while the session's cluster is up: a failing test then saves the daemons' logs.
+is_up = False
+
+
+def state_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("HPCDIST_CLUSTER_DIR", "/tmp/hpcdist-cluster"))
+
+
+def why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "the test cluster needs root (network namespaces, slurmd, sshd)"
+    if shutil.which("ip") is None or shutil.which("nsenter") is None:
+        return "the test cluster needs iproute2 and util-linux (ip, nsenter)"
+    return None
+
+
+def up(nodes: int = 2) -> pathlib.Path:
+    state = state_dir()
+    env = dict(os.environ, HPCDIST_CLUSTER_DIR=str(state))
+    proc = subprocess.run(["bash", str(CLUSTER_SH), "up", str(nodes)], env=env, capture_output=True,
+                          text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"cluster up failed:\n{proc.stdout}\n{proc.stderr}")
+    global is_up
+    is_up = True
+    return state
+
+
+def down() -> None:
+    global is_up
+    is_up = False
+    env = dict(os.environ, HPCDIST_CLUSTER_DIR=str(state_dir()))
+    proc = subprocess.run(["bash", str(CLUSTER_SH), "down"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def client_env(state: pathlib.Path, **extra: str) -> dict[str, str]:
+    """The environment of a user on the cluster's head: Slurm's config, its ssh, pdsh over ssh."""
+    env = clean_env(SLURM_CONF=f"{state}/slurm.conf", PDSH_RCMD_TYPE="ssh",
+                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **extra)
+    env["PATH"] = f"{state}/bin{os.pathsep}{env['PATH']}"  # the cluster's ssh (its key)
+    return env
+
+
+def daemon_logs(state: pathlib.Path, lines: int = 30) -> str:
+    """The last lines of each daemon's log, for an assertion message."""
+    out = []
+    log_dir = state / "log"
+    for name in sorted(os.listdir(log_dir)) if log_dir.is_dir() else []:
+        with open(log_dir / name, errors="replace") as f:
+            out.append(f"--- {name}\n" + "".join(f.readlines()[-lines:]))
+    return "\n".join(out)
+
+
+def save_daemon_logs(test_name: str) -> pathlib.Path | None:
+    """Copy the daemons' logs into test-output/<test>/ (CI keeps that folder)."""
+    log_dir = state_dir() / "log"
+    if not log_dir.is_dir():
+        return None
+    safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in test_name)[:150]
+    target = ARTIFACTS / safe
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(log_dir, target)
+    return target
+
+
+def leftover_processes(pattern: str) -> str:
+    """Processes of a finished job still running anywhere on the cluster (the namespaces share one pid space)."""
+    proc = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
+    return "\n".join(line for line in proc.stdout.splitlines() if "pgrep" not in line)
+
+
+def queue(state: pathlib.Path) -> str:
+    proc = subprocess.run(["squeue", "-h"], env=client_env(state), capture_output=True, text=True, timeout=30)
+    return proc.stdout.strip()
