@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: Subcommands whose flags need the job spec module (imported only for them).
-_JOB_COMMANDS = ("render", "submit")
+_JOB_COMMANDS = ("render", "submit", "doctor")
 
 
 def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
@@ -119,6 +119,15 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
     hostfile.add_argument("-o", "--output", metavar="FILE", help="write FILE atomically instead of stdout")
     hostfile.set_defaults(run=run_hostfile)
 
+    doctor = sub.add_parser(
+        "doctor", help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
+        description="Inside a job: check every node of the allocation and print what to fix. "
+        "With --scheduler slurm|pbs (and --nodes ...): submit a job that runs this check, and show its answer.")
+    doctor.add_argument("--probe", action="store_true", help="describe this node only, as JSON (used on each node)")
+    if command == "doctor":
+        _add_job_flags(doctor, script=False)
+    doctor.set_defaults(run=run_doctor)
+
     supervise = sub.add_parser(
         "supervise", help="run a pdsh-based launcher; end it on every node when one node fails (in job scripts)",
         description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end the launch everywhere.")
@@ -127,7 +136,7 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
-def _add_job_flags(p: argparse.ArgumentParser) -> None:
+def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
     from hpcdist.spec import DEEPSPEED_RUNNERS, LAUNCHERS, MPI_FLAVOURS, SCHEDULERS
     from hpcdist.validate import PBS_DIALECTS
 
@@ -173,12 +182,13 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
                    help="a folder of templates (slurm/job.sh.j2, pbs/job.sh.j2 ...) used before hpcdist's")
     p.add_argument("--profile", metavar="NAME",
                    help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml")
-    p.add_argument("script", metavar="SCRIPT")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
-                   help="everything after SCRIPT goes to it")
+    if script:
+        p.add_argument("script", metavar="SCRIPT")
+        p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                       help="everything after SCRIPT goes to it")
 
 
-def _spec(args: argparse.Namespace):
+def _spec(args: argparse.Namespace, check_files: bool = True):
     from hpcdist.profiles import KEYS, ProfileError, load_profile, merge
     from hpcdist.spec import build_spec
 
@@ -186,7 +196,8 @@ def _spec(args: argparse.Namespace):
         profile = load_profile(args.profile)
     except ProfileError as e:
         raise CommandError(str(e)) from None
-    spec = build_spec(merge(profile, {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}))
+    spec = build_spec(merge(profile, {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}),
+                      check_files=check_files)
     for note in spec.notes:
         print(f"hpcdist {args.command}: {note}", file=sys.stderr)
     return spec
@@ -349,6 +360,50 @@ def run_env(args: argparse.Namespace) -> int:
         for name, value in why.consulted.items():
             print(f"  {name}={value}" if value is not None else f"  {name} (unset)")
     return 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from hpcdist import doctor
+
+    if args.probe:
+        print(json.dumps(doctor.probe()))
+        return 0
+    if args.scheduler not in (None, "local"):
+        return _submit_doctor(args)
+    from hpcdist.allocation import Allocation, AllocationError
+    from hpcdist.env.ports import job_id_from, port_for_job
+    import os
+
+    try:
+        hosts = Allocation.from_env().host_names
+    except AllocationError as e:
+        import socket
+
+        hosts = [socket.gethostname()]
+        print(f"hpcdist doctor: not inside a job ({e}); checking this host only. Run it inside a job, "
+              "or give --scheduler slurm --nodes 2 to submit one that runs it.", file=sys.stderr)
+    job = job_id_from(os.environ)
+    port = int(os.environ["MASTER_PORT"]) if os.environ.get("MASTER_PORT", "").isdigit() else (
+        port_for_job(job[1]) if job else None)
+    report = doctor.check(hosts, port, int(args.ssh_port) if getattr(args, "ssh_port", None) else None)
+    sys.stdout.write(doctor.render(report))
+    return 0 if report.ok else 1
+
+
+def _submit_doctor(args: argparse.Namespace) -> int:
+    """A job of --nodes nodes whose script runs `hpcdist doctor` on its first node."""
+    from hpcdist import submission as sub
+
+    args.script, args.script_args, args.launcher, args.python = "doctor", [], "none", "hpcdist"
+    args.job_name = args.job_name or "hpcdist-doctor"
+    spec = _spec(args, check_files=False)
+    try:
+        job = sub.submit(spec, command_line=_command_line())
+    except sub.SubmitError as e:
+        raise CommandError(str(e)) from None
+    print(f"hpcdist doctor: {spec.scheduler} job {job.job_id} checks {spec.nodes} node(s); log in {job.log}",
+          file=sys.stderr)
+    return sub.wait(job, quiet=True)
 
 
 def run_supervise(args: argparse.Namespace) -> int:

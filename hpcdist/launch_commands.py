@@ -165,7 +165,15 @@ class Srun(Launcher):
         return words + [spec.python] + program(spec)
 
 
-LAUNCHERS = {cls.name: cls() for cls in (Torchrun, Accelerate, DeepSpeed, Mpirun, Srun)}
+class Once(Launcher):
+    """No launcher: the program runs once, in the batch shell, and starts its own processes."""
+    name = "none"
+
+    def words(self, spec):
+        return [spec.python] + program(spec)
+
+
+LAUNCHERS = {cls.name: cls() for cls in (Torchrun, Accelerate, DeepSpeed, Mpirun, Srun, Once)}
 
 
 def is_per_node(spec: JobSpec) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from hpcdist import validate as v
 from hpcdist.validate import SCHEDULERS
 
-LAUNCHERS = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate")
+LAUNCHERS = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
 DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
 MPI_FLAVOURS = ("openmpi", "mpich")
 

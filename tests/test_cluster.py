@@ -1,99 +1,106 @@
-"""Every launcher, end to end, on a real multi-host Slurm cluster with a PBS personality.
+"""On the real 2-host test cluster: scripts submitted by hand, and `hpcdist doctor`.
 
-Two hosts (network namespaces with their own names and addresses, one
-slurmd and one sshd each, a real slurmctld), 2 processes per host, gloo on
-CPU. Each job is submitted with `hpcdist submit --scheduler slurm --wait`
-and judged from its own output. Needs root and network namespaces: where
-those are missing the tests are skipped, saying why.
+The scheduler x launcher matrix runs in tests/test_matrix.py; the cluster
+itself is tests/cluster/cluster.sh (the ``cluster`` fixture, tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
-from launch import clean_env
+import testcluster
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLUSTER = os.path.join(ROOT, "tests", "cluster", "cluster.sh")
-QUICKSTART = os.path.join(ROOT, "examples", "quickstart.py")
+ROOT = testcluster.ROOT
+QUICKSTART = ROOT / "examples" / "quickstart.py"
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    if os.geteuid() != 0:
-        pytest.skip("the test cluster needs root (network namespaces, slurmd, sshd)")
-    if shutil.which("ip") is None or shutil.which("nsenter") is None:
-        pytest.skip("the test cluster needs iproute2 and util-linux (ip, nsenter)")
-    # The script's own state folder (munged, running as munge, must reach it).
-    state = pathlib.Path(os.environ.get("HPCDIST_CLUSTER_DIR", "/tmp/hpcdist-cluster"))
-    env = dict(os.environ, HPCDIST_CLUSTER_DIR=str(state))
-    up = subprocess.run(["bash", CLUSTER, "up", "2"], env=env, capture_output=True, text=True, timeout=900)
+def qsub_and_wait(script: str, cwd, env, timeout: float = 240) -> str:
+    """`qsub script` as a user types it; wait until the job left the queue; its output."""
+    proc = subprocess.run(["qsub", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job_id = proc.stdout.strip().split(".")[0]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-j", job_id], env=env, capture_output=True, text=True, timeout=30)
+        if job_id not in queued.stdout:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"job {job_id} still queued or running after {timeout} s")
+    # Slurm's qsub wrapper writes <script>.o<id> in the submit folder, as PBS does.
+    with open(cwd / f"{script}.o{job_id}", errors="replace") as f:
+        return f.read()
+
+
+def test_a_hand_written_seed_002_script_runs_with_plain_qsub(cluster, tmp_path):
+    """The users' own way (seed 002): hostfile from $PBS_NODEFILE, `deepspeed --hostfile`."""
+    shutil.copy(QUICKSTART, tmp_path)
+    shutil.copy(ROOT / "tests" / "jobs" / "seed002_deepspeed.pbs", tmp_path)
+    out = qsub_and_wait("seed002_deepspeed.pbs", tmp_path, testcluster.client_env(cluster))
+    assert (tmp_path / "hosts.txt").read_text() == "node1 slots=1\nnode2 slots=1\n"
+    assert sorted(re.findall(r"\[(node\d)\] rank (\d)/2", out)) == [("node1", "0"), ("node2", "1")], out
+    assert "identical on all ranks: True" in out
+
+
+@pytest.mark.parametrize("dialect", ["torque", "pro"])
+def test_a_rendered_script_needs_no_hpcdist_to_submit(dialect, cluster, tmp_path):
+    """`hpcdist render > job.pbs; qsub job.pbs`: the script stands on its own."""
+    shutil.copy(QUICKSTART, tmp_path)
+    env = testcluster.client_env(cluster)
+    rendered = subprocess.run(
+        [sys.executable, "-m", "hpcdist", "render", "--scheduler", "pbs", "--dialect", dialect, "--nodes", "2",
+         "--procs-per-node", "2", "--launcher", "deepspeed", "quickstart.py", "--steps", "20"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    (tmp_path / "job.pbs").write_text(rendered.stdout)
+    out = qsub_and_wait("job.pbs", tmp_path, env)
+    seen = re.findall(r"\[(node\d)\] rank (\d)/4", out)
+    assert sorted(r for _, r in seen) == ["0", "1", "2", "3"] and {h for h, _ in seen} == {"node1", "node2"}, out
+    assert "identical on all ranks: True" in out
+
+
+def doctor(*args, cwd, env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpcdist", "doctor", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("where", [["--scheduler", "slurm"], ["--scheduler", "pbs", "--dialect", "torque"]],
+                         ids=["slurm", "pbs"])
+def test_doctor_submits_itself_and_finds_every_node_ready(where, cluster, tmp_path):
+    proc = doctor(*where, "--nodes", "2", cwd=tmp_path, env=testcluster.client_env(cluster))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("node")}
+    assert sorted(rows) == ["node1", "node2"], proc.stdout
+    for host, row in rows.items():
+        assert row[1:3] == ["ok", "3.{}.{}".format(*sys.version_info[1:3])], row  # ssh, python
+    assert re.search(r"node1 .* \d+ free", proc.stdout)
+    assert "All 2 node(s) ready." in proc.stdout
+
+
+def test_doctor_says_what_to_fix(cluster, tmp_path):
+    """No ssh key in the job (the default ssh, not the cluster's), and the master port taken on node1."""
+    env = testcluster.client_env(cluster)
+    port = "29511"
+    holder = subprocess.Popen(
+        ["bash", str(testcluster.CLUSTER_SH), "on", "node1", sys.executable, "-c",
+         f"import socket, time; s = socket.socket(); s.bind(('', {port})); s.listen(); print('held', flush=True); "
+         "time.sleep(120)"], stdout=subprocess.PIPE, text=True, env=env)
     try:
-        assert up.returncode == 0, f"cluster up failed:\n{up.stdout}\n{up.stderr}"
-        yield state
+        assert holder.stdout.readline() == "held\n"
+        plain_path = f"{sys.prefix}/bin:/usr/bin:/bin"  # without the cluster's ssh and its key
+        proc = doctor("--scheduler", "slurm", "--nodes", "2", "--env", f"PATH={plain_path}",
+                      "--env", f"MASTER_PORT={port}", cwd=tmp_path, env=env)
     finally:
-        down = subprocess.run(["bash", CLUSTER, "down"], env=env, capture_output=True, text=True, timeout=120)
-        assert down.returncode == 0, down.stderr
-
-
-def cluster_env(state) -> dict[str, str]:
-    env = clean_env(SLURM_CONF=f"{state}/slurm.conf", PDSH_RCMD_TYPE="ssh",
-                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    env["PATH"] = f"{state}/bin{os.pathsep}{env['PATH']}"  # the cluster's ssh (its key)
-    return env
-
-
-def daemon_logs(state) -> str:
-    out = []
-    for name in sorted(os.listdir(state / "log")) if (state / "log").is_dir() else []:
-        with open(state / "log" / name, errors="replace") as f:
-            out.append(f"--- {name}\n" + "".join(f.readlines()[-30:]))
-    return "\n".join(out)
-
-
-LAUNCHES = {
-    "torchrun": [],
-    "srun": ["--launcher", "srun"],
-    "mpirun": ["--launcher", "mpirun"],
-    "deepspeed-pdsh": ["--launcher", "deepspeed"],
-    "deepspeed-no-ssh": ["--launcher", "deepspeed", "--no-ssh"],
-}
-# The PBS personality: Slurm's qsub/qstat (Torque-style) and a task prolog
-# exporting PBS_NODEFILE, PBS_JOBID, PBS_O_WORKDIR... (tests/cluster/cluster.sh).
-MATRIX = [("slurm", name) for name in LAUNCHES] + [
-    ("pbs-torque", name) for name in ("torchrun", "mpirun", "deepspeed-pdsh")] + [
-    ("pbs-pro", name) for name in ("torchrun", "mpirun", "deepspeed-no-ssh")]
-
-
-@pytest.mark.parametrize("scheduler,name", MATRIX, ids=[f"{s}-{n}" for s, n in MATRIX])
-def test_two_hosts_two_processes_each(scheduler, name, cluster, tmp_path):
-    shutil.copy(QUICKSTART, tmp_path / "quickstart.py")
-    env = cluster_env(cluster)
-    where = ["--scheduler", "slurm"] if scheduler == "slurm" else [
-        "--scheduler", "pbs", "--dialect", scheduler.split("-")[1]]
-    proc = subprocess.run(
-        [sys.executable, "-m", "hpcdist", "submit", *where, "--nodes", "2",
-         "--procs-per-node", "2", *LAUNCHES[name], "--json", "--wait", "quickstart.py", "--steps", "20"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    out = proc.stdout
-    assert proc.returncode == 0, f"{out}\n{proc.stderr}\n{daemon_logs(cluster)}"
-    seen = re.findall(r"\[(node\d)\] rank (\d)/(\d) local (\d)/(\d) node (\d)", out)
-    assert sorted(int(r[1]) for r in seen) == [0, 1, 2, 3], out
-    assert {r[2] for r in seen} == {"4"}
-    assert sorted({r[0] for r in seen}) == ["node1", "node2"]
-    for host in ("node1", "node2"):
-        assert sorted(int(r[3]) for r in seen if r[0] == host) == [0, 1], out
-    before, after = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+) on 4 ranks", out).groups())
-    assert after < before and "identical on all ranks: True" in out
-    job_id = json.loads(out.splitlines()[0])["job_id"]
-    status = subprocess.run([sys.executable, "-m", "hpcdist", "status", "--json", job_id], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=60)
-    assert json.loads(status.stdout)[0]["state"] == "COMPLETED"
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(rf"node1 +FAILS .* {port} IN USE", proc.stdout), proc.stdout
+    assert re.search(r"node2 +FAILS", proc.stdout), proc.stdout
+    assert "node2: ssh from node1 fails" in proc.stdout and "ssh-copy-id" in proc.stdout
+    assert f"node1: master port {port} is taken" in proc.stdout and "--env MASTER_PORT=" in proc.stdout

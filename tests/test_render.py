@@ -25,6 +25,7 @@ LAUNCHERS = [
     ("mpirun-mpich", {"launcher": "mpirun", "mpi": "mpich"}),
     ("srun", {}),
     ("accelerate", {}),
+    ("none", {}),  # the script runs once and starts its own processes
 ]
 
 

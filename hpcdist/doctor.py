@@ -1,0 +1,211 @@
+"""``hpcdist doctor``: is every node of this allocation ready for a distributed launch?
+
+Run inside a job (or ``hpcdist doctor --scheduler slurm --nodes 2`` submits
+one that runs it). From the first node, for every node of the allocation:
+ssh reachable (DeepSpeed's pdsh runner and mpirun need it), the launchers
+present (pdsh, mpirun/mpiexec, torchrun, deepspeed), Python, hpcdist, torch,
+DeepSpeed and mpi4py at the same versions as on the first node, the GPUs
+(count and model) when there are any, and the master port free on the
+first node. One table, then what to fix.
+
+Each node describes itself with ``hpcdist doctor --probe`` (JSON), started on
+every node by srun inside a Slurm job, else over ssh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+
+PACKAGES = ("hpcdist", "torch", "deepspeed", "mpi4py")
+TOOLS = ("pdsh", "mpirun", "mpiexec", "torchrun", "deepspeed", "srun")
+#: Packages whose versions must match the first node's on every node.
+MUST_MATCH = ("python", "hpcdist", "torch", "deepspeed", "mpi4py")
+
+
+def probe() -> dict:
+    """This node, as the checks need it. Imports nothing heavy (versions from package metadata)."""
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"host": socket.gethostname(), "executable": sys.executable, "versions": versions,
+            "tools": {t: shutil.which(t) for t in TOOLS}, "gpus": _gpus()}
+
+
+def _gpus() -> list[str] | str | None:
+    """GPU models (one per GPU), None without nvidia-smi, or nvidia-smi's error."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "nvidia-smi did not answer within 30 s"
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout).strip().splitlines()
+        return said[-1] if said else f"nvidia-smi exited with {proc.returncode}"
+    return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+
+
+def port_problem(port: int) -> str | None:
+    """Why the master port cannot be bound here, or None when it is free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
+
+
+def ssh_problem(host: str, port: int | None = None, timeout: int = 10) -> str | None:
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}"]
+    argv += ["-p", str(port)] if port else []
+    try:
+        proc = subprocess.run(argv + [host, "true"], capture_output=True, text=True, timeout=timeout + 5,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return "no ssh client here"
+    except subprocess.TimeoutExpired:
+        return f"no answer within {timeout} s"
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        return lines[-1] if lines else f"ssh exited with {proc.returncode}"
+    return None
+
+
+def _probe_argv() -> list[str]:
+    return [sys.executable, "-m", "hpcdist", "doctor", "--probe"]
+
+
+def probe_nodes(hosts: list[str], ssh_port: int | None = None) -> dict[str, dict | str]:
+    """host -> its probe, or why it could not be run there."""
+    here = socket.gethostname()
+    found: dict[str, dict | str] = {}
+    if os.environ.get("SLURM_JOB_ID") and shutil.which("srun") and len(hosts) > 1:
+        n = str(len(hosts))
+        proc = subprocess.run(["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--overlap",
+                               *_probe_argv()], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        for line in proc.stdout.splitlines():
+            try:
+                p = json.loads(line)
+            except ValueError:
+                continue
+            found[_match(p["host"], hosts)] = p
+    for host in hosts:
+        if host in found:
+            continue
+        if _match(here, [host]) == host:
+            found[host] = probe()
+            continue
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"] + (["-p", str(ssh_port)] if ssh_port else [])
+        try:
+            proc = subprocess.run(argv + [host, " ".join(_probe_argv())], capture_output=True, text=True,
+                                  timeout=60, stdin=subprocess.DEVNULL)
+            found[host] = json.loads(proc.stdout) if proc.returncode == 0 else (
+                proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        except (subprocess.TimeoutExpired, ValueError, FileNotFoundError) as e:
+            found[host] = f"could not run hpcdist there: {e}"
+    return found
+
+
+def _match(name: str, hosts: list[str]) -> str:
+    """The allocation's name for a host that calls itself ``name`` (short or fully qualified)."""
+    short = name.split(".")[0]
+    for h in hosts:
+        if h == name or h.split(".")[0] == short:
+            return h
+    return name
+
+
+class Report:
+    def __init__(self):
+        self.rows: list[dict[str, str]] = []
+        self.fixes: list[str] = []
+        self.notes: list[str] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.fixes
+
+
+def check(hosts: list[str], master_port: int | None, ssh_port: int | None = None) -> Report:
+    report = Report()
+    head = hosts[0]
+    probes = probe_nodes(hosts, ssh_port)
+    first = probes.get(head) if isinstance(probes.get(head), dict) else probe()
+    for host in hosts:
+        p = probes.get(host)
+        ssh = "-" if host == head and len(hosts) == 1 else ssh_problem(host, ssh_port)
+        row = {"NODE": host, "SSH": "ok" if ssh is None else ("-" if ssh == "-" else "FAILS")}
+        if ssh not in (None, "-"):
+            report.fixes.append(f"{host}: ssh from {socket.gethostname()} fails ({ssh}). DeepSpeed's pdsh runner "
+                                "and mpirun need key login: ssh-keygen, then ssh-copy-id to the nodes; or use "
+                                "--launcher torchrun or srun, or DeepSpeed --no-ssh, which need no ssh.")
+        if not isinstance(p, dict):
+            row.update(PYTHON="?", HPCDIST="?", TORCH="?", PDSH="?", MPI="?", GPUS="?")
+            report.fixes.append(f"{host}: could not run hpcdist there ({p}). Install it in the job's environment "
+                                "on every node (a shared conda env or venv: --conda, --venv).")
+            report.rows.append(row)
+            continue
+        v, tools, gpus = p["versions"], p["tools"], p["gpus"]
+        row["PYTHON"] = v["python"]
+        row["HPCDIST"] = v["hpcdist"] or "missing"
+        row["TORCH"] = v["torch"] or "missing"
+        row["PDSH"] = "yes" if tools.get("pdsh") else "no"
+        row["MPI"] = "yes" if tools.get("mpirun") or tools.get("mpiexec") else "no"
+        row["GPUS"] = ("0" if gpus is None else f"{len(gpus)} x {gpus[0]}" if isinstance(gpus, list) and gpus
+                       else "0" if isinstance(gpus, list) else "ERROR")
+        report.rows.append(row)
+        for name in MUST_MATCH:
+            if v.get(name) != first["versions"].get(name):
+                report.fixes.append(
+                    f"{host}: {name} {v.get(name) or 'missing'} differs from {head}'s "
+                    f"{first['versions'].get(name) or 'missing'}. Activate the same environment on every node "
+                    "(a shared conda env or venv: --conda, --venv, --module).")
+        if not v["torch"]:
+            report.fixes.append(f"{host}: torch is not importable there; install it in the job's environment.")
+        if isinstance(gpus, str):
+            report.fixes.append(f"{host}: nvidia-smi fails ({gpus}); check the driver or ask your admins.")
+        if not tools.get("mpirun") and not tools.get("mpiexec"):
+            report.notes.append(f"{host}: no mpirun or mpiexec; --launcher mpirun (and PBS jobs of torchrun, "
+                                "accelerate, DeepSpeed --no-ssh) need one: --module openmpi, or apt install "
+                                "openmpi-bin.")
+    if isinstance(first, dict) and not first["tools"].get("pdsh"):
+        report.notes.append(f"{head}: no pdsh; DeepSpeed's default multi-node runner needs it (apt install "
+                            "pdsh), or use --no-ssh or --deepspeed-runner slurm/openmpi.")
+    models = {r["GPUS"] for r in report.rows if r.get("GPUS") not in (None, "?")}
+    if len(models) > 1:
+        report.notes.append(f"the nodes have different GPUs ({', '.join(sorted(models))}): ranks will wait for "
+                            "the slowest; hpcdist.data can give faster ranks bigger batches.")
+    if master_port is not None:
+        problem = port_problem(master_port) if _match(socket.gethostname(), [head]) == head else None
+        report.rows[0]["PORT"] = f"{master_port} " + ("free" if problem is None else "IN USE")
+        if problem:
+            report.fixes.append(f"{head}: master port {master_port} is taken ({problem}). Give another: "
+                                "--env MASTER_PORT=<free port>.")
+    return report
+
+
+def render(report: Report) -> str:
+    columns = ["NODE", "SSH", "PYTHON", "HPCDIST", "TORCH", "PDSH", "MPI", "GPUS", "PORT"]
+    widths = {c: max(len(c), *(len(r.get(c, "")) for r in report.rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns).rstrip()]
+    lines += ["  ".join(r.get(c, "").ljust(widths[c]) for c in columns).rstrip() for r in report.rows]
+    if report.fixes:
+        lines += ["", "To fix:"] + [f"- {f}" for f in report.fixes]
+    if report.notes:
+        lines += ["", "Notes:"] + [f"- {n}" for n in report.notes]
+    if report.ok:
+        lines += ["", f"All {len(report.rows)} node(s) ready."]
+    return "\n".join(lines) + "\n"
