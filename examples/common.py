@@ -21,17 +21,22 @@ import hpcdist.env
 
 def parser(description: str, steps: int = 60, batch: int = 32, lr: float = 3e-3) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--steps", type=int, default=steps, help="optimizer steps in all (a resumed run counts from its checkpoint)")
+    p.add_argument("--steps", type=int, default=steps,
+                   help="optimizer steps in all (a resumed run counts from its checkpoint)")
     p.add_argument("--batch", type=int, default=batch, help="samples per rank per optimizer step")
     p.add_argument("--lr", type=float, default=lr)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-dir", default=None, help="default: checkpoints/<example> in the submit folder")
-    p.add_argument("--save-every", type=int, default=20, help="steps between checkpoints (and one at the end); the last 2 are kept")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir, if there is one")
-    p.add_argument("--save-final", metavar="FILE", help="rank 0 writes the full trained state dict (plain torch.save) here")
+    p.add_argument("--save-every", type=int, default=20,
+                   help="steps between checkpoints (and one at the end); the last 2 are kept")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest checkpoint in --checkpoint-dir, if there is one")
+    p.add_argument("--save-final", metavar="FILE",
+                   help="rank 0 writes the whole trained state dict here (plain torch.save)")
     p.add_argument("--synthetic", action="store_true", help="random separable data instead of scikit-learn's digits")
-    p.add_argument("--deterministic", action="store_true", help="deterministic kernels: a resumed run matches an uninterrupted one bit for bit")
+    p.add_argument("--deterministic", action="store_true",
+                   help="deterministic kernels: a resumed run matches an uninterrupted one bit for bit")
     # DeepSpeed's launcher passes --local_rank; hpcdist.env already knows it.
     p.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     return p
@@ -62,6 +67,9 @@ def settle(env, deterministic: bool) -> torch.device:
         # cuBLAS needs a fixed workspace for reproducible matmuls; set before any CUDA work.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
+        # ...without filling every torch.empty with NaN first: DeepSpeed's ZeRO 1/2
+        # allocate a 2 GB gradient bucket that way in each backward (seconds each).
+        torch.utils.deterministic.fill_uninitialized_memory = False
     if torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())  # init_distributed bound it
     # Ranks that each start one thread per core fight over the cores, and every

@@ -58,7 +58,7 @@ def main() -> None:
         # training uses the gloo group. Mark it unavailable so nothing is compiled.
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     config = load_config(args, device)
-    common.log(f"DeepSpeed ZeRO-{config['zero_optimization']['stage']} on {env.world_size} ranks "
+    common.log(f"DeepSpeed ZeRO-{config.get('zero_optimization', {}).get('stage', 0)} on {env.world_size} ranks "
                f"({env.launcher}, {dist.get_backend()}, {device.type}, config {args.deepspeed_config})")
     train(args, config, env)
     gc.collect()  # the engine is gone: the group can go (gloo aborts otherwise)

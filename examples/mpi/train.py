@@ -62,9 +62,9 @@ def train(args, comm, env, device) -> None:
     start = 0
     if args.resume:
         # Rank 0 reads the checkpoint and MPI broadcasts it: the other ranks need
-        # no access to the file (node-local disks work too).
-        ckpt = torch.load(common.saved(folder, ".pt")[-1], map_location="cpu") if env.rank == 0 and common.saved(folder, ".pt") else None
-        ckpt = comm.bcast(ckpt, root=0)
+        # not see the file.
+        saved = common.saved(folder, ".pt") if env.rank == 0 else []
+        ckpt = comm.bcast(torch.load(saved[-1], map_location="cpu") if saved else None, root=0)
         if ckpt is None:
             common.log(f"no checkpoint in {folder}: starting from step 0")
         else:
@@ -99,8 +99,9 @@ def train(args, comm, env, device) -> None:
     with torch.no_grad():
         out = model.module(x)
     # Sums over the ranks with MPI: loss, correct answers, samples.
-    loss, correct, n = comm.allreduce(torch.tensor([F.cross_entropy(out, y, reduction="sum").item(),
-                                                    (out.argmax(1) == y).sum().item(), len(y)], dtype=torch.float64).numpy())
+    mine = torch.tensor([F.cross_entropy(out, y, reduction="sum").item(), (out.argmax(1) == y).sum().item(), len(y)],
+                        dtype=torch.float64)
+    loss, correct, n = comm.allreduce(mine.numpy())
     common.log(f"eval loss {loss / n:.4f} accuracy {correct / n:.3f} on {int(n)} test samples from {comm.Get_size()} ranks")
     if args.save_final and env.rank == 0:
         common.atomic_save(model.module.state_dict(), args.save_final)
