@@ -2,7 +2,9 @@
 # Benchmarks for hpcdist (not tests): host lists against python-hostlist,
 # ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env,
 # `hpcdist submit --dry-run` against torchx and submitit, and uneven per-rank
-# batches (hpcdist.data) against torch's even DistributedSampler.
+# batches (hpcdist.data) against torch's even DistributedSampler, and (as root)
+# the launch overhead of hpcdist's job script against a hand-written one on the
+# 2-host test cluster.
 # Writes bench/RESULTS.md.
 #
 #   bash bench/run.sh               # the full run
@@ -13,6 +15,7 @@
 #   BENCH_IMPORT_REPS=N     repetitions of the start-up runs (default 30)
 #   BENCH_SUBMIT_REPS=N     repetitions of the submit dry runs (default 30, at least 15)
 #   BENCH_UNEVEN_REPS=N     repetitions of the uneven-batch epochs (default 7)
+#   BENCH_LAUNCH_REPS=N     jobs per script in the launch-overhead benchmark (default 5)
 #   HPCDIST_BENCH_NO_APT=1  never apt-get install slurm-client for scontrol
 #
 # The comparison libraries go into bench/.venv, never into the project's own
@@ -90,6 +93,8 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work sleep
     echo
     "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work compute
+    echo
+    "$repo/.venv/bin/python" "$here/bench_launch.py" --reps "${BENCH_LAUNCH_REPS:-5}"
 } > "$tmp/RESULTS.md"
 cp "$tmp/RESULTS.md" "$here/RESULTS.md"
 cat "$here/RESULTS.md"
