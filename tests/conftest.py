@@ -16,11 +16,12 @@ def cluster():
     reason = testcluster.why_not()
     if reason:
         pytest.skip(reason)
-    state = testcluster.up(2)
-    try:
-        yield state
-    finally:
-        testcluster.down()
+    with testcluster.exclusive():  # one test session at a time on the one cluster
+        state = testcluster.up(2)
+        try:
+            yield state
+        finally:
+            testcluster.down()
 
 
 @pytest.hookimpl(hookwrapper=True)

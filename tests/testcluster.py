@@ -10,6 +10,8 @@ that need it are skipped, saying why.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pathlib
 import shutil
@@ -39,6 +41,17 @@ def why_not() -> str | None:
     if shutil.which("ip") is None or shutil.which("nsenter") is None:
         return "the test cluster needs iproute2 and util-linux (ip, nsenter)"
     return None
+
+
+@contextlib.contextmanager
+def exclusive():
+    """Hold the cluster for this process: another test session waits here until it is free."""
+    with open("/tmp/hpcdist-cluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def up(nodes: int = 2) -> pathlib.Path:
