@@ -35,11 +35,11 @@ def pytest_runtest_makereport(item, call):
             report.sections.append(("cluster daemons' logs", f"saved in {saved}"))
 
 # Hypothesis profiles for tests without their own max_examples (tests/test_fuzz.py):
-# "ci" by default; HPCDIST_FUZZ=long for the opt-in long run (200x the examples, no deadline).
+# "ci" by default; HPCDIST_FUZZ=long for the opt-in long run (100x the examples, no deadline).
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile("ci", max_examples=300, deadline=None, database=None,
+settings.register_profile("ci", max_examples=1000, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("long", max_examples=60_000, deadline=None, database=None,
+settings.register_profile("long", max_examples=100_000, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 settings.load_profile("long" if os.environ.get("HPCDIST_FUZZ") == "long" else "ci")
