@@ -252,10 +252,21 @@ def run_status(args: argparse.Namespace) -> int:
         selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
     except jobs.JobNotFound as e:
         raise CommandError(str(e)) from None
-    rows = []
+    from hpcdist.backends import UNREACHABLE, controller_down
+
+    rows, down = [], {}
     for job in selected:
+        # One unreachable controller is enough to know: the next jobs on it would each wait
+        # through the same retries (a minute each on Slurm) for the same answer.
+        where = (job.scheduler, job.record.get("cluster"))
         try:
-            state = sub.status(job)
+            if where in down:
+                state = controller_down(job, *down[where])
+            else:
+                state = sub.status(job)
+                if state.raw == UNREACHABLE:
+                    down[where] = ("Slurm" if job.scheduler == "slurm" else "PBS",
+                                   "as for job " + job.job_id)
             rows.append({"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
                          "state": state.state, "exit_code": state.exit_code, "reason": state.reason,
                          "folder": job.path})

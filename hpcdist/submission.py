@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from hpcdist.backends import SubmitError, backend_for
+from hpcdist.backends import UNREACHABLE, SubmitError, backend_for
 from hpcdist.scheduler_io import FINISHED_STATES
 from hpcdist.jobs import JOBS_DIR, Draft, Job
 from hpcdist.render import render
@@ -46,6 +46,9 @@ def cancel(job: Job) -> None:
 
 #: How long --wait accepts "unknown" (job out of the queue, no record anywhere) before giving up.
 UNKNOWN_PATIENCE_S = 60.0
+#: How long --wait waits for a controller that cannot be reached to come back (a restart
+#: or a fail-over takes minutes; the job itself runs on without it).
+CONTROLLER_PATIENCE_S = 600.0
 
 
 def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
@@ -53,20 +56,29 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
     last_state, offset, unknown_since = None, 0, None
     while True:
         state = status(job)
+        down = state.raw == UNREACHABLE
         if state.state == "UNKNOWN":
             unknown_since = unknown_since or time.monotonic()
-            if time.monotonic() - unknown_since > UNKNOWN_PATIENCE_S:
+            patience = CONTROLLER_PATIENCE_S if down else UNKNOWN_PATIENCE_S
+            if time.monotonic() - unknown_since > patience:
                 _print_new_log(job.log, offset, out)
-                print(f"hpcdist: cannot tell how job {job.job_id} ended ({state.reason}); "
-                      f"its log is {job.log}", file=sys.stderr, flush=True)
+                if down:
+                    print(f"hpcdist: gave up waiting for job {job.job_id} after {patience:g} s: {state.reason}. "
+                          f"`hpcdist status {job.job_id}` tells once the controller is back; its log is {job.log}",
+                          file=sys.stderr, flush=True)
+                else:
+                    print(f"hpcdist: cannot tell how job {job.job_id} ended ({state.reason}); "
+                          f"its log is {job.log}", file=sys.stderr, flush=True)
                 return 1
         else:
             unknown_since = None
         offset = _print_new_log(job.log, offset, out)
-        if state.state != last_state and not quiet:
-            print(f"hpcdist: job {job.job_id} is {state.state.lower()}"
-                  + (f" ({state.reason})" if state.reason else ""), file=sys.stderr, flush=True)
-            last_state = state.state
+        shown = "unknown: the controller is down" if down else state.state.lower()
+        if shown != last_state and not quiet:
+            print(f"hpcdist: job {job.job_id} is {shown}"
+                  + (f" ({state.reason}); still waiting, up to {CONTROLLER_PATIENCE_S:g} s" if down
+                     else f" ({state.reason})" if state.reason else ""), file=sys.stderr, flush=True)
+            last_state = shown
         if state.state in FINISHED_STATES:
             time.sleep(0.2)
             _print_new_log(job.log, offset, out)

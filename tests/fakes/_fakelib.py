@@ -119,6 +119,20 @@ def hang():
     sys.exit(1)
 
 
+def hang_in_child():
+    """Like a site's wrapper script whose sbatch hangs: the child keeps our stdout and
+    stderr open, so whoever runs us must kill the whole process group, not just us."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "3600"])
+    log = os.environ.get("HPCDIST_FAKE_LOG")
+    if log:  # the test checks that the child is gone too
+        with open(log + ".child", "w") as f:
+            f.write("%d\n" % child.pid)
+    child.wait()
+    sys.exit(1)
+
+
 def option_value(argv, short, long):
     """The value of -X VALUE, -XVALUE, --long=VALUE or --long VALUE (last wins)."""
     value = None

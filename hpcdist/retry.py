@@ -1,0 +1,124 @@
+"""A scheduler in trouble: which errors are worth another try, the bounded retry loop, and hints.
+
+Slurm's and PBS's client commands fail in two different ways when the
+controller (slurmctld, the PBS server) is down, restarting or overloaded:
+
+* the connection itself fails ("Unable to contact slurm controller (connect
+  failure)", PBS "cannot connect to server", "Connection refused"): the
+  request never reached the controller, so nothing happened there;
+* the connection worked but the answer did not come ("Socket timed out on
+  send/recv operation", "(receive failure)", "Zero Bytes were transmitted or
+  received"): the controller may well have acted on the request.
+
+A query (squeue, sacct, qstat) changes nothing, so both kinds are retried.
+A submission (sbatch, qsub) is not idempotent: after the second kind the job
+may be queued already (the classic "sbatch timed out but my job is there"),
+and submitting again would run it twice.  So a submission is retried only
+after the first kind, which proves the job was not accepted; after the
+second kind, and after a submit command that did not answer in time, the
+user is told to look at the queue before submitting again.
+
+Pure functions on text plus :func:`with_retries`; standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+#: The longest wait between two tries, however many retries are allowed.
+MAX_DELAY_S = 30.0
+
+# The request never reached the controller (or the controller refused it before
+# taking it): safe to repeat, even a submission.  Texts from Slurm's
+# slurm_errno.c and sbatch.c, and from PBS Pro/Torque's qsub, qstat and pbs_iff.
+_NOT_SENT = re.compile(
+    r"Unable to contact slurm controller \(connect failure\)"
+    r"|Slurm temporarily unable to accept job"
+    r"|Controller is in standby mode"
+    r"|Slurm backup controller in standby mode"
+    r"|cannot connect to server"
+    r"|pbs_iff: cannot connect"
+    r"|Connection refused",
+    re.I,
+)
+
+# The request may have reached the controller: a query can be repeated, a submission cannot.
+_MAYBE_SENT = re.compile(
+    r"Socket timed out on send/recv operation"
+    r"|Unable to contact slurm controller \((?:send|receive|shutdown) failure\)"
+    r"|Zero Bytes were transmitted or received"
+    r"|Resource temporarily unavailable",
+    re.I,
+)
+
+
+def _matching_line(pattern: re.Pattern, text: str) -> str | None:
+    """The last line of ``text`` where ``pattern`` matches, stripped: the most specific one
+    (PBS says "Connection refused", then "qsub: cannot connect to server pbs01")."""
+    found = [line for line in text.splitlines() if pattern.search(line)]
+    return found[-1].strip().strip("'\"") if found else None
+
+
+def not_sent(text: str) -> str | None:
+    """The line saying the request never reached the controller, or None."""
+    return _matching_line(_NOT_SENT, text or "")
+
+
+def maybe_sent(text: str) -> str | None:
+    """The line saying the controller did not answer after the request went out, or None."""
+    return _matching_line(_MAYBE_SENT, text or "")
+
+
+def unreachable(text: str) -> str | None:
+    """The line saying the controller cannot be reached (either kind), or None: for queries."""
+    return not_sent(text) or maybe_sent(text)
+
+
+def with_retries(attempt: Callable[[], T], transient: Callable[[T], str | None], *, command: str,
+                 retries: int, delay: float, sleep: Callable[[float], None] = time.sleep, err=None) -> T:
+    """Run ``attempt`` up to ``retries + 1`` times while ``transient(result)`` names a transient error.
+
+    Each retry says so on stderr, with the scheduler's own words and the wait:
+    ``hpcdist: sbatch: <message>; retrying in 2 s (attempt 1 of 3)``.  The
+    wait doubles each time (capped at :data:`MAX_DELAY_S`).  The last result
+    is returned whatever it is: the caller turns it into an error.
+    """
+    total = retries + 1
+    for k in range(1, total + 1):
+        result = attempt()
+        message = transient(result)
+        if message is None or k == total:
+            return result
+        wait = min(delay * 2 ** (k - 1), MAX_DELAY_S)
+        print(f"hpcdist: {command}: {message}; retrying in {wait:g} s (attempt {k} of {total})",
+              file=err or sys.stderr, flush=True)
+        sleep(wait)
+    raise AssertionError("unreachable")  # the loop always returns
+
+
+# What to do about the errors users meet most when submitting: (pattern, advice).
+_HINTS = [
+    (re.compile(r"invalid partition", re.I),
+     "check --queue (or the profile's queue): `sinfo -s` lists the partitions you may use"),
+    (re.compile(r"Invalid account", re.I),
+     "check --account (or the profile's account): `sacctmgr show assoc user=$USER format=account,partition` "
+     "lists yours"),
+    (re.compile(r"Invalid qos", re.I),
+     "check --qos: `sacctmgr show assoc user=$USER format=qos` lists yours"),
+    (re.compile(r"Unknown queue", re.I), "check --queue: `qstat -Q` lists the queues"),
+    (re.compile(r"Requested node configuration is not available", re.I),
+     "the request (--nodes, --gpus-per-node, --procs-per-node, --mem) fits no node: `sinfo -N -l` shows them"),
+]
+
+
+def hint(text: str) -> str | None:
+    """Advice for a submission error the scheduler explained, or None."""
+    for pattern, advice in _HINTS:
+        if pattern.search(text or ""):
+            return advice
+    return None
