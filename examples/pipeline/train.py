@@ -43,6 +43,7 @@ def layers(hidden: int = 128) -> list:
 
 def main() -> None:
     p = common.parser(__doc__.splitlines()[0])
+    p.set_defaults(batch=None, lr=None)  # the config's micro batch and lr, unless given
     p.add_argument("--stages", type=int, default=2)
     p.add_argument("--bf16", action="store_true", help="turn the config's bf16 on")
     deepspeed.add_config_arguments(p)  # --deepspeed, --deepspeed_config
@@ -61,6 +62,11 @@ def main() -> None:
     args.deepspeed_config = args.deepspeed_config or os.path.join(HERE, "pipeline.json")
     with open(args.deepspeed_config) as f:
         config = json.load(f)
+    if args.batch:
+        config["train_micro_batch_size_per_gpu"] = args.batch
+        config.pop("train_batch_size", None)  # DeepSpeed derives it: micro batch x micro-batches x pipelines
+    if args.lr:
+        config["optimizer"]["params"]["lr"] = args.lr
     if args.bf16:
         config["bf16"] = {**config.get("bf16", {}), "enabled": True}
     common.log(f"DeepSpeed pipeline, {args.stages} stages on {env.world_size} ranks ({env.launcher}, "
