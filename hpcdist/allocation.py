@@ -25,6 +25,11 @@ from hpcdist.hostlist import HostlistError, expand, expand_counts
 
 #: ``to_hostfile`` formats.
 HOSTFILE_FORMATS = ("deepspeed", "openmpi", "mpich", "hosts", "nodes")
+#: The most slots one host may have: far above any node's cores, far below a typo's
+#: ``SLURM_TASKS_PER_NODE=99999999999``, whose ``hosts`` hostfile would fill the memory.
+MAX_SLOTS_PER_HOST = 65_536
+#: The most lines of a ``hosts`` hostfile (one per slot), as many as hostlist expands.
+MAX_HOSTFILE_LINES = 1_048_576
 
 
 class AllocationError(ValueError):
@@ -52,6 +57,11 @@ class Allocation:
                 raise AllocationError(
                     f"host {host} has {slots} slots in the allocation from {self.source}; "
                     f"every host needs at least one"
+                )
+            if slots > MAX_SLOTS_PER_HOST:
+                raise AllocationError(
+                    f"host {host} has {slots} slots in the allocation from {self.source}; "
+                    f"no node has more than {MAX_SLOTS_PER_HOST} (is the count garbled?)"
                 )
 
     def __eq__(self, other):
@@ -133,6 +143,12 @@ class Allocation:
         elif fmt == "mpich":
             lines = [f"{host}:{slots}" for host, slots in self.hosts]
         elif fmt == "hosts":
+            if self.total_slots > MAX_HOSTFILE_LINES:
+                raise AllocationError(
+                    f"the allocation from {self.source} has {self.total_slots} slots: a `hosts` hostfile "
+                    f"(one line per slot) would have more than {MAX_HOSTFILE_LINES} lines; use the deepspeed, "
+                    f"openmpi or mpich format (one line per host)"
+                )
             lines = [host for host, slots in self.hosts for _ in range(slots)]
         elif fmt == "nodes":
             lines = self.host_names

@@ -465,3 +465,56 @@ def test_port_for_any_job_id_lies_in_the_range(job_id):
     assume(job_id.strip())
     port = port_for_job(job_id)
     assert type(port) is int and PORT_BASE <= port < PORT_BASE + PORT_SPAN
+
+
+# --------------------------------------------------------------------------
+# Bugs the fuzzing found, kept as plain tests
+# --------------------------------------------------------------------------
+
+def test_a_garbled_slot_count_is_an_error_not_a_full_memory(tmp_path):
+    """SLURM_TASKS_PER_NODE=99999999999 parsed, and `--format hosts` then filled the memory (OOM kill)."""
+    import subprocess
+    import sys
+
+    from launch import clean_env
+
+    from hpcdist.allocation import MAX_HOSTFILE_LINES, MAX_SLOTS_PER_HOST
+
+    for nodelist, counts in (("n1", "99999999999"), ("n1", str(MAX_SLOTS_PER_HOST + 1))):
+        try:
+            Allocation.from_slurm(nodelist, counts)
+        except AllocationError as e:
+            assert "SLURM_TASKS_PER_NODE" in str(e) and "garbled" in str(e)
+        else:
+            raise AssertionError(f"{counts} slots on one host were taken")
+    assert Allocation.from_slurm("n1", str(MAX_SLOTS_PER_HOST)).total_slots == MAX_SLOTS_PER_HOST
+    big = Allocation.from_slurm("n[1-17]", f"{MAX_SLOTS_PER_HOST}(x17)")
+    assert big.total_slots > MAX_HOSTFILE_LINES and big.to_hostfile("deepspeed").count("\n") == 17
+    try:
+        big.to_hostfile("hosts")
+    except AllocationError as e:
+        assert "one line per slot" in str(e)
+    else:
+        raise AssertionError("a hosts hostfile of more than a million lines was written")
+    # The command, under a 1 GB address-space limit (a regression must not take the machine's memory).
+    env = clean_env(SLURM_JOB_NODELIST="n1", SLURM_TASKS_PER_NODE="99999999999")
+    proc = subprocess.run(
+        ["bash", "-c", f'ulimit -v 1048576; exec "$0" -m hpcdist hostfile --format hosts', sys.executable],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "garbled" in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+    proc = subprocess.run(
+        ["bash", "-c", 'ulimit -v 1048576; exec "$0" -m hpcdist hostfile --format hosts --slots-per-node 999999999',
+         sys.executable], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "garbled" in proc.stderr, proc.stderr
+
+
+def test_a_profile_file_that_is_not_utf8_is_a_profile_error(tmp_path):
+    """Found by test_profile_files_answer_or_raise_profile_error: b'\\x80' gave a UnicodeDecodeError."""
+    path = tmp_path / "hpcdist.toml"
+    path.write_bytes(b"\x80")
+    try:
+        load_profile(None, [str(path)])
+    except ProfileError as e:
+        assert str(path) in str(e) and "not UTF-8" in str(e)
+    else:
+        raise AssertionError("a file that is not UTF-8 was read as a profile file")
