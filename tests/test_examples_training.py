@@ -30,7 +30,7 @@ import sys
 
 import pytest
 
-from launch import clean_env
+from launch import clean_env, need
 
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/bootstrap.sh installs it)")
 
@@ -199,6 +199,7 @@ def test_fsdp2_trains_and_resumes_bitwise(workspace):
     ("zero3.json", [], True),
 ], ids=["zero1-bf16", "zero2", "zero3"])
 def test_deepspeed_zero_trains_and_resumes_bitwise(workspace, config, flags, resume):
+    pytest.importorskip("deepspeed", reason="deepspeed is not installed (scripts/bootstrap.sh installs it)")
     command = local_command("examples/deepspeed/train.py", f"examples/deepspeed/{config}")
     stage = config[4]
     full = submit(command, workspace, "--deterministic", *flags, "--save-final", "full.pt")
@@ -222,6 +223,7 @@ def test_deepspeed_zero_trains_and_resumes_bitwise(workspace, config, flags, res
 
 
 def test_pipeline_trains_and_resumes_bitwise(workspace):
+    pytest.importorskip("deepspeed", reason="deepspeed is not installed (scripts/bootstrap.sh installs it)")
     command = local_command("examples/pipeline/train.py")
     full = submit(command, workspace, "--deterministic", "--save-final", "full.pt")
     assert "DeepSpeed pipeline, 2 stages on 2 ranks (deepspeed, gloo" in full
@@ -238,6 +240,8 @@ def test_pipeline_trains_and_resumes_bitwise(workspace):
 
 
 def test_mpi_trains_and_resumes_bitwise(workspace):
+    need("mpirun")
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (scripts/bootstrap.sh installs it)")
     command = local_command("examples/mpi/train.py")
     full = submit(command, workspace, "--deterministic", "--save-final", "full.pt")
     assert re.search(r"MPI \+ DDP on 2 ranks \(Open MPI v[\d.]+; openmpi, gloo, cpu\)", full), full
