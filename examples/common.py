@@ -116,7 +116,10 @@ def atomic_save(obj, path: str) -> None:
     file under ``path`` that looks complete."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp.{os.getpid()}"
-    torch.save(obj, tmp)
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())  # on the disk (or the file server) before the rename makes it visible
     os.replace(tmp, path)
 
 

@@ -144,6 +144,8 @@ def save(engine, folder: str, step: int, env) -> None:
     if env.rank == 0:
         with open(os.path.join(folder, "latest.tmp"), "w") as f:
             f.write(tag)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(os.path.join(folder, "latest.tmp"), os.path.join(folder, "latest"))
         common.prune(folder)
 
