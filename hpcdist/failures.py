@@ -153,8 +153,10 @@ def _launcher_failures(text: str, agents: bool) -> list[tuple[int, Failure]]:
         code = int(m["code"])
         why = _signal_name(-code) if code < 0 else f"exit code {code}"
         local = int(m["local"])
-        on_host = ranks_on.get(m["host"], [])
-        found.append((m.start(), Failure(why, local_rank=local, host=m["host"], source="deepspeed",
+        # Without pdsh's "host: " prefix the host is known only when there is one.
+        host = m["host"] or (next(iter(ranks_on)) if len(ranks_on) == 1 else None)
+        on_host = ranks_on.get(host, [])
+        found.append((m.start(), Failure(why, local_rank=local, host=host, source="deepspeed",
                                          rank=on_host[local] if local < len(on_host) else None)))
     return sorted(found, key=lambda pair: pair[0])
 

@@ -79,8 +79,12 @@ node1: hpcdist: rank 1/4 (local rank 1 on node1) failed at 2026-11-22T13:55:24.0
     ("hpcdist: nodes: node1 node2; master: node1:20017\n" + SRUN_KILLED.replace("task 3", "task 1")
      + DEEPSPEED_KILLED.replace("node2: ", "", 2), True,
      "rank 3 (local rank 1) on node2: killed by signal 9 (SIGKILL) [from deepspeed]"),
+    # One host, no pdsh prefix (a local DeepSpeed launch): the mapping's one host.
+    (DEEPSPEED_KILLED.replace("node2: ", "").replace("'node1': [0, 1], 'node2': [2, 3]", "'localhost': [0, 1, 2, 3]"),
+     False, "rank 1 (local rank 1) on localhost: killed by signal 9 (SIGKILL) [from deepspeed]"),
     ("nothing went wrong\n", False, None),
-], ids=["torchrun", "srun", "openmpi-signal", "openmpi-exit", "mpich", "deepspeed", "agents", "none"])
+], ids=["torchrun", "srun", "openmpi-signal", "openmpi-exit", "mpich", "deepspeed", "agents", "deepspeed-one-host",
+        "none"])
 def test_launcher_lines_name_the_rank(log, agents, expected):
     found = first_failure(log, agents)
     assert (str(found) if found else None) == expected
