@@ -111,6 +111,9 @@ _HINTS = [
     (re.compile(r"Invalid qos", re.I),
      "check --qos: `sacctmgr show assoc user=$USER format=qos` lists yours"),
     (re.compile(r"Unknown queue", re.I), "check --queue: `qstat -Q` lists the queues"),
+    (re.compile(r"Invalid generic resource", re.I),
+     "the cluster (or this partition) has no such GPUs or other GRES: check --gpus-per-node; "
+     "`sinfo -o '%P %G'` shows what each partition has"),
     (re.compile(r"Requested node configuration is not available", re.I),
      "the request (--nodes, --gpus-per-node, --procs-per-node, --mem) fits no node: `sinfo -N -l` shows them"),
 ]

@@ -8,6 +8,8 @@
 #   tests/cluster/cluster.sh run CMD..  run CMD on the head with the cluster's environment
 #   tests/cluster/cluster.sh on NODE CMD..  run CMD inside NODE (its network + host name)
 #   tests/cluster/cluster.sh env        path of the env file (source it to use the cluster)
+#   tests/cluster/cluster.sh ctld-stop  stop slurmctld only (the controller-down tests); jobs run on
+#   tests/cluster/cluster.sh ctld-start start it again and wait until it answers
 #
 # Layout: the "head" is the root network namespace (bridge address 10.213.0.1,
 # slurmctld in its own UTS namespace with host name "head"); node1..nodeN are
@@ -420,6 +422,26 @@ cmd_status() {
     SLURM_CONF=$STATE/slurm.conf timeout 10 sinfo -N -o '%N %t %c %P' 2>&1
 }
 
+# The controller alone, for the tests of a controller that is down: slurmctld saves its
+# state on TERM, and `slurmctld -i` reads it back, so running jobs survive the gap.
+cmd_ctld_stop() {
+    need_root
+    [ -s "$STATE/nodes" ] || die "cluster not up"
+    stop_pidfile "$STATE/run/slurmctld.pid"
+}
+
+cmd_ctld_start() {
+    need_root
+    [ -s "$STATE/nodes" ] || die "cluster not up"
+    start_slurmctld
+    local deadline=$((SECONDS + WAIT_S))
+    while [ $SECONDS -lt $deadline ]; do
+        SLURM_CONF=$STATE/slurm.conf timeout 10 squeue -h >/dev/null 2>&1 && return 0
+        sleep 0.5
+    done
+    die "slurmctld does not answer after ${WAIT_S}s (see $STATE/log/slurmctld.log)"
+}
+
 cmd_run() {
     [ -s "$STATE/env" ] || die "cluster not set up (no $STATE/env)"
     # shellcheck disable=SC1091
@@ -443,5 +465,7 @@ case ${1:-} in
     run) shift; cmd_run "$@" ;;
     on) shift; cmd_on "$@" ;;
     env) echo "$STATE/env" ;;
-    *) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    ctld-stop) cmd_ctld_stop ;;
+    ctld-start) cmd_ctld_start ;;
+    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
