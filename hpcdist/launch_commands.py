@@ -64,9 +64,16 @@ def hostfile_format(spec: JobSpec) -> str:
     return "deepspeed"
 
 
-def program(spec: JobSpec) -> list:
-    """The training program and its arguments, as the launcher should start it."""
+def program(spec: JobSpec, argparse_launcher: bool = False) -> list:
+    """The training program and its arguments, as the launcher should start it.
+
+    ``argparse_launcher``: the launcher reads the script's arguments with
+    argparse's REMAINDER (torchrun, DeepSpeed, accelerate), which swallows a
+    ``--`` right after the script: that one is doubled.
+    """
     args = list(spec.script_args)
+    if argparse_launcher and args[:1] == ["--"]:
+        args.insert(0, "--")
     if spec.deepspeed_config and spec.launcher == "deepspeed":
         args += ["--deepspeed_config", spec.deepspeed_config]
     return [spec.script] + args
@@ -93,7 +100,7 @@ class Torchrun(Launcher):
         # c10d rendezvous on the first host; the rendezvous assigns node ranks.
         return ["torchrun", f"--nnodes={spec.nodes}", f"--nproc-per-node={spec.procs_per_node}",
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
-                Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec)
+                Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec, argparse_launcher=True)
 
 
 class Accelerate(Launcher):
@@ -106,7 +113,7 @@ class Accelerate(Launcher):
         return ["accelerate", "launch", f"--num_machines={spec.nodes}",
                 f"--num_processes={spec.total_procs}", Shell('--machine_rank="$NODE_RANK"'),
                 Shell('--main_process_ip="$MASTER_ADDR"'), Shell('--main_process_port="$MASTER_PORT"'),
-                ] + (["--multi_gpu"] if spec.total_procs > 1 else []) + program(spec)
+                ] + (["--multi_gpu"] if spec.total_procs > 1 else []) + program(spec, argparse_launcher=True)
 
 
 class DeepSpeed(Launcher):
@@ -128,7 +135,7 @@ class DeepSpeed(Launcher):
             supervised = True
         if spec.ssh_port and not spec.no_ssh:
             words += ["--ssh_port", str(spec.ssh_port)]
-        words += program(spec)
+        words += program(spec, argparse_launcher=True)
         return ["hpcdist", "supervise", "--"] + words if supervised else words
 
     def setup(self, spec):

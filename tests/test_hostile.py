@@ -558,8 +558,6 @@ def test_real_local_job_gets_every_payload_exactly(flags, program, tmp_path):
         assert {k: v for k, v in dump["env"].items() if k[8:].isdigit()} == env
 
 
-@pytest.mark.xfail(strict=True, reason="torchrun (argparse) eats a `--` right after the script; the launch "
-                   "line must double it (hpcdist/launch_commands.py)")
 def test_real_torchrun_job_gets_a_leading_double_dash(tmp_path):
     _need("torchrun")
     proc, dumps, args, _ = _submit_real(tmp_path, [], [p for p in corpus(str(tmp_path / "PWNED"))
