@@ -55,6 +55,12 @@ def _setting(name: str, default: float, *, integer: bool = False) -> float:
     return value
 
 
+def _below(path: str, folder: str) -> str:
+    """``path`` relative to ``folder`` when it lies below it, else as given."""
+    relative = os.path.relpath(path, folder)
+    return relative if not relative.startswith("..") else path
+
+
 def submit_timeout() -> float:
     return _setting("HPCDIST_SUBMIT_TIMEOUT", SUBMIT_TIMEOUT)
 
@@ -191,7 +197,11 @@ class BatchBackend:
         raise NotImplementedError
 
     def submit(self, script: str, workdir: str, log: str) -> sio.JobId:
-        argv = submit_argv(self.name, script, log)
+        # Paths relative to the submit folder (where the command runs): the job
+        # folder's own part is a validated job name and a time, while the submit
+        # folder's path may hold anything, and some qsub front ends (Slurm's
+        # Torque wrapper) pass their arguments through a shell unquoted.
+        argv = submit_argv(self.name, _below(script, workdir), _below(log, workdir))
         timeout, settings = submit_timeout(), _retry_settings()
         command = shlex.join(argv)
         look = self.queue_command

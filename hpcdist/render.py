@@ -15,7 +15,7 @@ import os
 import shlex
 
 from hpcdist import __version__, validate
-from hpcdist.launch_commands import Shell, hostfile_format, launch_lines, propagated
+from hpcdist.launch_commands import Shell, hostfile_format, launch_lines, propagated, quote
 from hpcdist.spec import JobSpec
 
 #: How each scheduler takes a script.
@@ -45,7 +45,7 @@ def _quote(value) -> str:
         raise ValueError("a template printed None: a value it uses is unset (check the template's `if`s)")
     if isinstance(value, bool):
         raise ValueError("a template printed a bool: test it with `if` instead")
-    return shlex.quote(str(value))
+    return quote(str(value))
 
 
 def _cache_dir() -> str | None:
@@ -101,12 +101,26 @@ def _environment(folder: str | None, user_dir: str | None):
     )
     env.filters.update(
         raw=Shell,
+        sbatch_value=_sbatch_value,
         slurm_time=validate.format_slurm_time,
         pbs_walltime=validate.format_pbs_walltime,
         slurm_mem=validate.format_slurm_mem,
         pbs_mem=validate.format_pbs_mem,
     )
     return env
+
+
+def _sbatch_value(value) -> Shell:
+    """A value in an ``#SBATCH`` line: sbatch reads "double quotes" there, not the
+    shell's 'single quotes' (it would split ``'a b'`` at the space)."""
+    text = str(value)
+    if text and not any(c.isspace() or c in "'\"\\" for c in text):
+        return Shell(text)
+    if '"' in text:
+        raise validate.ValidationError(
+            "--output", text, "sbatch cannot read a double quote in an #SBATCH value.",
+            "Submit from (or write the log to) a folder whose path has no '\"'.")
+    return Shell(f'"{text}"')
 
 
 def _check_folder(path: str, what: str) -> str:

@@ -140,6 +140,9 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
                         ("output", v.check_text), ("template", v.check_text)):
         if name in given:
             out[name] = check(str(given[name]), FLAG[name])
+    if out["scheduler"] == "slurm" and '"' in out.get("output", ""):
+        raise v.ValidationError("--output", out["output"], "sbatch cannot read a double quote in an #SBATCH value.",
+                                "Choose a log path without '\"'.")
     # Values that become one word of a command: not empty, no leading '-'; programs also run by bash.
     for name in ("conda", "venv", "deepspeed_config", "python", "mpiexec"):
         if name in given:

@@ -190,7 +190,9 @@ def expected_directive_lines(spec) -> list[str]:
         lines += [d + f"--partition={q(spec.queue)}"] if spec.queue else []
         lines += [d + f"--account={q(spec.account)}"] if spec.account else []
         lines += [d + f"--qos={q(spec.qos)}"] if spec.qos else []
-        lines += [d + f"--output={q(spec.output or '%x-%j.out')}"]
+        out = spec.output or "%x-%j.out"  # sbatch reads "double quotes" there, not single ones
+        lines += [d + "--output=" + (out if out and not any(c.isspace() or c in "'\"\\" for c in out)
+                                     else f'"{out}"')]
         lines += [d + f"--array={q(spec.array)}"] if spec.array else []
         lines += [d + f"--dependency={q(spec.dependency)}"] if spec.dependency else []
         lines += [d + f"--mail-user={q(spec.mail_user)}", d + "--mail-type=END,FAIL"] if spec.mail_user else []

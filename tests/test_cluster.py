@@ -104,3 +104,46 @@ def test_doctor_says_what_to_fix(cluster, tmp_path):
     assert re.search(r"node2 +FAILS", proc.stdout), proc.stdout
     assert "node2: ssh from node1 fails" in proc.stdout and "ssh-copy-id" in proc.stdout
     assert f"node1: master port {port} is taken" in proc.stdout and "--env MASTER_PORT=" in proc.stdout
+
+
+@pytest.mark.parametrize("where,launcher", [
+    (["--scheduler", "slurm"], "torchrun"), (["--scheduler", "slurm"], "mpirun"),
+    (["--scheduler", "pbs", "--dialect", "torque"], "torchrun"), (["--scheduler", "pbs", "--dialect", "pro"], "mpirun"),
+], ids=["slurm-torchrun", "slurm-mpirun", "pbs-torque-torchrun", "pbs-pro-mpirun"])
+def test_hostile_strings_reach_every_rank_on_two_hosts_and_execute_nothing(where, launcher, cluster, tmp_path):
+    """The hostile corpus (tests/hostile.py) as a job's folder, arguments, variables and
+    (Slurm) directive values, submitted for real: no payload runs, each rank gets them exactly."""
+    import hostile
+
+    sentinel = tmp_path / "PWNED"
+    payloads = hostile.corpus(str(sentinel))
+    folder = next(p for p in payloads if p.id == "dollar-paren")
+    work = tmp_path / folder.value.lstrip("/")  # a submit folder named $(touch .../PWNED)
+    work.mkdir(parents=True)
+    (work / "dump_argv.py").write_text(hostile.DUMP_PROGRAM)
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    safe = [p for p in payloads if p.argv_safe]
+    args = [p.value for p in safe]
+    env_items = [f"HOSTILE_{n}={p.value}" for n, p in enumerate(safe)]
+    argv = [sys.executable, "-m", "hpcdist", "submit", *where, "--nodes", "2", "--launcher", launcher,
+            "--env", f"DUMP_DIR={dumps}", "--wait"]
+    for item in env_items:
+        argv += ["--env", item]
+    if where[1] == "slurm":
+        # One executing payload in a directive, without whitespace or quotes: sbatch reads
+        # "double quotes" in #SBATCH lines but not the shell's 'single' ones (NOTES.md).
+        comment = next(p.value for p in payloads if p.executes and len(p.value) < 200
+                       and not any(c in p.value for c in " \t'\"") and hostile.accepted(
+                           {"scheduler": "slurm", "script": "x.py", "directives": [f"--comment={p.value}"]}))
+        argv += [f"--directive=--comment={comment}"]
+    proc = subprocess.run(argv + ["dump_argv.py", *args], cwd=work, env=testcluster.client_env(cluster),
+                          capture_output=True, text=True, timeout=300)
+    assert not sentinel.exists(), f"a payload was executed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = hostile.read_dumps(str(dumps))
+    assert len(records) == 2, proc.stdout[-3000:]
+    expected_env = dict(item.split("=", 1) for item in env_items)
+    for record in records:
+        assert record["argv"] == args
+        assert {k: v for k, v in record["env"].items() if k[8:].isdigit()} == expected_env

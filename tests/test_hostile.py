@@ -160,7 +160,9 @@ FIELDS = [
     Field("directive-value", "--directive", _directive_value, must_accept=lambda p, v: _line(p),
           schedulers=("slurm", "pbs")),
     Field("directive-raw", "--directive", _add("directives"), schedulers=("slurm", "pbs")),
-    Field("output", "--output", _set("output"), must_accept=lambda p, v: _line(p)),
+    # sbatch reads "double quotes" in #SBATCH lines: a '"' cannot be carried there.
+    Field("output", "--output", _set("output"),
+          must_accept=lambda p, v: _line(p) and not (v.get("scheduler") == "slurm" and '"' in p.value)),
     Field("array", "--array", _set("array")),
     Field("dependency", "--dependency", _set("dependency")),
     Field("mail", "--mail", _set("mail_user")),

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from hpcdist.launch_commands import quote
 from hpcdist.render import render
 from hpcdist.spec import build_spec
 from hpcdist.validate import ValidationError
@@ -92,8 +93,10 @@ def test_hostile_values_are_carried_literally(payload, scheduler, tmp_path):
     text = render(spec, command_line="hpcdist submit " + shlex.quote(value), workdir=str(tmp_path))
     assert subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True).returncode == 0
     # The launch line hands the script exactly these arguments.
-    words = shlex.split(text.split("# Start the training on every node.\n", 1)[1])
-    assert words[words.index("train.py"):][:4] == ["train.py", value, "--x", value]
+    launch = text.split("# Start the training on every node.\n", 1)[1]
+    assert f"train.py {quote(value)} --x {quote(value)}" in launch
+    back = subprocess.run(["bash", "-c", f"printf %s {quote(value)}"], capture_output=True).stdout.decode()
+    assert back == value
     # Running the environment part sets the value and executes none of the payload.
     exports = "export PAYLOAD=" + text.split("\nexport PAYLOAD=", 1)[1].split("\nif ! command -v hpcdist", 1)[0]
     out = subprocess.run(["bash", "-c", exports + '\nprintf %s "$PAYLOAD"'], capture_output=True, text=True)
@@ -126,7 +129,7 @@ def test_missing_script_is_caught(tmp_path):
 def test_user_template_extends_ours(tmp_path):
     own = tmp_path / "mine.sh.j2"
     own.write_text('{% extends "slurm/job.sh.j2" %}\n{% block environment %}\n'
-                   'source /site/setup.sh\n{{ super() }}{% endblock %}\n')
+                   'source /site/setup.sh\n{{ super() | raw }}{% endblock %}\n')
     spec = build_spec(dict(scheduler="slurm", script="t.py", template=str(own)), check_files=False)
     text = render(spec)
     assert "source /site/setup.sh" in text and "#SBATCH --nodes=1" in text
@@ -136,7 +139,7 @@ def test_template_folder_replaces_ours_and_can_extend_it(tmp_path):
     (tmp_path / "slurm").mkdir()
     (tmp_path / "slurm" / "job.sh.j2").write_text(
         '{% extends "hpcdist/slurm/job.sh.j2" %}\n{% block directives %}#SBATCH --constraint=site\n'
-        '{{ super() }}{% endblock %}\n')
+        '{{ super() | raw }}{% endblock %}\n')
     spec = build_spec(dict(scheduler="slurm", script="t.py", template_dir=str(tmp_path)), check_files=False)
     lines = render(spec).splitlines()
     assert "#SBATCH --constraint=site" in lines and "#SBATCH --nodes=1" in lines

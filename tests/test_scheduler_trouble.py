@@ -115,7 +115,7 @@ def test_exit_0_without_a_job_id_names_the_command_and_its_output(script, tmp_pa
                    env=fake_env(tmp_path, HPCDIST_FAKE_SBATCH="no-id"))
     assert proc.returncode == 1
     assert "sbatch exited 0 but printed no job id" in proc.stderr
-    assert "command: sbatch --parsable /" in proc.stderr                   # the command as run
+    assert "command: sbatch --parsable .hpcdist/jobs/" in proc.stderr                   # the command as run
     assert "Welcome to the GPU cluster" in proc.stderr                    # its own output, quoted
     assert "check `squeue --me`" in proc.stderr and "Traceback" not in proc.stderr
     assert job_folders(tmp_path) == []
