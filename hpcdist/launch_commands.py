@@ -94,7 +94,8 @@ def program(spec: JobSpec, argparse_launcher: bool = False) -> list:
     args = list(spec.script_args)
     if argparse_launcher and args[:1] == ["--"]:
         args.insert(0, "--")
-    if spec.deepspeed_config and spec.launcher == "deepspeed":
+    if spec.deepspeed_config:
+        # Under any launcher: a DeepSpeed script started by torchrun or srun reads it too.
         args += ["--deepspeed_config", spec.deepspeed_config]
     return [spec.script] + args
 

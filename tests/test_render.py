@@ -167,3 +167,10 @@ def test_deepspeed_env_file_leaves_out_values_it_would_expand(tmp_path):
     lines = out.read_text().splitlines()
     assert "SAFE=ok" in lines and "NCCL_DEBUG=INFO" in lines
     assert not [l for l in lines if l.startswith("NCCL_X")]
+
+
+@pytest.mark.parametrize("launcher", ["deepspeed", "torchrun", "srun", "mpirun"])
+def test_the_deepspeed_config_reaches_the_script_under_every_launcher(launcher):
+    spec = build_spec(dict(scheduler="slurm", script="train.py", script_args=["--lr", "1"], launcher=launcher,
+                           deepspeed_config="ds.json"), check_files=False)
+    assert "train.py --lr 1 --deepspeed_config ds.json\n" in render(spec)
