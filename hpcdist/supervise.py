@@ -10,10 +10,14 @@ stderr::
     pdsh@node1: node2: ssh exited with exit code 1
 
 ``hpcdist supervise -- deepspeed ...`` runs the launcher, passes its stderr
-through unchanged, and on that line sends SIGTERM to it: DeepSpeed's runner
-then stops pdsh and runs ``pkill`` for its launchers on every node. If the
-launcher is still there after a grace period, it and its process group are
-killed. Signals the supervisor receives (scancel, qdel, Ctrl-C) go to the
+through unchanged, and on that line ends the launch: it kills the runner and
+its pdsh, then runs ``pkill`` over pdsh on every node for this launch's own
+``deepspeed.launcher.launch`` (matched by its ``--world_info``), whose
+clean-up stops its ranks. (DeepSpeed's runner, sent SIGTERM, would do the
+same with a pattern that also matches every other DeepSpeed launcher of the
+same Python on those nodes: another job's, on a shared node.) When the pdsh
+command cannot be found, the runner gets SIGTERM and does its own clean-up;
+if it is still there after a grace period, its process group is killed. Signals the supervisor receives (scancel, qdel, Ctrl-C) go to the
 launcher. The exit status is the launcher's, or the failed node's when the
 launcher, once ended, says 0.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -44,6 +49,51 @@ def failed_node(line: bytes) -> tuple[str, int] | None:
     return m.group(1).decode(errors="replace"), int(m.group(2))
 
 
+def pdsh_launch(root: int) -> tuple[str, str] | None:
+    """``(hosts, world_info)`` of the pdsh that DeepSpeed's runner started below ``root``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    todo = list(children.get(root, []))
+    while todo:  # breadth first: the runner's own pdsh, not a host's helper below it
+        pid = todo.pop(0)
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == "pdsh" and "-w" in argv[:-1]:
+            m = re.search(r"--world_info=(\S+)", " ".join(argv))
+            if m:
+                return _hosts(argv), m.group(1)
+    return None
+
+
+def _hosts(pdsh_argv: list[str]) -> str:
+    """The nodes to clean up: the job's allocation; else pdsh's ``-w`` list (which
+    pdsh splits in place, so its command line shows ``-w node1 node2``)."""
+    from hpcdist.allocation import Allocation, AllocationError
+
+    try:
+        return ",".join(Allocation.from_env().host_names)
+    except (AllocationError, ValueError, OSError):
+        pass
+    after = pdsh_argv[pdsh_argv.index("-w") + 1:]
+    hosts = []
+    for word in after:
+        if word.startswith("-") or not re.fullmatch(r"[\w.\-\[\]@,]+", word):
+            break
+        hosts.append(word)
+    return ",".join(hosts)
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -55,6 +105,7 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
     failure: list[tuple[str, int]] = []
     ended = threading.Event()
     child_exited = threading.Event()
+    enders: list[threading.Thread] = []
 
     child = None
     pending: list[int] = []
@@ -77,6 +128,17 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
             f"hpcdist supervise: the launcher on {node} exited with code {code}; "
             f"ending the launch on every node\n".encode())
         sys.stderr.buffer.flush()
+        launch = pdsh_launch(child.pid)
+        if launch is not None:
+            hosts, world_info = launch
+            _kill_group(child.pid)
+            pattern = shlex.quote("--world_info=" + re.escape(world_info))
+            try:
+                subprocess.run(["pdsh", "-S", "-w", hosts, f"pkill -f -- {pattern}"], timeout=grace,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            return
         child.terminate()
         if child_exited.wait(grace):
             return
@@ -90,15 +152,19 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
             sys.stderr.buffer.flush()
             found = failed_node(line)
             if found and not ended.is_set():
-                ended.set()
                 failure.append(found)
-                threading.Thread(target=end_launch, args=found, daemon=True).start()
+                ender = threading.Thread(target=end_launch, args=found, daemon=True)
+                enders.append(ender)
+                ended.set()
+                ender.start()
 
     relay_thread = threading.Thread(target=relay, daemon=True)
     relay_thread.start()
     code = child.wait()
     child_exited.set()
     if ended.is_set():
+        for ender in enders:  # its clean-up on the other nodes runs after the launcher is gone
+            ender.join(timeout=grace + 5)
         _kill_group(child.pid)  # what the ended launcher left behind (ssh, pdsh threads)
     # A grandchild may hold the pipe open: drain what is there, without waiting on it.
     relay_thread.join(timeout=2)

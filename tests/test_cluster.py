@@ -6,6 +6,7 @@ itself is tests/cluster/cluster.sh (the ``cluster`` fixture, tests/conftest.py).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -147,3 +148,26 @@ def test_hostile_strings_reach_every_rank_on_two_hosts_and_execute_nothing(where
     for record in records:
         assert record["argv"] == args
         assert {k: v for k, v in record["env"].items() if k[8:].isdigit()} == expected_env
+
+
+def test_ending_a_failed_deepspeed_launch_spares_other_deepspeed_launchers(cluster, tmp_path):
+    """hpcdist supervise ends only this launch: another job's DeepSpeed launcher on the
+    same nodes (here a decoy process with such a command line) keeps running."""
+    with open(shutil.which("deepspeed", path=os.path.dirname(sys.executable))) as f:
+        python = f.readline()[2:].strip()  # the interpreter DeepSpeed's runner starts its launchers with
+    decoy = subprocess.Popen(["bash", "-c", f'exec -a "{python} -u -m deepspeed.launcher.launch '
+                              f'--world_info=another-job --node_rank=0" sleep 300'])
+    try:
+        shutil.copy(ROOT / "tests" / "jobs" / "failing_training.py", tmp_path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm", "--nodes", "2", "--procs-per-node",
+             "2", "--launcher", "deepspeed", "--wait", "failing_training.py", "--fail-rank", "3", "--others",
+             "sleep"], cwd=tmp_path, env=testcluster.client_env(cluster), capture_output=True, text=True,
+            timeout=300)
+        assert proc.returncode != 0
+        assert "ending the launch on every node" in proc.stderr + proc.stdout
+        assert not testcluster.leftover_processes("failing_training.py --fail-rank")
+        assert decoy.poll() is None, "another DeepSpeed launcher was killed with this job's"
+    finally:
+        decoy.kill()
+        decoy.wait()

@@ -155,7 +155,7 @@ def test_supervise_passes_the_exit_code_and_leaves_success_alone():
 
 def test_supervise_forwards_scancel_to_the_launcher():
     proc = subprocess.Popen([sys.executable, "-m", "hpcdist", "supervise", "--", "bash", "-c",
-                             'trap "echo launcher got TERM; exit 143" TERM; echo ready; sleep 60 & wait'],
+                             'trap "echo launcher got TERM; exit 143" TERM; echo ready; sleep 60 >/dev/null & wait'],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(signal.SIGTERM)
