@@ -394,7 +394,7 @@ PROGRAM_LAUNCHERS = {"torchrun": "torchrun", "deepspeed": "deepspeed", "deepspee
 def program_call(calls, spec, launcher_id):
     """The stub call that starts the training program: its argv ends with the program's words."""
     program = [spec.script, *spec.script_args]
-    if spec.launcher == "deepspeed" and spec.deepspeed_config:
+    if spec.deepspeed_config:  # passed on under every launcher
         program += ["--deepspeed_config", spec.deepspeed_config]
     if spec.launcher in ("mpirun", "srun"):
         program = [spec.python, *program]
