@@ -67,11 +67,14 @@ def port_problem(port: int) -> str | None:
     return None
 
 
+def _ssh(port: int | None, timeout: int = 10) -> list[str]:
+    """ssh that never asks for a password and gives up on a silent host."""
+    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}"] + (["-p", str(port)] if port else [])
+
+
 def ssh_problem(host: str, port: int | None = None, timeout: int = 10) -> str | None:
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}"]
-    argv += ["-p", str(port)] if port else []
     try:
-        proc = subprocess.run(argv + [host, "true"], capture_output=True, text=True, timeout=timeout + 5,
+        proc = subprocess.run(_ssh(port, timeout) + [host, "true"], capture_output=True, text=True, timeout=timeout + 5,
                               stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         return "no ssh client here"
@@ -108,9 +111,8 @@ def probe_nodes(hosts: list[str], ssh_port: int | None = None) -> dict[str, dict
         if _match(here, [host]) == host:
             found[host] = probe()
             continue
-        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"] + (["-p", str(ssh_port)] if ssh_port else [])
         try:
-            proc = subprocess.run(argv + [host, " ".join(_probe_argv())], capture_output=True, text=True,
+            proc = subprocess.run(_ssh(ssh_port) + [host, " ".join(_probe_argv())], capture_output=True, text=True,
                                   timeout=60, stdin=subprocess.DEVNULL)
             found[host] = json.loads(proc.stdout) if proc.returncode == 0 else (
                 proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]

@@ -140,30 +140,36 @@ class Accelerate(Launcher):
 class DeepSpeed(Launcher):
     name = "deepspeed"  # per node only with --no-ssh: see is_per_node()
 
+    @staticmethod
+    def mode(spec) -> str:
+        """How DeepSpeed reaches the nodes: "one-host", "no-ssh", or its runner (pdsh, openmpi, slurm)."""
+        if spec.nodes == 1 or spec.scheduler == "local":
+            return "one-host"
+        return "no-ssh" if spec.no_ssh else spec.deepspeed_runner
+
     def words(self, spec):
         words = ["deepspeed", "--hostfile", var("HPCDIST_HOSTFILE"),
                  "--master_addr", var("MASTER_ADDR"), "--master_port", var("MASTER_PORT")]
-        supervised = False
-        if spec.nodes == 1 or spec.scheduler == "local":
+        mode = self.mode(spec)
+        if mode == "one-host":
             # One host: DeepSpeed starts it without ssh, once its ssh check is skipped.
             words.append("--no_ssh_check")
-        elif spec.no_ssh:
+        elif mode == "no-ssh":
             words += ["--no_ssh", Shell('--node_rank="$NODE_RANK"')]
-        elif spec.deepspeed_runner != "pdsh":
-            words += ["--launcher", spec.deepspeed_runner]
-        else:
-            # pdsh waits for every node even after one failed: see hpcdist.supervise.
-            supervised = True
+        elif mode != "pdsh":
+            words += ["--launcher", mode]
         if spec.ssh_port and not spec.no_ssh:
             words += ["--ssh_port", str(spec.ssh_port)]
         words += program(spec, argparse_launcher=True)
-        return ["hpcdist", "supervise", "--"] + words if supervised else words
+        # pdsh waits for every node even after one failed: see hpcdist.supervise.
+        return ["hpcdist", "supervise", "--"] + words if mode == "pdsh" else words
 
     def setup(self, spec):
-        if spec.deepspeed_runner == "slurm" and not spec.no_ssh and spec.nodes > 1:
+        mode = self.mode(spec)
+        if mode == "slurm":
             # DeepSpeed's srun leaves the other tasks running when one fails.
             return ["export SLURM_KILL_BAD_EXIT=1"]
-        if spec.nodes > 1 and spec.scheduler != "local" and not spec.no_ssh and spec.deepspeed_runner == "pdsh":
+        if mode == "pdsh":
             return ["# pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then."]
         return []
 
