@@ -34,6 +34,8 @@ def parser(description: str, steps: int = 60, batch: int = 32, lr: float = 3e-3)
                    help="continue from the newest checkpoint in --checkpoint-dir, if there is one")
     p.add_argument("--save-final", metavar="FILE",
                    help="rank 0 writes the whole trained state dict here (plain torch.save)")
+    p.add_argument("--step-delay", type=float, default=0.0, metavar="SECONDS",
+                   help="sleep after each step: time to watch a walltime stop or a restart happen")
     p.add_argument("--synthetic", action="store_true", help="random separable data instead of scikit-learn's digits")
     p.add_argument("--deterministic", action="store_true",
                    help="deterministic kernels: a resumed run matches an uninterrupted one bit for bit")

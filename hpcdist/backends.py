@@ -250,9 +250,9 @@ class BatchBackend:
         return "\n".join(lines)
 
     def cancel(self, job) -> None:
-        proc = _run([self.cancel_command, job.job_id])
+        proc = _run([self.cancel_command, job.current_id])
         if proc.returncode != 0:
-            raise SubmitError(f"{self.cancel_command} {job.job_id} failed: "
+            raise SubmitError(f"{self.cancel_command} {job.current_id} failed: "
                               f"{proc.stderr.strip() or proc.stdout.strip()}")
 
 
@@ -274,14 +274,14 @@ class SlurmBackend(BatchBackend):
 
     def _status(self, job) -> sio.JobStatus:
         cluster = [f"--clusters={job.record['cluster']}"] if job.record.get("cluster") else []
-        queued = _query(["squeue", "-h", "-j", job.job_id, "-o", "%T|%r", *cluster])
+        queued = _query(["squeue", "-h", "-j", job.current_id, "-o", "%T|%r", *cluster])
         if queued.returncode == 0:
             found = sio.parse_squeue(queued.stdout)
             if found is not None:
                 return found
         # Left the queue (or squeue refused): accounting knows how it ended, when it is on.
         # (sacct asks slurmdbd, not slurmctld: it may answer while the controller is down.)
-        done = _query(["sacct", "-X", "-n", "-P", "-j", job.job_id, "-o", "State,ExitCode", *cluster])
+        done = _query(["sacct", "-X", "-n", "-P", "-j", job.current_id, "-o", "State,ExitCode", *cluster])
         found = sio.parse_sacct(done.stdout) if done.returncode == 0 else None
         if found is not None:
             return found
@@ -333,16 +333,16 @@ class PbsBackend(BatchBackend):
             return controller_down(job, "PBS", str(e))
 
     def _status(self, job) -> sio.JobStatus:
-        job_id = sio.JobId(id=job.job_id, scheduler="pbs")
+        job_id = sio.JobId(id=job.current_id, scheduler="pbs")
         found, proc = None, None
         if self.dialect == "pro":
-            proc = _query(["qstat", "-f", "-F", "json", "-x", job.job_id])
+            proc = _query(["qstat", "-f", "-F", "json", "-x", job_id.id])
             if proc.returncode == 0:
                 found = sio.parse_qstat_pro_json(proc.stdout, job_id)
         if found is None and (proc is None or (proc.returncode != 0 and not sio.parse_qstat_unknown(proc.stderr)
                                                and not retry.unreachable(proc.stdout + "\n" + proc.stderr))):
             # Torque, and qstat front ends without -F json or -x: the text form.
-            proc = _query(["qstat", "-f", job.job_id])
+            proc = _query(["qstat", "-f", job_id.id])
             if proc.returncode == 0:
                 found = sio.parse_qstat_full_text(proc.stdout, job_id)
         if found is not None:

@@ -133,6 +133,15 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
         description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end the launch everywhere.")
     supervise.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     supervise.set_defaults(run=run_supervise)
+
+    requeue = sub.add_parser(
+        "requeue", help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
+        description="Put the running job back in the queue, unless it went back --max times already (exit 3).")
+    requeue.add_argument("--scheduler", choices=("slurm", "pbs"), required=True)
+    requeue.add_argument("--max", type=int, required=True, metavar="N", help="restarts allowed in all")
+    requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
+    requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
+    requeue.set_defaults(run=run_requeue)
     return parser
 
 
@@ -160,6 +169,11 @@ def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
     g.add_argument("--exclusive", action="store_true", default=None)
     g.add_argument("--directive", dest="directives", action="append", metavar="LINE",
                    help="a raw scheduler directive, placed first (repeatable)")
+    g.add_argument("--requeue", metavar="N",
+                   help="on the walltime warning, let the training checkpoint and stop, then requeue (Slurm) or "
+                   "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (README)")
+    g.add_argument("--signal-margin", metavar="TIME",
+                   help="send the walltime warning this long before the walltime (default: 5m)")
     e = p.add_argument_group("environment on every node")
     e.add_argument("--module", dest="modules", action="append", metavar="NAME", help="module load NAME (repeatable)")
     e.add_argument("--source", dest="sources", action="append", metavar="FILE", help="source FILE (repeatable)")
@@ -169,6 +183,8 @@ def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
     e.add_argument("--propagate", action="append", metavar="NAME", help="pass this variable to every node (repeatable)")
     l = p.add_argument_group("launcher")
     l.add_argument("--launcher", choices=LAUNCHERS, help="default: torchrun")
+    l.add_argument("--max-restarts", metavar="N", help="torchrun: restart all workers up to N times after one fails")
+    l.add_argument("--min-nodes", metavar="N", help="torchrun, elastic: go on with at least N of the --nodes")
     l.add_argument("--deepspeed-config", metavar="FILE")
     l.add_argument("--deepspeed-runner", choices=DEEPSPEED_RUNNERS)
     l.add_argument("--no-ssh", action="store_true", default=None, help="DeepSpeed: one launcher per node, no ssh")
@@ -267,12 +283,17 @@ def run_status(args: argparse.Namespace) -> int:
                 if state.raw == UNREACHABLE:
                     down[where] = ("Slurm" if job.scheduler == "slurm" else "PBS",
                                    "as for job " + job.job_id)
+            reason = state.reason
+            if job.restarts:
+                now = f", now job {job.current_id}" if job.current_id != job.job_id else ""
+                reason = f"restarted {job.restarts} time(s){now}" + (f"; {reason}" if reason else "")
             rows.append({"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
-                         "state": state.state, "exit_code": state.exit_code, "reason": state.reason,
-                         "folder": job.path})
+                         "state": state.state, "exit_code": state.exit_code, "reason": reason,
+                         "restarts": job.restarts, "current_job_id": job.current_id, "folder": job.path})
         except sub.SubmitError as e:
             rows.append({"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
-                         "state": "UNKNOWN", "exit_code": None, "reason": str(e), "folder": job.path})
+                         "state": "UNKNOWN", "exit_code": None, "reason": str(e),
+                         "restarts": job.restarts, "current_job_id": job.current_id, "folder": job.path})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -424,6 +445,12 @@ def run_supervise(args: argparse.Namespace) -> int:
     if not argv:
         raise CommandError("no command given: hpcdist supervise -- deepspeed ...")
     return supervise(argv)
+
+
+def run_requeue(args: argparse.Namespace) -> int:
+    from hpcdist.requeue import main
+
+    return main(args.scheduler, args.max, args.script, args.job_dir)
 
 
 def run_hostfile(args: argparse.Namespace) -> int:

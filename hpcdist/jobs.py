@@ -31,6 +31,26 @@ class Job:
         return self.record["job_id"]
 
     @property
+    def runs(self) -> list[tuple[str, str]]:
+        """``(event, job id)`` from the ``runs`` file: a ``start`` for each run of the
+        script, a ``resubmitted`` for each new PBS job it submitted (:mod:`hpcdist.requeue`)."""
+        try:
+            with open(os.path.join(self.path, "runs"), encoding="utf-8", errors="replace") as f:
+                lines = [line.split() for line in f]
+        except OSError:
+            return []
+        return [(words[0], words[2]) for words in lines if len(words) >= 3]
+
+    @property
+    def current_id(self) -> str:
+        """The id that goes on: the newest resubmission's, else the submitted one."""
+        return next((job_id for event, job_id in reversed(self.runs) if event == "resubmitted"), self.job_id)
+
+    @property
+    def restarts(self) -> int:
+        return max(0, sum(1 for event, _ in self.runs if event == "start") - 1)
+
+    @property
     def scheduler(self) -> str:
         return self.record["scheduler"]
 

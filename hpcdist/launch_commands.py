@@ -57,7 +57,7 @@ def words_to_line(words) -> str:
 
 #: Variables an agent on another node needs, passed on by mpirun -x (Open MPI).
 BASE_PROPAGATED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-                   "MASTER_ADDR", "MASTER_PORT")
+                   "MASTER_ADDR", "MASTER_PORT", "HPCDIST_STOP_FILE")
 
 
 def propagated(spec: JobSpec) -> list[str]:
@@ -119,9 +119,16 @@ class Torchrun(Launcher):
 
     def words(self, spec):
         # c10d rendezvous on the first host; the rendezvous assigns node ranks.
-        return ["torchrun", f"--nnodes={spec.nodes}", f"--nproc-per-node={spec.procs_per_node}",
+        # Elastic: MIN:MAX nodes; the training goes on (after a restart) with those left.
+        nnodes = f"{spec.min_nodes}:{spec.nodes}" if is_elastic(spec) else str(spec.nodes)
+        restarts = [f"--max-restarts={spec.max_restarts}"] if spec.max_restarts else []
+        return ["torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec, argparse_launcher=True)
+
+
+def is_elastic(spec: JobSpec) -> bool:
+    return spec.min_nodes is not None and spec.min_nodes < spec.nodes
 
 
 class Accelerate(Launcher):
@@ -238,8 +245,10 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
         # The agent's one task gets every CPU the node's processes were given;
         # by default a step's task has one CPU, and all workers would share it.
         cpus = spec.procs_per_node * (spec.cpus_per_proc or 1)
+        # Elastic: a node's agent that ends must leave the others to go on without it.
+        kill = [] if is_elastic(spec) else ["--kill-on-bad-exit=1"]
         return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}",
-                             "--ntasks-per-node=1", f"--cpus-per-task={cpus}", "--kill-on-bad-exit=1"],
+                             "--ntasks-per-node=1", f"--cpus-per-task={cpus}", *kill],
                             "SLURM_NODEID")
     if spec.scheduler == "pbs":
         spread = ["mpirun", "--hostfile", var("HPCDIST_NODEFILE"), "-np", str(spec.nodes),

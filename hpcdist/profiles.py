@@ -37,7 +37,8 @@ KEYS: dict[str, type] = {
     "exclusive": bool, "directives": list, "modules": list, "sources": list, "conda": str,
     "venv": str, "env": dict, "propagate": list, "launcher": str, "deepspeed_config": str,
     "deepspeed_runner": str, "no_ssh": bool, "ssh_port": int, "mpi": str, "mpiexec": str, "python": str,
-    "template": str, "template_dir": str,
+    "template": str, "template_dir": str, "max_restarts": int, "min_nodes": int, "requeue": int,
+    "signal_margin": str,
 }
 LIST_KEYS = ("directives", "modules", "sources", "propagate", "env")
 
@@ -145,6 +146,9 @@ def _check_value(key: str, value, table: dict, where: str) -> None:
         "mpi": lambda x: v.check_choice(x, field, MPI_FLAVOURS),
         "gpus_per_node": lambda x: v.check_positive(x, field, allow_zero=True),
         "mem": v.parse_memory, "walltime": v.parse_walltime,
+        "signal_margin": lambda x: v.parse_walltime(x, field),
+        "max_restarts": lambda x: v.check_positive(x, field, allow_zero=True),
+        "requeue": lambda x: v.check_positive(x, field, allow_zero=True),
         "queue": lambda x: v.check_name(x, field), "account": lambda x: v.check_name(x, field),
         "qos": lambda x: v.check_name(x, field),
         "job_name": lambda x: v.check_job_name(x, scheduler or "slurm"),
@@ -156,7 +160,7 @@ def _check_value(key: str, value, table: dict, where: str) -> None:
         "directives": (lambda x: v.check_directive(x, scheduler)) if scheduler not in (None, "local")
         else (lambda x: v.check_text(x, "--directive")),
     }
-    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port"):
+    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port", "min_nodes"):
         one[name] = lambda x, f=field: v.check_positive(x, f)
     for name in ("conda", "venv", "deepspeed_config"):
         one[name] = lambda x, f=field: v.check_word(x, f)

@@ -18,6 +18,11 @@ from hpcdist.validate import SCHEDULERS
 LAUNCHERS = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
 DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
 MPI_FLAVOURS = ("openmpi", "mpich")
+#: Time between the walltime warning and the walltime: enough to write a checkpoint of a
+#: few GB to a parallel file system (Slurm may send its warning up to a minute early).
+DEFAULT_SIGNAL_MARGIN_S = 300
+#: Slurm's --signal takes at most 65535 seconds.
+MAX_SIGNAL_MARGIN_S = 65535
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,13 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()
     propagate: tuple[str, ...] = ()
     launcher: str = "torchrun"
+    #: torchrun: restarts of all workers after one fails; elastic: the fewest nodes to go on with.
+    max_restarts: int = 0
+    min_nodes: int | None = None
+    #: Walltime and preemption: requeue (Slurm) or resubmit (PBS) at most this many times, after
+    #: the training stopped on the warning sent ``signal_margin_s`` before the walltime.
+    requeue: int = 0
+    signal_margin_s: int | None = None
     deepspeed_config: str | None = None
     deepspeed_runner: str = "pdsh"
     no_ssh: bool = False
@@ -65,6 +77,15 @@ class JobSpec:
     def total_procs(self) -> int:
         return self.nodes * self.procs_per_node
 
+    @property
+    def stops_on_warning(self) -> bool:
+        """The script asks the training to checkpoint and stop on the walltime warning."""
+        return self.requeue > 0 or self.signal_margin_s is not None
+
+    @property
+    def signal_margin(self) -> int:
+        return DEFAULT_SIGNAL_MARGIN_S if self.signal_margin_s is None else self.signal_margin_s
+
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -73,17 +94,18 @@ class JobSpec:
 FLAG = {f: "--" + f.replace("_", "-") for f in (f.name for f in fields(JobSpec))}
 FLAG.update(script="SCRIPT", script_args="ARGS", mem_mb="--mem", walltime_s="--walltime",
             env="--env", modules="--module", sources="--source", directives="--directive",
-            mail_user="--mail")
+            mail_user="--mail", signal_margin_s="--signal-margin")
 
 
 def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     """A :class:`JobSpec` from merged values (strings as typed, or already typed).
 
-    ``values`` keys are JobSpec field names, except ``mem`` and ``walltime``
-    (as typed) instead of ``mem_mb`` and ``walltime_s``; None means unset.
+    ``values`` keys are JobSpec field names, except ``mem``, ``walltime`` and
+    ``signal_margin`` (as typed) instead of ``mem_mb``, ``walltime_s`` and
+    ``signal_margin_s``; None means unset.
     """
     given = {k: val for k, val in values.items() if val is not None}
-    unknown = set(given) - {f.name for f in fields(JobSpec)} - {"mem", "walltime"}
+    unknown = set(given) - {f.name for f in fields(JobSpec)} - {"mem", "walltime", "signal_margin"}
     if unknown:
         raise TypeError(f"unknown job spec fields: {', '.join(sorted(unknown))}")
     out: dict = {}
@@ -195,4 +217,46 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
                     f"DeepSpeed's pdsh runner passes variables to the other nodes inside double "
                     f"quotes, where {bad!r} would be expanded or break the command.",
                     "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
+    _check_restarts(given, out)
     return JobSpec(**out, notes=tuple(notes))
+
+
+def _check_restarts(given: dict, out: dict) -> None:
+    """torchrun's restarts and elastic size; requeue after the walltime warning."""
+    for name in ("max_restarts", "requeue"):
+        if name in given:
+            out[name] = v.check_positive(given[name], FLAG[name], allow_zero=True)
+    if "min_nodes" in given:
+        out["min_nodes"] = v.check_positive(given["min_nodes"], "--min-nodes")
+        if out["min_nodes"] > out.get("nodes", 1):
+            raise v.ValidationError("--min-nodes", str(out["min_nodes"]), f"is more than --nodes {out.get('nodes', 1)}.",
+                                    "Give the fewest nodes the training may go on with, at most --nodes.")
+    if out.get("min_nodes") and out["scheduler"] != "slurm":
+        raise v.ValidationError("--min-nodes", str(out["min_nodes"]),
+                                f"needs --scheduler slurm: under {out['scheduler']} the node agents are started so "
+                                "that one agent's end ends them all.",
+                                "Use --max-restarts alone (workers restart on the same nodes), or Slurm.")
+    for name in ("max_restarts", "min_nodes"):
+        if out.get(name) and out["launcher"] != "torchrun":
+            raise v.ValidationError(FLAG[name], str(out[name]), f"is a torchrun setting; the launcher is {out['launcher']}.",
+                                    f"Use --launcher torchrun, or leave {FLAG[name]} out.")
+    if "signal_margin" in given:
+        out["signal_margin_s"] = v.parse_walltime(str(given["signal_margin"]), "--signal-margin")
+        if out["signal_margin_s"] > MAX_SIGNAL_MARGIN_S:
+            raise v.ValidationError("--signal-margin", str(given["signal_margin"]),
+                                    f"is more than Slurm's limit of {MAX_SIGNAL_MARGIN_S} seconds.",
+                                    "Ask for a warning at most 18 hours before the walltime.")
+    if not (out.get("requeue") or "signal_margin_s" in out):
+        return
+    flag = "--requeue" if out.get("requeue") else "--signal-margin"
+    if out["scheduler"] == "local":
+        raise v.ValidationError(flag, str(given.get("requeue") or given.get("signal_margin")),
+                                "the local backend has no walltime and no queue to go back to.",
+                                "Submit with --scheduler slurm or pbs, or leave it out.")
+    margin = out.get("signal_margin_s", DEFAULT_SIGNAL_MARGIN_S)
+    walltime = out.get("walltime_s")
+    if walltime is not None and margin >= walltime:
+        raise v.ValidationError("--signal-margin", v.describe_walltime(margin),
+                                f"is not shorter than --walltime {v.describe_walltime(walltime)}: the warning "
+                                "to checkpoint would come before the training starts.",
+                                "Ask for a longer walltime, or a shorter --signal-margin (e.g. 2m).")

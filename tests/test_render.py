@@ -174,3 +174,50 @@ def test_the_deepspeed_config_reaches_the_script_under_every_launcher(launcher):
     spec = build_spec(dict(scheduler="slurm", script="train.py", script_args=["--lr", "1"], launcher=launcher,
                            deepspeed_config="ds.json"), check_files=False)
     assert "train.py --lr 1 --deepspeed_config ds.json\n" in render(spec)
+
+
+#: Walltime and preemption: the warning, the trap, the launch in the background, the requeue.
+STOPPING = [
+    ("slurm", None, "torchrun", {"requeue": 2, "max_restarts": 1, "min_nodes": 1}),
+    ("pbs", "pro", "deepspeed", {"requeue": 3, "signal_margin": "10m"}),
+    ("pbs", "torque", "mpirun-openmpi", {"launcher": "mpirun", "signal_margin": "2m", "walltime": None}),
+]
+
+
+@pytest.mark.parametrize("scheduler,dialect,name,extra", STOPPING,
+                         ids=[f"{s}{'-' + d if d else ''}-{n}" for s, d, n, _ in STOPPING])
+def test_golden_requeue_scripts(scheduler, dialect, name, extra):
+    spec = spec_for(scheduler, dialect, name, extra, **{k: v for k, v in extra.items() if k != "launcher"})
+    text = render(spec, command_line="hpcdist submit ...", workdir="/home/alice/project",
+                  job_dir="/home/alice/project/.hpcdist/jobs/train-20261122-120000")
+    path = os.path.join(GOLDEN, f"stop-{scheduler}{'-' + dialect if dialect else ''}-{name}.sh")
+    if UPDATE or not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(text)
+    with open(path) as f:
+        assert text == f.read(), f"{path} differs; HPCDIST_UPDATE_GOLDEN=1 rewrites it after review"
+    check = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.parametrize("values,needles", [
+    (dict(scheduler="local", requeue=1), ["--requeue", "local backend has no walltime", "--scheduler slurm or pbs"]),
+    (dict(scheduler="slurm", walltime="10m", signal_margin="10m"), ["--signal-margin", "not shorter than --walltime",
+                                                                    "shorter --signal-margin"]),
+    (dict(scheduler="slurm", signal_margin="19h"), ["--signal-margin", "65535"]),
+    (dict(scheduler="slurm", signal_margin="300"), ["--signal-margin", "bare number"]),
+    (dict(scheduler="slurm", requeue=-1), ["--requeue", "-1"]),
+    (dict(scheduler="slurm", launcher="srun", max_restarts=2), ["--max-restarts", "torchrun setting", "srun"]),
+    (dict(scheduler="slurm", nodes=2, min_nodes=3), ["--min-nodes", "more than --nodes 2"]),
+])
+def test_restart_and_requeue_mistakes_are_caught(values, needles):
+    with pytest.raises(ValidationError) as e:
+        build_spec({"script": "train.py", **values}, check_files=False)
+    for needle in needles:
+        assert needle in str(e.value), str(e.value)
+
+
+def test_elastic_needs_slurm():
+    with pytest.raises(ValidationError) as e:
+        build_spec({"script": "train.py", "scheduler": "pbs", "nodes": 2, "min_nodes": 1}, check_files=False)
+    assert "--min-nodes" in str(e.value) and "needs --scheduler slurm" in str(e.value)

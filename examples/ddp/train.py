@@ -14,6 +14,7 @@ import gc
 import itertools
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -25,6 +26,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # examples/common.py
 import common  # noqa: E402
 import hpcdist.env  # noqa: E402
+from hpcdist.signals import StopRequest  # noqa: E402
 
 
 class Net(nn.Module):
@@ -99,6 +101,7 @@ def train(args, env, device) -> None:
         scaler.load_state_dict(scaler_state)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
 
+    stop = StopRequest()  # catches the job script's stop request (hpcdist submit --requeue)
     step = start
     while step < args.steps:
         epoch, done = divmod(step, len(loader))
@@ -124,14 +127,20 @@ def train(args, env, device) -> None:
             if step == start + 1 or step % args.log_every == 0 or step == args.steps:
                 dist.all_reduce(total)  # the loss averaged over all ranks' batches
                 common.log(f"step {step} epoch {epoch} loss {total.item() / env.world_size:.4f}")
-            if step % args.save_every == 0 or step == args.steps:
+            # The walltime warning or a preemption: every rank learns it at the same step.
+            stopping = stop.agreed()
+            if step % args.save_every == 0 or step == args.steps or stopping:
                 if env.rank == 0:  # the weights and optimizer state are the same on every rank
                     common.atomic_save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
                                         "scaler": scaler.state_dict(), "step": step},
                                        os.path.join(folder, f"step-{step:06d}.pt"))
                     common.prune(folder, ".pt")
+            if stopping:
+                common.log(f"stopped at step {step} ({stop.reason}): checkpoint saved; a requeued job goes on from it")
+                return
             if step == args.steps:
                 break
+            time.sleep(args.step_delay)
 
     loss, acc = evaluate(model, test_set, env, device)
     common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {env.world_size} ranks")

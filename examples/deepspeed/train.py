@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sys
+import time
 import warnings
 
 import deepspeed
@@ -30,6 +31,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # examples/common.py
 import common  # noqa: E402
 import hpcdist.env  # noqa: E402
+from hpcdist.signals import StopRequest  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -111,6 +113,7 @@ def train(args, config, env) -> None:
             start = client["step"]
             common.log(f"resumed from {path} at step {start}")
 
+    stop = StopRequest()  # catches the job script's stop request (hpcdist submit --requeue)
     step, seen = start, start * accum  # optimizer steps, micro-batches
     while step < args.steps:
         epoch, done = divmod(seen, len(loader))
@@ -128,10 +131,15 @@ def train(args, config, env) -> None:
                 total = loss.detach().clone()
                 dist.all_reduce(total)
                 common.log(f"step {step} epoch {epoch} loss {total.item() / env.world_size:.4f}")
-            if step % args.save_every == 0 or step == args.steps:
+            stopping = stop.agreed()  # the walltime warning or a preemption, on every rank at this step
+            if step % args.save_every == 0 or step == args.steps or stopping:
                 save(engine, folder, step, env)
+            if stopping:
+                common.log(f"stopped at step {step} ({stop.reason}): checkpoint saved; a requeued job goes on from it")
+                return
             if step == args.steps:
                 break
+            time.sleep(args.step_delay)
 
     loss, acc = evaluate(engine, test_set, env, dtype)
     common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {env.world_size} ranks")

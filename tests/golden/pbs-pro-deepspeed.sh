@@ -43,7 +43,7 @@ echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR
 # What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there
 # (it quotes them with "...": values holding $ ` " or \ are left out).
 export DS_ENV_FILE="$run_dir/deepspeed_env"
-env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' | grep -v '[$`"\\]' > "$DS_ENV_FILE" || true
+env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|HPCDIST_STOP_FILE|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' | grep -v '[$`"\\]' > "$DS_ENV_FILE" || true
 
 # Start the training on every node.
 # pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then.

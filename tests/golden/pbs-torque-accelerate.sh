@@ -41,5 +41,5 @@ export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
-mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done
+mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT HPCDIST_STOP_FILE NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done
 mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_exports[@]}" bash -c 'export NODE_RANK="$OMPI_COMM_WORLD_RANK"; exec accelerate launch --num_machines=2 --num_processes=8 --machine_rank="$NODE_RANK" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" --multi_gpu train.py --lr 0.1'

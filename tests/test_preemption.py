@@ -1,0 +1,207 @@
+"""Walltime and preemption on the real 2-host test cluster: checkpoint, requeue, finish, nothing lost.
+
+The DDP and DeepSpeed examples (examples/ddp, examples/deepspeed, which use
+``hpcdist.signals.StopRequest``) train on 2 nodes x 2 processes with
+deterministic settings. Each job is interrupted mid-training:
+
+- Slurm, DDP (torchrun): preempted, as ``scontrol requeue`` does it: SIGTERM
+  to every process of the job, then Slurm requeues it itself;
+- Slurm, DeepSpeed (pdsh): the walltime warning, sent the way Slurm's
+  ``--signal=B:USR2@margin`` sends it (``scancel --batch --signal=USR2``:
+  the batch shell only); the script requeues the job (``scontrol requeue``);
+- PBS (the cluster's PBS personality), DDP and DeepSpeed: the real walltime.
+  PBS sends no warning, so the script sends itself one ``--signal-margin``
+  before the walltime, and resubmits itself with ``-W depend=afterany:``.
+
+Each must finish in the end, with final parameters equal, bit for bit, to
+those of the same training run without interruption, and ``hpcdist status``
+must count the restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+import testcluster
+
+torch = pytest.importorskip("torch")
+
+ROOT = testcluster.ROOT
+EXAMPLES = {
+    "ddp": (ROOT / "examples" / "ddp" / "train.py", []),
+    "deepspeed": (ROOT / "examples" / "deepspeed" / "train.py", ["--launcher", "deepspeed"]),
+}
+STEPS = 40
+#: The training, the same in every run: deterministic, a checkpoint every 5 steps.
+TRAINING = ["--steps", str(STEPS), "--save-every", "5", "--log-every", "1", "--deterministic", "--resume"]
+FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+            "DEADLINE")
+
+
+def hpcdist(*args, cwd, env, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpcdist", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def submit(example: str, scheduler: list[str], extra: list[str], cwd, env, delay: float) -> dict:
+    script, launcher = EXAMPLES[example]
+    proc = hpcdist("submit", *scheduler, "--nodes", "2", "--procs-per-node", "2", *launcher, *extra, "--json",
+                   str(script), *TRAINING, "--step-delay", str(delay), "--checkpoint-dir", str(cwd / "ckpt"),
+                   "--save-final", str(cwd / "final.pt"), cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def status(job: dict, cwd, env) -> dict:
+    (row,) = json.loads(hpcdist("status", "--json", job["job_id"], cwd=cwd, env=env).stdout)
+    return row
+
+
+def log_of(job: dict) -> str:
+    try:
+        with open(job["log"], errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def wait_for_step(job: dict, step: int, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(int(s) >= step for s in re.findall(r"^step (\d+) epoch", log_of(job), re.M)):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the training did not reach step {step} in {timeout} s:\n{log_of(job)[-3000:]}")
+
+
+def wait_until_finished(job: dict, cwd, env, timeout: float = 420) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = status(job, cwd, env)
+        if row["state"] in FINISHED:
+            return row
+        time.sleep(2)
+    pytest.fail(f"job {job['job_id']} not finished after {timeout} s: {status(job, cwd, env)}\n{log_of(job)[-3000:]}")
+
+
+def final_parameters(folder) -> dict:
+    return torch.load(folder / "final.pt", map_location="cpu")
+
+
+def assert_bitwise_equal(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    differ = [name for name in want if not torch.equal(got[name], want[name])]
+    assert not differ, f"parameters that differ from the uninterrupted run: {differ}"
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(cluster, tmp_path_factory):
+    """The final parameters of each example trained without interruption, on the same 2 x 2 ranks."""
+    env = testcluster.client_env(cluster)
+    results = {}
+    for example in EXAMPLES:
+        folder = tmp_path_factory.mktemp(f"reference-{example}")
+        job = submit(example, ["--scheduler", "slurm"], [], folder, env, delay=0)
+        row = wait_until_finished(job, folder, env)
+        assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), log_of(job)[-3000:]
+        assert "stopped at step" not in log_of(job)
+        results[example] = final_parameters(folder)
+    return results
+
+
+def check_resumed(job: dict, row: dict, folder, reference: dict, restarts: str) -> None:
+    log = log_of(job)
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{log[-4000:]}"
+    assert row["restarts"] >= 1 and re.search(restarts, row["reason"] or ""), row
+    # The run that was interrupted saved a checkpoint, or was killed before it could; the next
+    # run went on from the newest complete one, which was not the last step.
+    resumed = [int(s) for s in re.findall(r"^resumed from \S+ at step (\d+)", log, re.M)]
+    assert resumed and 0 < resumed[-1] < STEPS, log[-4000:]
+    assert_bitwise_equal(final_parameters(folder), reference)
+
+
+def test_slurm_preemption_requeues_ddp_and_it_finishes_unchanged(cluster, uninterrupted, tmp_path):
+    env = testcluster.client_env(cluster)
+    job = submit("ddp", ["--scheduler", "slurm"], ["--requeue", "2"], tmp_path, env, delay=0.5)
+    wait_for_step(job, 8)
+    # What Slurm's preemption (PreemptMode=REQUEUE) does: SIGTERM to every process, then back in the queue.
+    proc = subprocess.run(["scontrol", "requeue", job["job_id"]], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    row = wait_until_finished(job, tmp_path, env)
+    check_resumed(job, row, tmp_path, uninterrupted["ddp"], r"restarted 1 time")
+    assert "SIGTERM" in log_of(job)  # the batch shell asked the training to stop
+
+
+def test_slurm_walltime_warning_checkpoints_and_requeues_deepspeed(cluster, uninterrupted, tmp_path):
+    env = testcluster.client_env(cluster)
+    job = submit("deepspeed", ["--scheduler", "slurm"], ["--requeue", "2"], tmp_path, env, delay=0.5)
+    wait_for_step(job, 8)
+    # Slurm's --signal=B:USR2@margin, sent now: to the batch shell only.
+    proc = subprocess.run(["scancel", "--batch", "--signal=USR2", job["job_id"]], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    row = wait_until_finished(job, tmp_path, env)
+    log = log_of(job)
+    check_resumed(job, row, tmp_path, uninterrupted["deepspeed"], r"restarted 1 time")
+    # Asked on the warning, every rank stopped at the same step, after a checkpoint of that step.
+    (stopped,) = re.findall(r"^stopped at step (\d+) \(", log, re.M)
+    assert re.search(rf"^resumed from \S+ at step {stopped}$", log, re.M), log[-4000:]
+    assert "the job was requeued (restart 1 of at most 2)" in log
+
+
+@pytest.mark.parametrize("example,dialect", [("ddp", "pro"), ("deepspeed", "torque")])
+def test_pbs_walltime_deadline_resubmits_and_it_finishes_unchanged(example, dialect, cluster, uninterrupted,
+                                                                  tmp_path):
+    """A real 2-minute walltime: the script warns itself 60 s before it, and resubmits itself.
+
+    40 steps of 1.5 s: the first run cannot finish before its warning; the second, going on
+    from the checkpoint, can, unless it starts more slowly than 30 s (a third run is allowed)."""
+    env = testcluster.client_env(cluster)
+    job = submit(example, ["--scheduler", "pbs", "--dialect", dialect],
+                 ["--requeue", "3", "--walltime", "2m", "--signal-margin", "60s"], tmp_path, env, delay=1.5)
+    row = wait_until_finished(job, tmp_path, env, timeout=600)
+    log_first = "the job was resubmitted as job"
+    check_resumed(job, row, tmp_path, uninterrupted[example], r"restarted \d time\(s\), now job \d+")
+    assert row["current_job_id"] != job["job_id"]
+    # Each resubmission ran as a new job (the log of the last one is the job's log).
+    assert "resumed from" in log_of(job), log_first
+
+
+def worker_pids(script: str) -> dict[str, int]:
+    """RANK -> pid of each training worker of ``script`` running on the cluster (one pid space)."""
+    found = {}
+    for line in subprocess.run(["pgrep", "-f", f"-u {script}"], capture_output=True, text=True).stdout.split():
+        try:
+            with open(f"/proc/{line}/environ", "rb") as f:
+                environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        if b"TORCHELASTIC_RUN_ID" in environ and b"RANK" in environ:
+            found[environ[b"RANK"].decode()] = int(line)
+    return found
+
+
+def test_torchrun_restarts_the_workers_after_a_crash_and_training_goes_on(cluster, uninterrupted, tmp_path):
+    """--max-restarts: rank 3 (on node2) is killed mid-training; torchrun restarts every worker,
+    the training goes on from its checkpoint and ends as if nothing had happened."""
+    env = testcluster.client_env(cluster)
+    job = submit("ddp", ["--scheduler", "slurm"], ["--max-restarts", "2"], tmp_path, env, delay=0.5)
+    wait_for_step(job, 8)
+    script = str(EXAMPLES["ddp"][0])
+    pids = worker_pids(script)
+    assert sorted(pids) == ["0", "1", "2", "3"], pids
+    subprocess.run(["kill", "-9", str(pids["3"])], check=True)
+    row = wait_until_finished(job, tmp_path, env)
+    log = log_of(job)
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{log[-4000:]}"
+    # Restarted workers: new processes, resumed from a checkpoint of the first attempt.
+    resumed = [int(s) for s in re.findall(r"^resumed from \S+ at step (\d+)", log, re.M)]
+    assert resumed and 0 < resumed[-1] < STEPS, log[-4000:]
+    assert re.search(r"restart|Restarting", log, re.I), log[-4000:]
+    assert_bitwise_equal(final_parameters(tmp_path), uninterrupted["ddp"])
