@@ -2,15 +2,21 @@
 
 - 16 real local torch jobs (gloo, 2 processes, an all_reduce) submitted at
   once: every one finishes, and each rendezvous on its own port;
+- the same on the real test cluster (the ``cluster`` fixture): 16 Slurm jobs
+  of 2 tasks submitted at once to node1, which runs 4 of them at a time
+  (``--oversubscribe``; its 2 CPUs alone would take one at a time): all
+  finish, each rendezvoused on node1 on its own port;
 - 20 `hpcdist submit` started in the same instant with the same job name:
-  20 job folders, each holding exactly one job;
+  20 job folders, each holding exactly one job; on the cluster, 8 such
+  `hpcdist submit --scheduler slurm`: 8 folders, 8 Slurm jobs, each record
+  and log that of its own job;
 - job folders are 0700 and their records 0600, hostfiles 0600, whatever
   the umask; a hostfile is replaced whole (a reader never sees half of
   one), a write that fails leaves the old one, and no fixed name is used
   beside it; nothing with a predictable name is left in $TMPDIR, and a
   name taken there first by someone else does not stop hpcdist.
 
-Every job here runs for real under the local backend. Where a job needs no
+Every job here runs for real, under the local backend or on the cluster. Where a job needs no
 training, its MPI launcher is a small script (``--launcher mpirun --mpiexec
 ...``): the job script, hostfile and environment are the real ones.
 """
@@ -29,6 +35,7 @@ import time
 
 import pytest
 
+import testcluster
 from launch import clean_env
 
 from hpcdist.allocation import Allocation
@@ -306,3 +313,129 @@ def test_render_uses_no_predictable_name_in_tmp_and_survives_one_taken(tmp_path)
     assert os.listdir(shared) == [f"_jinja2-cache-{os.getuid()}"]
     cache = tmp_path / "cache" / "hpcdist" / "jinja2"
     assert _mode(cache) == "0o700" and os.listdir(cache)
+
+
+# ---------------------------------------------------------------- the same on the real test cluster
+# tests/cluster/cluster.sh: node1 and node2, 2 CPUs each (CR_Core), partition OverSubscribe=YES. A job
+# of 2 tasks takes both CPUs of a node, so without --oversubscribe node1 runs these jobs one at a
+# time; with it (OverSubscribe=YES means "on request", at most 4 jobs per core by default) node1
+# runs 4 of them at once, which is as many as the cluster admits.
+
+
+def _cluster_env(cluster, tmp_path, **extra):
+    return testcluster.client_env(cluster, XDG_CACHE_HOME=str(tmp_path / "cache"),
+                                  XDG_CONFIG_HOME=str(tmp_path / "config"), **extra)
+
+
+def _squeue(env, job_ids) -> list[tuple[str, str, str]]:
+    """(job id, state, nodes) of those jobs that Slurm still lists."""
+    proc = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i %T %N"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    return [tuple((line.split() + ["", ""])[:3]) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def _wait_on_cluster(env, jobs, timeout):
+    """Until every job wrote its exit code; the most of them Slurm ran at once, and where."""
+    folders = [job["folder"] for job in jobs]
+    ids = [job["job_id"] for job in jobs]
+    most, nodes = 0, {}
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(os.path.join(f, "exit_code")) for f in folders):
+        if time.monotonic() > deadline:
+            pytest.fail(f"jobs not finished after {timeout} s:\n{_squeue(env, ids)}\n"
+                        f"{testcluster.daemon_logs(testcluster.state_dir(), 10)}")
+        running = [(i, n) for i, state, n in _squeue(env, ids) if state == "RUNNING"]
+        most = max(most, len(running))
+        nodes.update(running)
+        time.sleep(0.3)
+    return wait_for_jobs(folders, timeout=60), most, nodes
+
+
+def _status(env, cwd) -> dict[str, tuple[str, int | None]]:
+    proc = subprocess.run([*HPCDIST, "status", "--json"], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return {row["job_id"]: (row["state"], row["exit_code"]) for row in json.loads(proc.stdout)}
+
+
+def test_sixteen_slurm_jobs_at_once_on_one_node_each_rendezvous_on_its_own_port(cluster, tmp_path):
+    (tmp_path / "job.py").write_text(TINY_TORCH_JOB)
+    env = _cluster_env(cluster, tmp_path)
+    submits = [subprocess.Popen([*HPCDIST, "submit", "--scheduler", "slurm", "--nodes", "1", "--procs-per-node", "2",
+                                 "--directive=--nodelist=node1", "--directive=--oversubscribe", "--json", "job.py"],
+                                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(16)]
+    jobs = []
+    for proc in submits:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        jobs.append(json.loads(out))
+    assert len({job["job_id"] for job in jobs}) == len({job["folder"] for job in jobs}) == 16
+    codes, most, nodes = _wait_on_cluster(env, jobs, timeout=600)
+    logs = {job["job_id"]: open(job["log"], errors="replace").read() for job in jobs}
+    failed = {job["job_id"]: logs[job["job_id"]][-600:] for job in jobs if codes[job["folder"]] != "0"}
+    assert not failed, f"jobs that failed: {failed}"
+    # They shared the node: every one ran on node1, and Slurm ran several of them at a time.
+    assert set(nodes.values()) == {"node1"}, nodes
+    assert most >= 2, f"never two of these jobs on node1 at once (at most {most})"  # 4 when all goes well
+    ports = {}
+    for job_id, log in logs.items():
+        # Both ranks write through srun into one log: their lines may run into each other.
+        lines = re.findall(r"job=(\d+) rank=(\d) rendezvous=([^ :]+):(\d+) sum=(\d+\.\d+)", log)
+        assert sorted(rank for _, rank, _, _, _ in lines) == ["0", "1"], log[-2000:]
+        assert {(j, host, total) for j, _, host, _, total in lines} == {(job_id, "node1", "3.0")}, log[-2000:]
+        (port,) = {int(p) for _, _, _, p, _ in lines}
+        assert port == port_for_job(job_id) == 20000 + int(job_id) % 10000  # the documented rule
+        assert f"hpcdist: nodes: node1; master: node1:{port}" in log, log[-2000:]
+        ports[job_id] = port
+    assert len(set(ports.values())) == 16, f"rendezvous ports shared: {ports}"
+    assert _status(env, tmp_path) == {job["job_id"]: ("COMPLETED", 0) for job in jobs}
+
+
+#: The job of each concurrent submission: says which submission it is and which Slurm job runs it.
+WHO_AM_I = """\
+import os
+print(f"who={os.environ['WHO']} slurm_job={os.environ['SLURM_JOB_ID']} name={os.environ['SLURM_JOB_NAME']}")
+"""
+
+
+def test_eight_sbatch_submits_in_the_same_instant_get_their_own_folder_and_job(cluster, tmp_path):
+    (tmp_path / "who.py").write_text(WHO_AM_I)
+    env = _cluster_env(cluster, tmp_path)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", SUBMITTER, str(barrier), "submit", "--scheduler", "slurm",
+                               "--launcher", "none", "--job-name", "same", "--directive=--oversubscribe",
+                               "--env", f"WHO={i}", "--json", "who.py"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(8)]
+    _barrier(barrier, 8)
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    folders = [r["folder"] for r in results]
+    ids = [r["job_id"] for r in results]
+    assert len(set(folders)) == 8 and len(set(ids)) == 8, results
+    assert sorted(os.listdir(tmp_path / ".hpcdist" / "jobs")) == sorted(os.path.basename(f) for f in folders)
+    stamps = {re.fullmatch(r"same-(\d{8}-\d{6})(-\d+)?", os.path.basename(f)).group(1) for f in folders}
+    assert len(stamps) <= 2, stamps
+    assert sum(1 for f in folders if re.search(r"-\d{6}-\d+$", f)) >= 4  # the race did happen
+    codes, _, _ = _wait_on_cluster(env, results, timeout=300)
+    assert set(codes.values()) == {"0"}, codes
+    # Each folder holds one submission: its spec, its record, its Slurm job, and that job's log.
+    who = set()
+    for r in results:
+        with open(os.path.join(r["folder"], "spec.json")) as f:
+            spec_env = dict(json.load(f)["env"])
+        with open(os.path.join(r["folder"], "record.json")) as f:
+            record = json.load(f)
+        assert (record["job_id"], record["scheduler"], record["job_name"]) == (r["job_id"], "slurm", "same")
+        with open(r["log"], errors="replace") as f:
+            log = f.read()
+        assert f"who={spec_env['WHO']} slurm_job={r['job_id']} name=same\n" in log, log[-2000:]
+        assert log.count("who=") == 1, log[-2000:]
+        who.add(spec_env["WHO"])
+    assert who == {str(i) for i in range(8)}
+    assert _status(env, tmp_path) == {i: ("COMPLETED", 0) for i in ids}
