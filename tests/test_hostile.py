@@ -177,6 +177,10 @@ FIELDS = [
     Field("mem", "--mem", _set("mem"), must_refuse=lambda p, v: True),
     Field("nodes", "--nodes", _set("nodes"), must_refuse=lambda p, v: True),
     Field("ssh-port", "--ssh-port", _set("ssh_port"), must_refuse=lambda p, v: True),
+    Field("signal-margin", "--signal-margin", _set("signal_margin"), must_refuse=lambda p, v: True),
+    Field("requeue", "--requeue", _set("requeue"), must_refuse=lambda p, v: True),
+    Field("max-restarts", "--max-restarts", _set("max_restarts"), must_refuse=lambda p, v: True),
+    Field("min-nodes", "--min-nodes", _set("min_nodes"), must_refuse=lambda p, v: True),
     Field("launcher", "--launcher", _set("launcher"), must_refuse=lambda p, v: True),
     Field("mpi", "--mpi", _set("mpi"), must_refuse=lambda p, v: True),
     Field("dialect", "--dialect", _set("dialect"), must_refuse=lambda p, v: p.value != "", schedulers=("pbs",)),
@@ -646,7 +650,7 @@ def test_dataclass_fields_are_all_in_the_matrix():
     covered = {"job_name", "script", "script_args", "env", "propagate", "modules", "sources", "conda", "venv",
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
-               "dialect", "template_dir"}
+               "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh",
                "deepspeed_runner", "notes",
                "template"}  # a file read by jinja2 (its folder and name), never written into the script
