@@ -57,7 +57,8 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
     else:
         job_id = environ.get("PBS_JOBID", "")
         # -V: the new job gets this job's environment, as a job submitted from here would.
-        argv = ["qsub", "-V", "-v", f"HPCDIST_RESTART_COUNT={done + 1}", "-W", f"depend=afterany:{job_id}", script]
+        argv = _resubmit_argv(script, job_dir, environ.get("PBS_O_WORKDIR", os.getcwd()))
+        argv[1:1] = ["-V", "-v", f"HPCDIST_RESTART_COUNT={done + 1}", "-W", f"depend=afterany:{job_id}"]
     if not job_id:
         raise RequeueError(f"{'SLURM_JOB_ID' if scheduler == 'slurm' else 'PBS_JOBID'} is not set: "
                            f"`hpcdist requeue` runs inside a {scheduler} job")
@@ -76,6 +77,23 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
         if job_dir:
             record_run(job_dir, "resubmitted", new_id)
     return new_id
+
+
+def _resubmit_argv(script: str, job_dir: str | None, workdir: str) -> list[str]:
+    """qsub as ``hpcdist submit`` ran it: with the log it was given on the command line, which
+    front ends such as Slurm's qsub wrapper read instead of the script's ``#PBS -o``."""
+    import json
+
+    from hpcdist.backends import _below
+    from hpcdist.render import SUBMIT_ARGV, submit_argv
+
+    try:
+        with open(os.path.join(job_dir or "", "record.json"), encoding="utf-8") as f:
+            log = json.load(f)["log"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [*SUBMIT_ARGV["pbs"], script]
+    # Relative to the submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
+    return submit_argv("pbs", script, _below(log, workdir))
 
 
 def record_run(job_dir: str, event: str, job_id: str) -> None:

@@ -181,7 +181,7 @@ def test_pbs_walltime_deadline_resubmits_and_it_finishes_unchanged(example, dial
 def worker_pids(script: str) -> dict[str, int]:
     """RANK -> pid of each training worker of ``script`` running on the cluster (one pid space)."""
     found = {}
-    for line in subprocess.run(["pgrep", "-f", f"-u {script}"], capture_output=True, text=True).stdout.split():
+    for line in subprocess.run(["pgrep", "-f", "--", f"-u {script}"], capture_output=True, text=True).stdout.split():
         try:
             with open(f"/proc/{line}/environ", "rb") as f:
                 environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)

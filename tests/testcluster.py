@@ -16,6 +16,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -104,10 +105,16 @@ def save_daemon_logs(test_name: str) -> pathlib.Path | None:
     return target
 
 
-def leftover_processes(pattern: str) -> str:
-    """Processes of a finished job still running anywhere on the cluster (the namespaces share one pid space)."""
-    proc = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
-    return "\n".join(line for line in proc.stdout.splitlines() if "pgrep" not in line)
+def leftover_processes(pattern: str, settle: float = 10.0) -> str:
+    """Processes of a finished job still running anywhere on the cluster (the namespaces share one pid space),
+    after ``settle`` seconds for those already on their way out (a launcher ends its ranks, then itself)."""
+    deadline = time.monotonic() + settle
+    while True:
+        proc = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
+        found = "\n".join(line for line in proc.stdout.splitlines() if "pgrep" not in line)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def queue(state: pathlib.Path) -> str:
