@@ -56,8 +56,8 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
         argv = ["scontrol", "requeue", job_id]
     else:
         job_id = environ.get("PBS_JOBID", "")
-        # -V: the new job gets this job's environment, as a job submitted from here would.
         argv = _resubmit_argv(script, job_dir, environ.get("PBS_O_WORKDIR", os.getcwd()))
+        # -V: the new job gets this job's environment, as a job submitted from here would.
         argv[1:1] = ["-V", "-v", f"HPCDIST_RESTART_COUNT={done + 1}", "-W", f"depend=afterany:{job_id}"]
     if not job_id:
         raise RequeueError(f"{'SLURM_JOB_ID' if scheduler == 'slurm' else 'PBS_JOBID'} is not set: "
