@@ -92,7 +92,13 @@ def train(args, env, device) -> None:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     elif args.sync_bn:
         common.log("--sync-bn: torch's SyncBatchNorm has no CPU kernel; plain BatchNorm on CPUs")
-    model = DistributedDataParallel(model.to(device), device_ids=[device.index] if device.type == "cuda" else None)
+    # --deterministic keeps DDP's gradient buckets as they are laid out at the start: by
+    # default DDP lays them out anew after its first step, in every run, so a resumed run's
+    # first step sums each gradient over the ranks in another order (with more than 2
+    # ranks, other last bits). Looking for unused parameters turns that off, at the cost
+    # of one walk over the autograd graph per step.
+    model = DistributedDataParallel(model.to(device), device_ids=[device.index] if device.type == "cuda" else None,
+                                    find_unused_parameters=args.deterministic)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     # bf16 has float32's range: only fp16 needs its loss scaled.
     scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
