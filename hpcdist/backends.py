@@ -250,9 +250,10 @@ class BatchBackend:
         return "\n".join(lines)
 
     def cancel(self, job) -> None:
-        proc = _run([self.cancel_command, job.current_id])
+        job_id = job.current_id
+        proc = _run([self.cancel_command, job_id])
         if proc.returncode != 0:
-            raise SubmitError(f"{self.cancel_command} {job.current_id} failed: "
+            raise SubmitError(f"{self.cancel_command} {job_id} failed: "
                               f"{proc.stderr.strip() or proc.stdout.strip()}")
 
 
@@ -274,14 +275,15 @@ class SlurmBackend(BatchBackend):
 
     def _status(self, job) -> sio.JobStatus:
         cluster = [f"--clusters={job.record['cluster']}"] if job.record.get("cluster") else []
-        queued = _query(["squeue", "-h", "-j", job.current_id, "-o", "%T|%r", *cluster])
+        job_id = job.current_id
+        queued = _query(["squeue", "-h", "-j", job_id, "-o", "%T|%r", *cluster])
         if queued.returncode == 0:
             found = sio.parse_squeue(queued.stdout)
             if found is not None:
                 return found
         # Left the queue (or squeue refused): accounting knows how it ended, when it is on.
         # (sacct asks slurmdbd, not slurmctld: it may answer while the controller is down.)
-        done = _query(["sacct", "-X", "-n", "-P", "-j", job.current_id, "-o", "State,ExitCode", *cluster])
+        done = _query(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode", *cluster])
         found = sio.parse_sacct(done.stdout) if done.returncode == 0 else None
         if found is not None:
             return found

@@ -272,6 +272,9 @@ def run_status(args: argparse.Namespace) -> int:
 
     rows, down = [], {}
     for job in selected:
+        restarts, current_id = job.restarts, job.current_id  # the runs file, read once per job
+        row = {"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
+               "restarts": restarts, "current_job_id": current_id, "folder": job.path}
         # One unreachable controller is enough to know: the next jobs on it would each wait
         # through the same retries (a minute each on Slurm) for the same answer.
         where = (job.scheduler, job.record.get("cluster"))
@@ -284,16 +287,13 @@ def run_status(args: argparse.Namespace) -> int:
                     down[where] = ("Slurm" if job.scheduler == "slurm" else "PBS",
                                    "as for job " + job.job_id)
             reason = state.reason
-            if job.restarts:
-                now = f", now job {job.current_id}" if job.current_id != job.job_id else ""
-                reason = f"restarted {job.restarts} time(s){now}" + (f"; {reason}" if reason else "")
-            rows.append({"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
-                         "state": state.state, "exit_code": state.exit_code, "reason": reason,
-                         "restarts": job.restarts, "current_job_id": job.current_id, "folder": job.path})
+            if restarts:
+                now = f", now job {current_id}" if current_id != job.job_id else ""
+                reason = f"restarted {restarts} time(s){now}" + (f"; {reason}" if reason else "")
+            row.update(state=state.state, exit_code=state.exit_code, reason=reason)
         except sub.SubmitError as e:
-            rows.append({"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
-                         "state": "UNKNOWN", "exit_code": None, "reason": str(e),
-                         "restarts": job.restarts, "current_job_id": job.current_id, "folder": job.path})
+            row.update(state="UNKNOWN", exit_code=None, reason=str(e))
+        rows.append(row)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

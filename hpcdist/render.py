@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 
 from hpcdist import __version__, validate
 from hpcdist.launch_commands import Shell, hostfile_format, launch_lines, propagated, quote

@@ -40,8 +40,9 @@ def restarts_so_far(scheduler: str, environ=os.environ) -> int:
 
 
 def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None = None,
-            environ=os.environ) -> str:
-    """Requeue or resubmit this job; the id that goes on. RequeueError when it may not or cannot."""
+            environ=os.environ) -> tuple[str, int]:
+    """Requeue or resubmit this job: the id that goes on, and which restart this is.
+    RequeueError when it may not or cannot."""
     from hpcdist import backends
     from hpcdist import scheduler_io as sio
 
@@ -76,7 +77,7 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
             raise RequeueError(f"qsub printed no job id for the resubmitted job: {e}") from None
         if job_dir:
             record_run(job_dir, "resubmitted", new_id)
-    return new_id
+    return new_id, done + 1
 
 
 def _resubmit_argv(script: str, job_dir: str | None, workdir: str) -> list[str]:
@@ -104,13 +105,12 @@ def record_run(job_dir: str, event: str, job_id: str) -> None:
 
 def main(scheduler: str, max_restarts: int, script: str, job_dir: str | None) -> int:
     try:
-        new_id = requeue(scheduler, max_restarts, script, job_dir)
+        new_id, restart = requeue(scheduler, max_restarts, script, job_dir)
     except RequeueError as e:
         print(f"hpcdist requeue: {e}", file=sys.stderr, flush=True)
         return NOT_REQUEUED
-    done = restarts_so_far(scheduler) + 1
     how = "requeued" if scheduler == "slurm" else f"resubmitted as job {new_id}, to start when this one ends,"
     print(f"hpcdist: the training stopped on the walltime warning; the job was {how} "
-          f"(restart {done} of at most {max_restarts}): it goes on from its last checkpoint.",
+          f"(restart {restart} of at most {max_restarts}): it goes on from its last checkpoint.",
           file=sys.stderr, flush=True)
     return 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 
 #: Signals that ask for a stop when they reach a rank.
@@ -70,8 +71,6 @@ class StopRequest:
         if self._agreed:
             return True
         wanted = self.requested()
-        import sys
-
         dist = sys.modules.get("torch.distributed")  # torch is imported only by a job that uses it
         if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             import torch

@@ -30,6 +30,8 @@ import pytest
 
 import testcluster
 
+from hpcdist.scheduler_io import FINISHED_STATES
+
 torch = pytest.importorskip("torch")
 
 ROOT = testcluster.ROOT
@@ -42,8 +44,6 @@ STEPS = 40
 TRAINING = ["--steps", str(STEPS), "--save-every", "5", "--log-every", "1", "--deterministic", "--resume"]
 #: A line's start in the job log; DeepSpeed over pdsh prefixes its nodes' lines with "node1: ".
 LINE = r"^(?:[\w.-]+: )?"
-FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
-            "DEADLINE")
 
 
 def hpcdist(*args, cwd, env, timeout=120) -> subprocess.CompletedProcess:
@@ -86,7 +86,7 @@ def wait_until_finished(job: dict, cwd, env, timeout: float = 420) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         row = status(job, cwd, env)
-        if row["state"] in FINISHED:
+        if row["state"] in FINISHED_STATES:
             return row
         time.sleep(2)
     pytest.fail(f"job {job['job_id']} not finished after {timeout} s: {status(job, cwd, env)}\n{log_of(job)[-3000:]}")

@@ -79,7 +79,6 @@ done
 pkill -P "$hpcdist_deadline_pid" sleep 2>/dev/null || true  # the warning is not needed any more
 if [ "$hpcdist_requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   # The training stopped on the warning: requeue or resubmit this job (it records its new start).
-  status=0
   hpcdist requeue --scheduler pbs --max 3 --script "$0" --job-dir /home/alice/project/.hpcdist/jobs/train-20261122-120000 || status=$?
   # Requeued: this run's end is not the job's end.
   [ "$status" != 0 ] || hpcdist_exit_file=/dev/null
