@@ -272,9 +272,7 @@ def run_status(args: argparse.Namespace) -> int:
 
     rows, down = [], {}
     for job in selected:
-        restarts, current_id = job.restarts, job.current_id  # the runs file, read once per job
-        row = {"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler,
-               "restarts": restarts, "current_job_id": current_id, "folder": job.path}
+        row = {"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler}
         # One unreachable controller is enough to know: the next jobs on it would each wait
         # through the same retries (a minute each on Slurm) for the same answer.
         where = (job.scheduler, job.record.get("cluster"))
@@ -286,14 +284,15 @@ def run_status(args: argparse.Namespace) -> int:
                 if state.raw == UNREACHABLE:
                     down[where] = ("Slurm" if job.scheduler == "slurm" else "PBS",
                                    "as for job " + job.job_id)
-            reason = state.reason
-            if restarts:
-                now = f", now job {current_id}" if current_id != job.job_id else ""
-                reason = f"restarted {restarts} time(s){now}" + (f"; {reason}" if reason else "")
-            row.update(state=state.state, exit_code=state.exit_code, reason=reason)
+            row.update(state=state.state, exit_code=state.exit_code, reason=state.reason)
         except sub.SubmitError as e:
             row.update(state="UNKNOWN", exit_code=None, reason=str(e))
-        rows.append(row)
+        # Read after the state: the runs file, once per job, then as new as the state.
+        restarts, current_id = job.restarts, job.current_id
+        if restarts:
+            now = f", now job {current_id}" if current_id != job.job_id else ""
+            row["reason"] = f"restarted {restarts} time(s){now}" + (f"; {row['reason']}" if row["reason"] else "")
+        rows.append({**row, "restarts": restarts, "current_job_id": current_id, "folder": job.path})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -37,7 +37,15 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
 
 
 def status(job: Job):
-    return backend_for(job.scheduler, job.record.get("dialect")).status(job)
+    """The job's state; for a job that resubmitted itself (PBS), its newest id's."""
+    backend = backend_for(job.scheduler, job.record.get("dialect"))
+    while True:
+        asked = job.current_id
+        state = backend.status(job)
+        # A run that resubmits itself ends a moment after it recorded the new id: an answer
+        # "finished" about the id asked for may already belong to a job that goes on.
+        if state.state not in FINISHED_STATES or job.current_id == asked:
+            return state
 
 
 def cancel(job: Job) -> None:

@@ -38,3 +38,27 @@ def test_runs_file_counts_restarts_and_follows_resubmissions(tmp_path):
     (tmp_path / "runs").write_text("start 1 7.server node1\nresubmitted 2 8.server\nstart 3 8.server node2\n"
                                    "resubmitted 4 9.server\n")
     assert (job.restarts, job.current_id) == (1, "9.server")
+
+
+def test_status_asks_again_when_the_job_resubmitted_itself_while_it_was_asked(tmp_path, monkeypatch):
+    """The race seen on the test cluster: `qstat 7` answered "finished" because job 7 ended just
+    after it resubmitted itself as job 8. (A stand-in backend: the real race cannot be timed.)"""
+    from hpcdist import scheduler_io as sio
+    from hpcdist import submission
+
+    (tmp_path / "record.json").write_text(json.dumps({"job_id": "7", "scheduler": "pbs", "dialect": "torque"}))
+    (tmp_path / "runs").write_text("start 1 7 node1\n")
+    asked = []
+
+    class Racing:
+        def status(self, job):
+            asked.append(job.current_id)
+            if len(asked) == 1:  # job 7 resubmits itself and ends while qstat runs
+                with open(tmp_path / "runs", "a") as f:
+                    f.write("resubmitted 2 8\n")
+                return sio.JobStatus(state="FAILED", exit_code=None, raw="C", reason="finished without an exit status")
+            return sio.JobStatus(state="PENDING", exit_code=None, raw="Q", reason=None)
+
+    monkeypatch.setattr(submission, "backend_for", lambda *a: Racing())
+    assert submission.status(Job(str(tmp_path))).state == "PENDING"
+    assert asked == ["7", "8"]
