@@ -94,7 +94,8 @@ def test_sixteen_local_jobs_at_once_finish_each_on_its_own_port(tmp_path):
         jobs.append(json.loads(out))
     codes = wait_for_jobs([job["folder"] for job in jobs], timeout=1200)
     logs = {job["job_id"]: open(job["log"]).read() for job in jobs}
-    failed = {job["job_id"]: logs[job["job_id"]][-2000:] for job in jobs if codes[job["folder"]] != "0"}
+    failed = {job["job_id"]: (codes[job["folder"]], logs[job["job_id"]][-2000:]) for job in jobs
+              if codes[job["folder"]] != "0"}
     assert not failed, f"jobs that failed: {failed}"
     ports = {}
     for job_id, log in logs.items():
@@ -373,7 +374,8 @@ def test_sixteen_slurm_jobs_at_once_on_one_node_each_rendezvous_on_its_own_port(
     assert len({job["job_id"] for job in jobs}) == len({job["folder"] for job in jobs}) == 16
     codes, most, nodes = _wait_on_cluster(env, jobs, timeout=600)
     logs = {job["job_id"]: open(job["log"], errors="replace").read() for job in jobs}
-    failed = {job["job_id"]: logs[job["job_id"]][-600:] for job in jobs if codes[job["folder"]] != "0"}
+    failed = {job["job_id"]: (codes[job["folder"]], logs[job["job_id"]][-600:]) for job in jobs
+              if codes[job["folder"]] != "0"}
     assert not failed, f"jobs that failed: {failed}"
     # They shared the node: every one ran on node1, and Slurm ran several of them at a time.
     assert set(nodes.values()) == {"node1"}, nodes

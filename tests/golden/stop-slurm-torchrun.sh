@@ -19,8 +19,9 @@ cd "$SLURM_SUBMIT_DIR"
 export HPCDIST_JOB_ID="$SLURM_JOB_ID"
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
 # How the job ended, in its folder: `hpcdist status` reads it when the scheduler keeps no record.
+# Written whole (a reader never sees the file before its number).
 hpcdist_exit_file=/home/alice/project/.hpcdist/jobs/train-20261122-120000/exit_code
-trap 'status=$?; rm -rf "$run_dir"; echo "$status" > "$hpcdist_exit_file"' EXIT
+trap 'status=$?; rm -rf "$run_dir"; [ -z "$hpcdist_exit_file" ] || { echo "$status" > "$hpcdist_exit_file.tmp" && mv -f "$hpcdist_exit_file.tmp" "$hpcdist_exit_file"; }' EXIT
 # Each start of this script (the first, and each after a requeue or resubmission): `hpcdist status` counts them.
 echo "start $(date +%s) $HPCDIST_JOB_ID $(hostname)" >> /home/alice/project/.hpcdist/jobs/train-20261122-120000/runs
 
@@ -75,6 +76,6 @@ if [ "$hpcdist_requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   # The training stopped on the warning: requeue or resubmit this job (it records its new start).
   hpcdist requeue --scheduler slurm --max 2 --script "$0" --job-dir /home/alice/project/.hpcdist/jobs/train-20261122-120000 || status=$?
   # Requeued: this run's end is not the job's end.
-  [ "$status" != 0 ] || hpcdist_exit_file=/dev/null
+  [ "$status" != 0 ] || hpcdist_exit_file=""
 fi
 exit "$status"
