@@ -60,11 +60,7 @@ class JobHandle:
         _submission.cancel(self._job)
 
     def logs(self) -> str:
-        try:
-            with open(self._job.log, encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return _submission.log_text(self._job) or ""
 
     def __repr__(self):
         return f"JobHandle({self.scheduler} job {self.job_id}, folder={self.folder!r})"

@@ -292,7 +292,7 @@ def run_status(args: argparse.Namespace) -> int:
         if restarts:
             now = f", now job {current_id}" if current_id != job.job_id else ""
             row["reason"] = f"restarted {restarts} time(s){now}" + (f"; {row['reason']}" if row["reason"] else "")
-        rows.append({**row, "restarts": restarts, "current_job_id": current_id, "folder": job.path})
+        rows.append({**row, "restarts": restarts, "current_job_id": current_id, "folder": job.path, "log": job.log})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -312,11 +312,10 @@ def run_logs(args: argparse.Namespace) -> int:
         raise CommandError(str(e)) from None
     if args.follow:
         return sub.wait(job)
-    try:
-        with open(job.log, encoding="utf-8", errors="replace") as f:
-            sys.stdout.write(f.read())
-    except FileNotFoundError:
-        raise CommandError(f"job {job.job_id} has no log yet ({job.log})") from None
+    text = sub.log_text(job)
+    if text is None:
+        raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
+    sys.stdout.write(text)
     sys.stdout.flush()
     from hpcdist.scheduler_io import FINISHED_STATES
 

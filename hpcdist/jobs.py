@@ -30,16 +30,21 @@ class Job:
     def job_id(self) -> str:
         return self.record["job_id"]
 
-    @property
-    def runs(self) -> list[tuple[str, str]]:
-        """``(event, job id)`` from the ``runs`` file: a ``start`` for each run of the
-        script, a ``resubmitted`` for each new PBS job it submitted (:mod:`hpcdist.requeue`)."""
+    def _runs(self) -> list[list[str]]:
+        """The ``runs`` file's lines, as words: ``start <time> <id> <host>`` for each run of
+        the script, ``resubmitted <time> <id> <log>`` for each new PBS job it submitted
+        (:mod:`hpcdist.requeue`; the log, a path, is the rest of the line)."""
         try:
             with open(os.path.join(self.path, "runs"), encoding="utf-8", errors="replace") as f:
-                lines = [line.split() for line in f]
+                lines = [line.rstrip("\n").split(" ", 3) for line in f if line.endswith("\n")]
         except OSError:
             return []
-        return [(words[0], words[2]) for words in lines if len(words) >= 3]
+        return [words for words in lines if len(words) >= 3]
+
+    @property
+    def runs(self) -> list[tuple[str, str]]:
+        """``(event, job id)`` for each line of the ``runs`` file."""
+        return [(words[0], words[2]) for words in self._runs()]
 
     @property
     def current_id(self) -> str:
@@ -51,6 +56,16 @@ class Job:
         return max(0, sum(1 for event, _ in self.runs if event == "start") - 1)
 
     @property
+    def logs(self) -> list[tuple[str, str]]:
+        """``(job id, log)`` of the submitted job and of each job it resubmitted, oldest first:
+        a resubmitted PBS job writes its own log (it would replace the earlier one)."""
+        found = [(self.job_id, self.record["log"])]
+        for words in self._runs():
+            if words[0] == "resubmitted":
+                found.append((words[2], words[3] if len(words) > 3 and words[3] else found[-1][1]))
+        return found
+
+    @property
     def scheduler(self) -> str:
         return self.record["scheduler"]
 
@@ -60,7 +75,8 @@ class Job:
 
     @property
     def log(self) -> str:
-        return self.record["log"]
+        """The log being written now (the newest run's)."""
+        return self.logs[-1][1]
 
     def update(self, **changes) -> None:
         self.record.update(changes)

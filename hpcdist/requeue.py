@@ -8,7 +8,8 @@ and stopped on the warning (see :mod:`hpcdist.signals`):
   the log);
 - PBS has no requeue a job may ask for itself: ``qsub`` the same script as a
   new job that starts after this one ends (``-W depend=afterany:<job>``),
-  with ``HPCDIST_RESTART_COUNT`` counting the restarts.
+  with ``HPCDIST_RESTART_COUNT`` counting the restarts and a log of its own
+  (``job.restart<n>.log``: PBS would replace the earlier log with it).
 
 Each resubmission is written to the job folder's ``runs`` file, beside the
 ``start`` line each run of the script writes, so that ``hpcdist status``
@@ -57,7 +58,7 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
         argv = ["scontrol", "requeue", job_id]
     else:
         job_id = environ.get("PBS_JOBID", "")
-        argv = _resubmit_argv(script, job_dir, environ.get("PBS_O_WORKDIR", os.getcwd()))
+        argv, log = _resubmit_argv(script, job_dir, environ.get("PBS_O_WORKDIR", os.getcwd()), done + 1)
         # -V: the new job gets this job's environment, as a job submitted from here would.
         argv[1:1] = ["-V", "-v", f"HPCDIST_RESTART_COUNT={done + 1}", "-W", f"depend=afterany:{job_id}"]
     if not job_id:
@@ -76,13 +77,13 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
         except sio.SchedulerOutputError as e:
             raise RequeueError(f"qsub printed no job id for the resubmitted job: {e}") from None
         if job_dir:
-            record_run(job_dir, "resubmitted", new_id)
+            record_run(job_dir, "resubmitted", new_id, log)
     return new_id, done + 1
 
 
-def _resubmit_argv(script: str, job_dir: str | None, workdir: str) -> list[str]:
-    """qsub as ``hpcdist submit`` ran it: with the log it was given on the command line, which
-    front ends such as Slurm's qsub wrapper read instead of the script's ``#PBS -o``."""
+def _resubmit_argv(script: str, job_dir: str | None, workdir: str, restart: int) -> tuple[list[str], str]:
+    """qsub as ``hpcdist submit`` ran it, with a log of its own on the command line (which front
+    ends such as Slurm's qsub wrapper read instead of the script's ``#PBS -o``); and that log."""
     import json
 
     from hpcdist.backends import _below
@@ -90,17 +91,25 @@ def _resubmit_argv(script: str, job_dir: str | None, workdir: str) -> list[str]:
 
     try:
         with open(os.path.join(job_dir or "", "record.json"), encoding="utf-8") as f:
-            log = json.load(f)["log"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return [*SUBMIT_ARGV["pbs"], script]
+            log = restart_log(json.load(f)["log"], restart)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return [*SUBMIT_ARGV["pbs"], script], ""
     # Relative to the submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
-    return submit_argv("pbs", script, _below(log, workdir))
+    return submit_argv("pbs", script, _below(log, workdir)), log
 
 
-def record_run(job_dir: str, event: str, job_id: str) -> None:
-    # One short line appended with O_APPEND: whole even if two runs write at once.
+def restart_log(log: str, restart: int) -> str:
+    """``job.log`` -> ``job.restart2.log``: the log of a job's second resubmission."""
+    stem, ext = os.path.splitext(log)
+    return f"{stem}.restart{restart}{ext}"
+
+
+def record_run(job_dir: str, event: str, job_id: str, log: str = "") -> None:
+    # One short line appended with O_APPEND: whole even if two runs write at once. The log, a
+    # path that may hold spaces, is the rest of the line (a newline in it would end the line).
+    log = log.replace("\n", "?")
     with open(os.path.join(job_dir, "runs"), "a", encoding="utf-8") as f:
-        f.write(f"{event} {int(time.time())} {job_id}\n")
+        f.write(f"{event} {int(time.time())} {job_id}{' ' + log if log else ''}\n")
 
 
 def main(scheduler: str, max_restarts: int, script: str, job_dir: str | None) -> int:

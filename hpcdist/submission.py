@@ -61,7 +61,8 @@ CONTROLLER_PATIENCE_S = 600.0
 
 def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
     """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
-    last_state, offset, unknown_since = None, 0, None
+    last_state, unknown_since = None, None
+    follow = _LogFollower(job, out)
     while True:
         state = status(job)
         down = state.raw == UNREACHABLE
@@ -69,7 +70,7 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             unknown_since = unknown_since or time.monotonic()
             patience = CONTROLLER_PATIENCE_S if down else UNKNOWN_PATIENCE_S
             if time.monotonic() - unknown_since > patience:
-                _print_new_log(job.log, offset, out)
+                follow()
                 if down:
                     print(f"hpcdist: gave up waiting for job {job.job_id} after {patience:g} s: {state.reason}. "
                           f"`hpcdist status {job.job_id}` tells once the controller is back; its log is {job.log}",
@@ -80,7 +81,7 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
                 return 1
         else:
             unknown_since = None
-        offset = _print_new_log(job.log, offset, out)
+        follow()
         shown = "unknown: the controller is down" if down else state.state.lower()
         if shown != last_state and not quiet:
             print(f"hpcdist: job {job.job_id} is {shown}"
@@ -89,7 +90,7 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             last_state = shown
         if state.state in FINISHED_STATES:
             time.sleep(0.2)
-            _print_new_log(job.log, offset, out)
+            follow()
             job.update(state=state.state, exit_code=state.exit_code)
             if state.state != "COMPLETED":
                 print_first_failure(job)
@@ -97,6 +98,26 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
                 return state.exit_code
             return 0 if state.state == "COMPLETED" else 1
         time.sleep(poll)
+
+
+def log_text(job: Job) -> str | None:
+    """The job's log; for a job that resubmitted itself, each run's log in turn, each under a
+    line that names its job. None while there is none."""
+    logs = list(dict.fromkeys(path for _, path in job.logs))
+    parts = []
+    for path in logs:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except FileNotFoundError:
+            continue
+        if parts and not parts[-1].endswith("\n"):
+            parts.append("\n")
+        if len(logs) > 1:
+            job_id = next(i for i, p in job.logs if p == path)
+            text = f"==> hpcdist: job {job_id}, log {path} <==\n" + text
+        parts.append(text)
+    return "".join(parts) if parts else None
 
 
 def first_failure(job: Job):
@@ -124,6 +145,29 @@ def print_first_failure(job: Job) -> None:
         print(f"hpcdist: job {job.job_id} failed; the first to fail: {failure}", file=sys.stderr, flush=True)
 
 
+class _LogFollower:
+    """Prints what the job's log gained since the last call. A resubmitted PBS job writes a
+    log of its own: that one is followed once it exists (the job before it has ended by then,
+    and has written its last lines)."""
+
+    def __init__(self, job: Job, out):
+        self.job, self.out, self.shown, self.offset = job, out, 0, 0
+
+    def __call__(self) -> None:
+        logs = [path for _, path in self.job.logs]
+        while True:
+            self.offset = _print_new_log(logs[self.shown], self.offset, self.out)
+            if self.shown + 1 >= len(logs):
+                return
+            after = logs[self.shown + 1]
+            if after != logs[self.shown]:
+                if not os.path.exists(after):
+                    return
+                _print_new_log(logs[self.shown], self.offset, self.out)  # its last lines, if any came since
+                self.offset = 0
+            self.shown += 1
+
+
 def _print_new_log(path: str, offset: int, out) -> int:
     try:
         with open(path, "rb") as f:
@@ -137,4 +181,4 @@ def _print_new_log(path: str, offset: int, out) -> int:
     return offset + len(chunk)
 
 
-__all__ = ["submit", "status", "cancel", "wait", "first_failure", "SubmitError"]
+__all__ = ["submit", "status", "cancel", "wait", "log_text", "first_failure", "SubmitError"]

@@ -117,8 +117,8 @@ def uninterrupted(cluster, tmp_path_factory):
     return results
 
 
-def check_resumed(job: dict, row: dict, folder, reference: dict, restarts: str) -> None:
-    log = log_of(job)
+def check_resumed(job: dict, row: dict, folder, reference: dict, restarts: str, log: str | None = None) -> None:
+    log = log_of(job) if log is None else log
     assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{log[-4000:]}"
     assert row["restarts"] >= 1 and re.search(restarts, row["reason"] or ""), row
     # The run that was interrupted saved a checkpoint, or was killed before it could; the next
@@ -168,9 +168,18 @@ def test_pbs_walltime_deadline_resubmits_and_it_finishes_unchanged(example, dial
     job = submit(example, ["--scheduler", "pbs", "--dialect", dialect],
                  ["--requeue", "3", "--walltime", "2m", "--signal-margin", "60s"], tmp_path, env, delay=1.5)
     row = wait_until_finished(job, tmp_path, env, timeout=600)
-    check_resumed(job, row, tmp_path, uninterrupted[example], r"restarted \d time\(s\), now job \d+")
-    # Each resubmission ran as a new job, whose log replaced the one before.
     assert row["current_job_id"] != job["job_id"]
+    # Each resubmission ran as a new job with a log of its own; `hpcdist logs` shows them all, in turn.
+    logs = hpcdist("logs", job["job_id"], cwd=tmp_path, env=env)
+    assert logs.returncode == 0, logs.stderr
+    check_resumed(job, row, tmp_path, uninterrupted[example], r"restarted \d time\(s\), now job \d+", logs.stdout)
+    runs = re.split(r"^==> hpcdist: job (\d+), log (.+) <==$", logs.stdout, flags=re.M)
+    assert runs[0] == "" and runs[1] == job["job_id"] and runs[-3] == row["current_job_id"], logs.stdout[-4000:]
+    first, last = runs[3], runs[-1]
+    assert "walltime warning (SIGUSR2)" in first and re.search(LINE + r"stopped at step \d+ \(", first, re.M), first
+    assert "resubmitted as job" in first and "resumed from" not in first, first
+    assert re.search(LINE + r"resumed from \S+ at step \d+$", last, re.M), last
+    assert row["log"] == runs[-2] != job["log"]
 
 
 def worker_pids(script: str) -> dict[str, int]:

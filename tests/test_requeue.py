@@ -62,3 +62,52 @@ def test_status_asks_again_when_the_job_resubmitted_itself_while_it_was_asked(tm
     monkeypatch.setattr(submission, "backend_for", lambda *a: Racing())
     assert submission.status(Job(str(tmp_path))).state == "PENDING"
     assert asked == ["7", "8"]
+
+
+def _resubmitted_job(tmp_path):
+    """A PBS job folder as `hpcdist requeue` leaves it after one resubmission (see requeue.restart_log)."""
+    first, second = tmp_path / "job.log", tmp_path / "job.restart1.log"
+    (tmp_path / "record.json").write_text(json.dumps({"job_id": "7.server", "job_name": "train", "scheduler": "pbs",
+                                                      "dialect": "pro", "log": str(first)}))
+    (tmp_path / "runs").write_text(f"start 1 7.server node1\nresubmitted 2 8.server {second}\n")
+    return Job(str(tmp_path)), first, second
+
+
+def test_a_resubmitted_job_writes_its_own_log_and_hpcdist_logs_shows_every_run(tmp_path):
+    from hpcdist.requeue import restart_log
+
+    assert restart_log("/a b/job.log", 2) == "/a b/job.restart2.log"
+    assert restart_log("/a/out", 1) == "/a/out.restart1"
+    job, first, second = _resubmitted_job(tmp_path)
+    assert job.log == str(second)  # the log being written now
+    first.write_text("step 1\nstopped at step 9\n")
+    second.write_text("resumed from ckpt at step 9\n")
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "logs", str(tmp_path)], env=clean_env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (f"==> hpcdist: job 7.server, log {first} <==\nstep 1\nstopped at step 9\n"
+                           f"==> hpcdist: job 8.server, log {second} <==\nresumed from ckpt at step 9\n")
+
+
+def test_wait_follows_the_first_log_to_its_end_then_the_resubmitted_jobs(tmp_path):
+    import io
+
+    from hpcdist import submission
+
+    job, first, second = _resubmitted_job(tmp_path)
+    out = io.StringIO()
+    follow = submission._LogFollower(job, out)
+    first.write_text("step 1\n")
+    follow()
+    with open(first, "a") as f:
+        f.write("stopped at step 9\n")  # the first job's last lines, after it resubmitted itself
+    follow()
+    assert out.getvalue() == "step 1\nstopped at step 9\n"  # the next job has not started yet
+    with open(first, "a") as f:
+        f.write("resubmitted\n")
+    second.write_text("resumed at step 9\n")
+    follow()
+    with open(second, "a") as f:
+        f.write("step 10\n")
+    follow()
+    assert out.getvalue() == "step 1\nstopped at step 9\nresubmitted\nresumed at step 9\nstep 10\n"
