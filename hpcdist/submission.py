@@ -103,9 +103,11 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
 def log_text(job: Job) -> str | None:
     """The job's log; for a job that resubmitted itself, each run's log in turn, each under a
     line that names its job. None while there is none."""
-    logs = list(dict.fromkeys(path for _, path in job.logs))
+    logs: dict[str, str] = {}  # log -> the first job that wrote it
+    for job_id, path in job.logs:
+        logs.setdefault(path, job_id)
     parts = []
-    for path in logs:
+    for path, job_id in logs.items():
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
@@ -114,7 +116,6 @@ def log_text(job: Job) -> str | None:
         if parts and not parts[-1].endswith("\n"):
             parts.append("\n")
         if len(logs) > 1:
-            job_id = next(i for i, p in job.logs if p == path)
             text = f"==> hpcdist: job {job_id}, log {path} <==\n" + text
         parts.append(text)
     return "".join(parts) if parts else None
