@@ -57,6 +57,7 @@ with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
     agent = f.read().decode().split("\\0")
 endpoint = next(a.split("=", 1)[1] for a in agent if a.startswith("--rdzv-endpoint="))
 print(f"job={os.environ['HPCDIST_JOB_ID']} rank={env.rank} rendezvous={endpoint} sum={t.item()}", flush=True)
+dist.barrier()  # gloo can abort a rank whose peer tore the group down first
 dist.destroy_process_group()
 """
 
