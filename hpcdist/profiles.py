@@ -131,41 +131,14 @@ def _check(table: dict, name: str, path: str) -> dict:
 
 
 def _check_value(key: str, value, table: dict, where: str) -> None:
-    """The checks the job spec makes on the flag, on the profile's own value,
-    so that a mistake names the key and the file instead of a flag nobody typed."""
+    """The job spec's own check of each value (:func:`hpcdist.spec.value_checks`), run on the
+    profile's, so that a mistake names the key and the file instead of a flag nobody typed."""
     from hpcdist import validate as v
-    from hpcdist.spec import DEEPSPEED_RUNNERS, LAUNCHERS, MPI_FLAVOURS
+    from hpcdist.spec import value_checks
 
-    scheduler = table.get("scheduler") if table.get("scheduler") in v.SCHEDULERS else None
-    field = "--" + key.replace("_", "-")
-    one = {
-        "scheduler": lambda x: v.check_choice(x, field, v.SCHEDULERS),
-        "dialect": lambda x: v.check_dialect("pbs", x),
-        "launcher": lambda x: v.check_choice(x, field, LAUNCHERS),
-        "deepspeed_runner": lambda x: v.check_choice(x, field, DEEPSPEED_RUNNERS),
-        "mpi": lambda x: v.check_choice(x, field, MPI_FLAVOURS),
-        "gpus_per_node": lambda x: v.check_positive(x, field, allow_zero=True),
-        "mem": v.parse_memory, "walltime": v.parse_walltime,
-        "signal_margin": lambda x: v.parse_walltime(x, field),
-        "max_restarts": lambda x: v.check_positive(x, field, allow_zero=True),
-        "requeue": lambda x: v.check_positive(x, field, allow_zero=True),
-        "queue": lambda x: v.check_name(x, field), "account": lambda x: v.check_name(x, field),
-        "qos": lambda x: v.check_name(x, field),
-        "job_name": lambda x: v.check_job_name(x, scheduler or "slurm"),
-        "array": v.check_array, "dependency": v.check_dependency, "mail_user": v.check_mail,
-        "output": lambda x: v.check_text(x, field), "template": lambda x: v.check_word(x, field),
-        "template_dir": lambda x: v.check_word(x, field),
-        "modules": lambda x: v.check_word(x, "--module"), "sources": lambda x: v.check_word(x, "--source"),
-        "propagate": lambda x: v.check_env_name(x, "--propagate"),
-        "directives": (lambda x: v.check_directive(x, scheduler)) if scheduler not in (None, "local")
-        else (lambda x: v.check_text(x, "--directive")),
-    }
-    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port", "min_nodes"):
-        one[name] = lambda x, f=field: v.check_positive(x, f)
-    for name in ("conda", "venv", "deepspeed_config"):
-        one[name] = lambda x, f=field: v.check_word(x, f)
-    for name in ("python", "mpiexec"):
-        one[name] = lambda x, f=field: v.check_program(x, f)
+    checks = value_checks(table.get("scheduler") if table.get("scheduler") in v.SCHEDULERS else None)
+    # Which scheduler a dialect is for may come from a flag: the profile's is checked as PBS's.
+    checks["dialect"] = lambda x: v.check_dialect("pbs", x)
     try:
         if key == "env":
             for k, val in value.items():
@@ -173,9 +146,9 @@ def _check_value(key: str, value, table: dict, where: str) -> None:
                 v.check_text(val, "--env", allow_newline=True)
         elif isinstance(value, list):
             for item in value:
-                one[key](item)
-        elif key in one:
-            one[key](value)
+                checks[key](item)
+        elif key in checks:
+            checks[key](value)
     except v.ValidationError as e:
         raise ProfileError(f"{where} = {value!r}: {e.rule}" + (f" {e.fix}" if e.fix else "")) from None
 

@@ -97,6 +97,48 @@ FLAG.update(script="SCRIPT", script_args="ARGS", mem_mb="--mem", walltime_s="--w
             mail_user="--mail", signal_margin_s="--signal-margin")
 
 
+def value_checks(scheduler: str | None) -> dict:
+    """The check of each value that needs no other value, by its key as given (``walltime``,
+    not ``walltime_s``); each returns the value as the spec holds it. :func:`build_spec` runs
+    them, and so do profiles (:mod:`hpcdist.profiles`) when a file is read, so that a mistake
+    there names the key and the file. ``scheduler`` None: not known yet."""
+    checks = {
+        "scheduler": lambda x: v.check_choice(x, "--scheduler", SCHEDULERS),
+        "launcher": lambda x: v.check_choice(x, "--launcher", LAUNCHERS),
+        "deepspeed_runner": lambda x: v.check_choice(x, "--deepspeed-runner", DEEPSPEED_RUNNERS),
+        "mpi": lambda x: v.check_choice(x, "--mpi", MPI_FLAVOURS),
+        "gpus_per_node": lambda x: v.check_positive(x, "--gpus-per-node", allow_zero=True),
+        "walltime": lambda x: v.parse_walltime(str(x)),
+        "mem": lambda x: v.parse_memory(str(x)),
+        "signal_margin": lambda x: v.parse_walltime(str(x), "--signal-margin"),
+        "job_name": lambda x: v.check_job_name(str(x), scheduler or "slurm"),
+        "array": lambda x: v.check_array(str(x), "--array"),
+        "dependency": lambda x: v.check_dependency(str(x), "--dependency"),
+        "mail_user": lambda x: v.check_mail(str(x), "--mail"),
+        "output": lambda x: v.check_text(str(x), "--output"),
+        "template": lambda x: v.check_word(str(x), "--template"),
+        "template_dir": lambda x: v.check_word(str(x), "--template-dir"),
+        # Each item of a list.
+        "modules": lambda x: v.check_word(str(x), "--module"),
+        "sources": lambda x: v.check_word(str(x), "--source"),
+        "propagate": lambda x: v.check_env_name(str(x), "--propagate"),
+        "directives": (lambda x: v.check_directive(str(x), scheduler)) if scheduler not in (None, "local")
+        else (lambda x: v.check_text(str(x), "--directive")),
+    }
+    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port", "min_nodes"):
+        checks[name] = lambda x, f=FLAG[name]: v.check_positive(x, f)
+    for name in ("max_restarts", "requeue"):
+        checks[name] = lambda x, f=FLAG[name]: v.check_positive(x, f, allow_zero=True)
+    for name in ("queue", "account", "qos"):
+        checks[name] = lambda x, f=FLAG[name]: v.check_name(str(x), f)
+    # Values that become one word of a command: not empty, no leading '-'; programs also run by bash.
+    for name in ("conda", "venv", "deepspeed_config"):
+        checks[name] = lambda x, f=FLAG[name]: v.check_word(str(x), f)
+    for name in ("python", "mpiexec"):
+        checks[name] = lambda x, f=FLAG[name]: v.check_program(str(x), f)
+    return checks
+
+
 def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     """A :class:`JobSpec` from merged values (strings as typed, or already typed).
 
@@ -112,8 +154,9 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     notes: list[str] = []
 
     out["scheduler"] = v.check_choice(given.get("scheduler", "local"), "--scheduler", SCHEDULERS)
+    check = value_checks(out["scheduler"])
     out["dialect"] = v.check_dialect(out["scheduler"], given.get("dialect"))
-    out["launcher"] = v.check_choice(given.get("launcher", "torchrun"), "--launcher", LAUNCHERS)
+    out["launcher"] = check["launcher"](given.get("launcher", "torchrun"))
     if out["launcher"] == "srun" and out["scheduler"] != "slurm":
         raise v.ValidationError(
             "--launcher", "srun", f"srun starts tasks only inside a Slurm job, not under {out['scheduler']}.",
@@ -129,11 +172,9 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     out["script"] = script
     out["script_args"] = tuple(v.check_text(str(a), "ARGS", allow_newline=True) for a in given.get("script_args", ()))
 
-    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port"):
+    for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port", "gpus_per_node"):
         if name in given:
-            out[name] = v.check_positive(given[name], FLAG[name])
-    if "gpus_per_node" in given:
-        out["gpus_per_node"] = v.check_positive(given["gpus_per_node"], "--gpus-per-node", allow_zero=True)
+            out[name] = check[name](given[name])
     gpus = out.get("gpus_per_node", 0)
     out.setdefault("procs_per_node", gpus or 1)
     if gpus and out["procs_per_node"] > gpus:
@@ -143,33 +184,29 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
             "Use one process per GPU (leave --procs-per-node out), or ask for more GPUs.")
 
     if "walltime" in given:
-        out["walltime_s"] = v.parse_walltime(str(given["walltime"]))
+        out["walltime_s"] = check["walltime"](given["walltime"])
         notes.append(f"walltime {given['walltime']!r} understood as {v.describe_walltime(out['walltime_s'])}")
     if "mem" in given:
-        out["mem_mb"] = v.parse_memory(str(given["mem"]))
+        out["mem_mb"] = check["mem"](given["mem"])
         notes.append(f"memory {given['mem']!r} understood as {out['mem_mb']} MB per node")
 
     for name in ("queue", "account", "qos"):
         if name in given:
-            out[name] = v.check_name(str(given[name]), FLAG[name])
+            out[name] = check[name](given[name])
     if "qos" in out and out["scheduler"] == "pbs":
         raise v.ValidationError("--qos", out["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
 
     default_name = v.suggest_job_name(os.path.basename(script), out["scheduler"])
-    out["job_name"] = v.check_job_name(str(given.get("job_name", default_name)), out["scheduler"])
-    # Values placed in directives: the scheduler's own grammar (no quoting needed), or quoted text.
-    for name, check in (("array", v.check_array), ("dependency", v.check_dependency), ("mail_user", v.check_mail),
-                        ("output", v.check_text), ("template", v.check_text)):
+    out["job_name"] = check["job_name"](given.get("job_name", default_name))
+    # Values placed in directives: the scheduler's own grammar (no quoting needed), or quoted text;
+    # values that become one word of a command.
+    for name in ("array", "dependency", "mail_user", "output", "template",
+                 "conda", "venv", "deepspeed_config", "python", "mpiexec"):
         if name in given:
-            out[name] = check(str(given[name]), FLAG[name])
+            out[name] = check[name](given[name])
     if out["scheduler"] == "slurm" and '"' in out.get("output", ""):
         raise v.ValidationError("--output", out["output"], "sbatch cannot read a double quote in an #SBATCH value.",
                                 "Choose a log path without '\"'.")
-    # Values that become one word of a command: not empty, no leading '-'; programs also run by bash.
-    for name in ("conda", "venv", "deepspeed_config", "python", "mpiexec"):
-        if name in given:
-            check = v.check_program if name in ("python", "mpiexec") else v.check_word
-            out[name] = check(str(given[name]), FLAG[name])
     for name in ("exclusive", "no_ssh"):
         if name in given:
             out[name] = bool(given[name])
@@ -180,31 +217,32 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     if check_files and "template" in out and not os.path.isfile(out["template"]):
         raise v.ValidationError("--template", out["template"], "does not exist.", "Check the path.")
     if "template_dir" in given:
-        out["template_dir"] = v.check_text(str(given["template_dir"]), "--template-dir")
+        out["template_dir"] = check["template_dir"](given["template_dir"])
         if check_files and not os.path.isdir(out["template_dir"]):
             raise v.ValidationError("--template-dir", out["template_dir"], "is not a folder.", "Check the path.")
 
-    out["modules"] = tuple(v.check_word(str(m), "--module") for m in given.get("modules", ()))
+    out["modules"] = tuple(check["modules"](m) for m in given.get("modules", ()))
     # bash looks a name without a slash up in $PATH before the current folder (`source
     # setup.sh` could read /usr/bin/setup.sh): a file here is named as one.
     out["sources"] = tuple(s if "/" in s else "./" + s
-                           for s in (v.check_word(str(s), "--source") for s in given.get("sources", ())))
+                           for s in (check["sources"](s) for s in given.get("sources", ())))
     env = given.get("env", ())
     pairs = env.items() if isinstance(env, dict) else (
         v.parse_env_assignment(e) if isinstance(e, str) else tuple(e) for e in env)
     out["env"] = tuple((v.check_env_settable(k), v.check_text(str(val), "--env", allow_newline=True)) for k, val in pairs)
-    out["propagate"] = tuple(v.check_env_name(str(n), "--propagate") for n in given.get("propagate", ()))
-    out["directives"] = tuple(v.check_directive(str(d), out["scheduler"]) for d in given.get("directives", ()))
-    if out["scheduler"] == "local" and out["directives"]:
-        raise v.ValidationError("--directive", out["directives"][0], "the local backend has no scheduler to read it.",
+    out["propagate"] = tuple(check["propagate"](n) for n in given.get("propagate", ()))
+    if out["scheduler"] == "local" and given.get("directives"):
+        raise v.ValidationError("--directive", str(given["directives"][0]),
+                                "the local backend has no scheduler to read it.",
                                 "Drop it, or submit with --scheduler slurm or pbs.")
+    out["directives"] = tuple(check["directives"](d) for d in given.get("directives", ()))
     if out["scheduler"] != "local":
         v.check_gpu_directives(out["scheduler"], out["dialect"], gpus, list(out["directives"]))
 
-    out["deepspeed_runner"] = v.check_choice(given.get("deepspeed_runner", "pdsh"), "--deepspeed-runner", DEEPSPEED_RUNNERS)
+    out["deepspeed_runner"] = check["deepspeed_runner"](given.get("deepspeed_runner", "pdsh"))
     if out["deepspeed_runner"] == "slurm" and out["scheduler"] != "slurm":
         raise v.ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
-    out["mpi"] = v.check_choice(given.get("mpi", "openmpi"), "--mpi", MPI_FLAVOURS)
+    out["mpi"] = check["mpi"](given.get("mpi", "openmpi"))
     if (out["launcher"] == "deepspeed" and out["deepspeed_runner"] == "pdsh" and not out.get("no_ssh")
             and out.get("nodes", 1) > 1 and out["scheduler"] != "local"):
         for name, value in out["env"]:
@@ -217,20 +255,18 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
                     f"DeepSpeed's pdsh runner passes variables to the other nodes inside double "
                     f"quotes, where {bad!r} would be expanded or break the command.",
                     "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
-    _check_restarts(given, out)
+    _check_restarts(given, out, check)
     return JobSpec(**out, notes=tuple(notes))
 
 
-def _check_restarts(given: dict, out: dict) -> None:
+def _check_restarts(given: dict, out: dict, check: dict) -> None:
     """torchrun's restarts and elastic size; requeue after the walltime warning."""
-    for name in ("max_restarts", "requeue"):
+    for name in ("max_restarts", "requeue", "min_nodes"):
         if name in given:
-            out[name] = v.check_positive(given[name], FLAG[name], allow_zero=True)
-    if "min_nodes" in given:
-        out["min_nodes"] = v.check_positive(given["min_nodes"], "--min-nodes")
-        if out["min_nodes"] > out.get("nodes", 1):
-            raise v.ValidationError("--min-nodes", str(out["min_nodes"]), f"is more than --nodes {out.get('nodes', 1)}.",
-                                    "Give the fewest nodes the training may go on with, at most --nodes.")
+            out[name] = check[name](given[name])
+    if "min_nodes" in out and out["min_nodes"] > out.get("nodes", 1):
+        raise v.ValidationError("--min-nodes", str(out["min_nodes"]), f"is more than --nodes {out.get('nodes', 1)}.",
+                                "Give the fewest nodes the training may go on with, at most --nodes.")
     if out.get("min_nodes") and out["scheduler"] != "slurm":
         raise v.ValidationError("--min-nodes", str(out["min_nodes"]),
                                 f"needs --scheduler slurm: under {out['scheduler']} the node agents are started so "
@@ -241,7 +277,7 @@ def _check_restarts(given: dict, out: dict) -> None:
             raise v.ValidationError(FLAG[name], str(out[name]), f"is a torchrun setting; the launcher is {out['launcher']}.",
                                     f"Use --launcher torchrun, or leave {FLAG[name]} out.")
     if "signal_margin" in given:
-        out["signal_margin_s"] = v.parse_walltime(str(given["signal_margin"]), "--signal-margin")
+        out["signal_margin_s"] = check["signal_margin"](given["signal_margin"])
         if out["signal_margin_s"] > MAX_SIGNAL_MARGIN_S:
             raise v.ValidationError("--signal-margin", str(given["signal_margin"]),
                                     f"is more than Slurm's limit of {MAX_SIGNAL_MARGIN_S} seconds.",
