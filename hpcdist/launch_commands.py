@@ -120,15 +120,11 @@ class Torchrun(Launcher):
     def words(self, spec):
         # c10d rendezvous on the first host; the rendezvous assigns node ranks.
         # Elastic: MIN:MAX nodes; the training goes on (after a restart) with those left.
-        nnodes = f"{spec.min_nodes}:{spec.nodes}" if is_elastic(spec) else str(spec.nodes)
+        nnodes = f"{spec.min_nodes}:{spec.nodes}" if spec.elastic else str(spec.nodes)
         restarts = [f"--max-restarts={spec.max_restarts}"] if spec.max_restarts else []
         return ["torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec, argparse_launcher=True)
-
-
-def is_elastic(spec: JobSpec) -> bool:
-    return spec.min_nodes is not None and spec.min_nodes < spec.nodes
 
 
 class Accelerate(Launcher):
@@ -231,7 +227,8 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
     ``bash -c`` after setting it from the scheduler's per-task variable, so
     the variable is expanded on that node, not once in the batch shell.
     Every way ends the whole job when one agent fails: srun's
-    --kill-on-bad-exit, mpirun's abort, and hpcdist_wait_all locally.
+    --kill-on-bad-exit, mpirun's abort, and hpcdist_wait_all locally; except
+    an elastic job's (Slurm only), which goes on without a node it lost.
     """
     needs_rank = any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words)
 
@@ -245,11 +242,11 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
         # The agent's one task gets every CPU the node's processes were given;
         # by default a step's task has one CPU, and all workers would share it.
         cpus = spec.procs_per_node * (spec.cpus_per_proc or 1)
-        # Elastic: a node's agent that ends must leave the others to go on without it.
-        kill = [] if is_elastic(spec) else ["--kill-on-bad-exit=1"]
-        return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}",
-                             "--ntasks-per-node=1", f"--cpus-per-task={cpus}", *kill],
-                            "SLURM_NODEID")
+        each = ["--ntasks-per-node=1", f"--cpus-per-task={cpus}"]
+        if spec.elastic:
+            return elastic_on_slurm(spec, each, on_each_node)
+        return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each,
+                             "--kill-on-bad-exit=1"], "SLURM_NODEID")
     if spec.scheduler == "pbs":
         spread = ["mpirun", "--hostfile", var("HPCDIST_NODEFILE"), "-np", str(spec.nodes),
                   "--map-by", "ppr:1:node", "--bind-to", "none", MPI_EXPORTS]
@@ -263,6 +260,28 @@ def per_node(spec: JobSpec, words: list) -> list[str]:
         "  pids+=($!)",
         "done",
         'hpcdist_wait_all "${pids[@]}"',
+    ]
+
+
+def elastic_on_slurm(spec: JobSpec, each: list, on_each_node) -> list[str]:
+    """An elastic job's agents: the first node's, which holds the rendezvous store, in a step of
+    its own whose end is the job's; the other nodes' in a second step, which may lose a node
+    (``--no-kill``, as the job's ``#SBATCH --no-kill``: Slurm keeps the rest of the allocation)
+    while the training goes on, after a restart, on the nodes left."""
+    others = spec.nodes - 1
+    first = on_each_node(["srun", "--nodes=1", "--ntasks=1", "--relative=0", *each, "--no-kill"], "SLURM_NODEID")
+    rest = on_each_node(["srun", f"--nodes={others}", f"--ntasks={others}", "--relative=1", *each, "--no-kill"],
+                        "SLURM_NODEID")
+    return [
+        *rest[:-1], rest[-1] + " &",
+        "hpcdist_other_nodes=$!",
+        "hpcdist_status=0",
+        *first[:-1], first[-1] + " || hpcdist_status=$?",
+        # The training failed: the other agents would wait for a rendezvous that never comes.
+        '[ "$hpcdist_status" = 0 ] || kill "$hpcdist_other_nodes" 2>/dev/null || true',
+        'wait "$hpcdist_other_nodes" || echo "hpcdist: the agents on the other nodes ended with status $? '
+        '(a node lost?); the job ends as the first node\'s agent did: status $hpcdist_status" >&2',
+        'exit "$hpcdist_status"',
     ]
 
 

@@ -78,6 +78,11 @@ class JobSpec:
         return self.nodes * self.procs_per_node
 
     @property
+    def elastic(self) -> bool:
+        """torchrun may go on with fewer nodes (down to ``min_nodes``) when one is lost."""
+        return self.min_nodes is not None and self.min_nodes < self.nodes
+
+    @property
     def stops_on_warning(self) -> bool:
         """The script asks the training to checkpoint and stop on the walltime warning."""
         return self.requeue > 0 or self.signal_margin_s is not None

@@ -21,6 +21,7 @@ must count the restarts.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -220,3 +221,52 @@ def test_torchrun_restarts_the_workers_after_a_crash_and_training_goes_on(cluste
     resumed = [int(s) for s in re.findall(LINE + r"resumed from \S+ at step (\d+)", log, re.M)]
     assert resumed and 0 < resumed[-1] < STEPS, log[-4000:]
     assert_bitwise_equal(final_parameters(tmp_path), final_parameters(tmp_path / "reference"))
+
+
+def job_pids_on(job_id: str, node: str) -> list[int]:
+    """Every process of Slurm job ``job_id`` on ``node`` (the namespaces share one pid space)."""
+    found = []
+    want = {b"SLURM_JOB_ID": job_id.encode(), b"SLURMD_NODENAME": node.encode()}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        if all(environ.get(k) == v for k, v in want.items()):
+            found.append(int(entry))
+    return found
+
+
+def test_an_elastic_job_loses_a_node_and_finishes_on_the_one_left(cluster, tmp_path):
+    """--min-nodes 1 on 2 nodes: node2 fails mid-training (its processes die, Slurm marks it
+    down). The job keeps its allocation (--no-kill), torchrun on node1 restarts its worker on
+    the one node left, which goes on from the last checkpoint, and the job completes."""
+    env = testcluster.client_env(cluster)
+    job = submit("ddp", ["--scheduler", "slurm"], ["--min-nodes", "1", "--max-restarts", "2"], tmp_path, env,
+                 delay=0.5, procs=1)
+    wait_for_step(job, 8)
+    try:
+        victims = job_pids_on(job["job_id"], "node2")
+        assert victims, "no process of the job on node2"
+        # A node failure: everything of the job on node2 dies at once, and Slurm learns the node is gone.
+        subprocess.run(["kill", "-9", *map(str, victims)], check=False)
+        proc = subprocess.run(["scontrol", "update", "nodename=node2", "state=down", "reason=hpcdist test: node lost"],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        row = wait_until_finished(job, tmp_path, env)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=node2", "state=resume"], env=env, capture_output=True,
+                       timeout=60)
+        testcluster.wait_idle(cluster)
+    log = log_of(job)
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{log[-4000:]}"
+    # The training started on 2 ranks, went on with 1 from a checkpoint, and reached its last step.
+    sizes = re.findall(LINE + r"DDP on (\d+) ranks", log, re.M)
+    assert sizes[0] == "2" and sizes[-1] == "1", log[-4000:]
+    resumed = [int(s) for s in re.findall(LINE + r"resumed from \S+ at step (\d+)", log, re.M)]
+    assert resumed and 0 < resumed[-1] < STEPS, log[-4000:]
+    assert re.search(LINE + rf"step {STEPS} epoch", log, re.M), log[-4000:]
+    assert "srun: error: Node failure on node2" in log  # what the user reads of the lost node

@@ -117,6 +117,19 @@ def leftover_processes(pattern: str, settle: float = 10.0) -> str:
         time.sleep(0.5)
 
 
+def wait_idle(state: pathlib.Path, timeout: float = 120) -> None:
+    """Until every node is idle again (after a test took one down and resumed it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=client_env(state), capture_output=True,
+                              text=True, timeout=30)
+        states = dict(line.split() for line in proc.stdout.splitlines() if len(line.split()) == 2)
+        if states and all(s == "idle" for s in states.values()):
+            return
+        assert time.monotonic() < deadline, f"nodes not idle after {timeout} s: {states}"
+        time.sleep(1)
+
+
 def queue(state: pathlib.Path) -> str:
     proc = subprocess.run(["squeue", "-h"], env=client_env(state), capture_output=True, text=True, timeout=30)
     return proc.stdout.strip()

@@ -10,6 +10,7 @@
 #SBATCH --gpus-per-node=4
 #SBATCH --time=01:30:00
 #SBATCH --output=%x-%j.out
+#SBATCH --no-kill
 #SBATCH --signal=B:USR2@300
 #SBATCH --requeue
 #SBATCH --open-mode=append
@@ -62,7 +63,13 @@ echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR
 # Start the training on every node.
 # In the background: bash runs a trap only once the command in the foreground is done.
 hpcdist_launch() {
-  srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 torchrun --nnodes=1:2 --nproc-per-node=4 --max-restarts=1 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" train.py --lr 0.1
+  srun --nodes=1 --ntasks=1 --relative=1 --ntasks-per-node=1 --cpus-per-task=4 --no-kill torchrun --nnodes=1:2 --nproc-per-node=4 --max-restarts=1 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" train.py --lr 0.1 &
+  hpcdist_other_nodes=$!
+  hpcdist_status=0
+  srun --nodes=1 --ntasks=1 --relative=0 --ntasks-per-node=1 --cpus-per-task=4 --no-kill torchrun --nnodes=1:2 --nproc-per-node=4 --max-restarts=1 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" train.py --lr 0.1 || hpcdist_status=$?
+  [ "$hpcdist_status" = 0 ] || kill "$hpcdist_other_nodes" 2>/dev/null || true
+  wait "$hpcdist_other_nodes" || echo "hpcdist: the agents on the other nodes ended with status $? (a node lost?); the job ends as the first node's agent did: status $hpcdist_status" >&2
+  exit "$hpcdist_status"
 }
 hpcdist_launch &
 hpcdist_launch_pid=$!
