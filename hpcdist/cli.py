@@ -288,11 +288,13 @@ def run_status(args: argparse.Namespace) -> int:
         except sub.SubmitError as e:
             row.update(state="UNKNOWN", exit_code=None, reason=str(e))
         # Read after the state: the runs file, once per job, then as new as the state.
-        restarts, current_id = job.restarts, job.current_id
-        if restarts:
-            now = f", now job {current_id}" if current_id != job.job_id else ""
-            row["reason"] = f"restarted {restarts} time(s){now}" + (f"; {row['reason']}" if row["reason"] else "")
-        rows.append({**row, "restarts": restarts, "current_job_id": current_id, "folder": job.path, "log": job.log})
+        runs = job.history()
+        if runs.restarts:
+            now = f", now job {runs.current_id}" if runs.current_id != job.job_id else ""
+            row["reason"] = (f"restarted {runs.restarts} time(s){now}"
+                             + (f"; {row['reason']}" if row["reason"] else ""))
+        rows.append({**row, "restarts": runs.restarts, "current_job_id": runs.current_id, "folder": job.path,
+                     "log": runs.logs[-1][1]})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

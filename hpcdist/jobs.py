@@ -10,12 +10,20 @@ import json
 import os
 import shutil
 import time
+from typing import NamedTuple
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
 
 
 class JobNotFound(LookupError):
     pass
+
+
+class History(NamedTuple):
+    """A job's runs so far (its folder's ``runs`` file)."""
+    restarts: int
+    current_id: str  # the newest resubmission's id, else the submitted one
+    logs: list[tuple[str, str]]  # (job id, log), oldest first; the last one is being written
 
 
 class Job:
@@ -30,40 +38,40 @@ class Job:
     def job_id(self) -> str:
         return self.record["job_id"]
 
-    def _runs(self) -> list[list[str]]:
-        """The ``runs`` file's lines, as words: ``start <time> <id> <host>`` for each run of
+    def history(self) -> History:
+        """What the ``runs`` file says, read once: ``start <time> <id> <host>`` for each run of
         the script, ``resubmitted <time> <id> <log>`` for each new PBS job it submitted
         (:mod:`hpcdist.requeue`; the log, a path, is the rest of the line)."""
         try:
             with open(os.path.join(self.path, "runs"), encoding="utf-8", errors="replace") as f:
                 lines = [line.rstrip("\n").split(" ", 3) for line in f if line.endswith("\n")]
         except OSError:
-            return []
-        return [words for words in lines if len(words) >= 3]
-
-    @property
-    def runs(self) -> list[tuple[str, str]]:
-        """``(event, job id)`` for each line of the ``runs`` file."""
-        return [(words[0], words[2]) for words in self._runs()]
+            lines = []
+        starts = 0
+        # A resubmitted PBS job writes its own log (it would replace the earlier one).
+        logs = [(self.job_id, self.record.get("log", ""))]
+        for words in lines:
+            if len(words) < 3:
+                continue
+            if words[0] == "start":
+                starts += 1
+            elif words[0] == "resubmitted":
+                logs.append((words[2], words[3] if len(words) > 3 and words[3] else logs[-1][1]))
+        return History(restarts=max(0, starts - 1), current_id=logs[-1][0], logs=logs)
 
     @property
     def current_id(self) -> str:
         """The id that goes on: the newest resubmission's, else the submitted one."""
-        return next((job_id for event, job_id in reversed(self.runs) if event == "resubmitted"), self.job_id)
+        return self.history().current_id
 
     @property
     def restarts(self) -> int:
-        return max(0, sum(1 for event, _ in self.runs if event == "start") - 1)
+        return self.history().restarts
 
     @property
     def logs(self) -> list[tuple[str, str]]:
-        """``(job id, log)`` of the submitted job and of each job it resubmitted, oldest first:
-        a resubmitted PBS job writes its own log (it would replace the earlier one)."""
-        found = [(self.job_id, self.record["log"])]
-        for words in self._runs():
-            if words[0] == "resubmitted":
-                found.append((words[2], words[3] if len(words) > 3 and words[3] else found[-1][1]))
-        return found
+        """``(job id, log)`` of the submitted job and of each job it resubmitted, oldest first."""
+        return self.history().logs
 
     @property
     def scheduler(self) -> str:

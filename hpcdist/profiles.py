@@ -102,6 +102,7 @@ def load_profile(name: str | None, files: list[str] | None = None) -> dict:
 def _check(table: dict, name: str, path: str) -> dict:
     if not isinstance(table, dict):
         raise ProfileError(f"{path}: profiles.{name} must be a table")
+    checks = _value_checks(table)
     out = {}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
@@ -123,15 +124,15 @@ def _check(table: dict, name: str, path: str) -> dict:
             kind = {list: "a list of strings", dict: "a table of strings", str: "a string",
                     int: "a whole number", bool: "true or false"}[want]
             raise ProfileError(f"{path}: profiles.{name}.{raw_key} = {value!r} must be {kind}")
-        _check_value(key, value, table, f"{path}: profiles.{name}.{raw_key}")
+        _check_value(key, value, checks, f"{path}: profiles.{name}.{raw_key}")
         if key in ("template", "template_dir"):
             value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
         out[key] = value
     return out
 
 
-def _check_value(key: str, value, table: dict, where: str) -> None:
-    """The job spec's own check of each value (:func:`hpcdist.spec.value_checks`), run on the
+def _value_checks(table: dict) -> dict:
+    """The job spec's own check of each value (:func:`hpcdist.spec.value_checks`), for the
     profile's, so that a mistake names the key and the file instead of a flag nobody typed."""
     from hpcdist import validate as v
     from hpcdist.spec import value_checks
@@ -139,6 +140,12 @@ def _check_value(key: str, value, table: dict, where: str) -> None:
     checks = value_checks(table.get("scheduler") if table.get("scheduler") in v.SCHEDULERS else None)
     # Which scheduler a dialect is for may come from a flag: the profile's is checked as PBS's.
     checks["dialect"] = lambda x: v.check_dialect("pbs", x)
+    return checks
+
+
+def _check_value(key: str, value, checks: dict, where: str) -> None:
+    from hpcdist import validate as v
+
     try:
         if key == "env":
             for k, val in value.items():

@@ -92,7 +92,7 @@ def _resubmit_argv(script: str, job_dir: str | None, workdir: str, restart: int)
     try:
         with open(os.path.join(job_dir or "", "record.json"), encoding="utf-8") as f:
             log = restart_log(json.load(f)["log"], restart)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError):
         return [*SUBMIT_ARGV["pbs"], script], ""
     # Relative to the submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
     return submit_argv("pbs", script, _below(log, workdir)), log
