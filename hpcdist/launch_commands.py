@@ -18,64 +18,9 @@ on the local backend); the others are started once, from the first node.
 
 from __future__ import annotations
 
-import shlex
-
+from hpcdist.launchers.mpi import MPI_EXPORTS, mpi_exports
+from hpcdist.shell import Shell, var, words_to_line
 from hpcdist.spec import JobSpec
-
-
-class Shell(str):
-    """A word that is shell syntax already (a variable reference): not quoted again."""
-
-
-def var(name: str) -> Shell:
-    return Shell(f'"${name}"')
-
-
-def quote(value: str) -> str:
-    """A shell word for ``value``: shlex.quote, except that a value holding a
-    line break is written in bash's ``$'...'`` form, its control characters
-    escaped, so that the script has no line the value began: sbatch reads an
-    ``#SBATCH`` line wherever it stands, and refuses a script with a carriage
-    return before a newline ("DOS line breaks"). (Directive values never hold
-    a line break: it is refused there, and schedulers do not read ``$'...'``.)"""
-    if "\n" not in value and "\r" not in value:
-        return shlex.quote(value)
-    escaped = []
-    for c in value:
-        if c in "\\'":
-            escaped.append("\\" + c)
-        elif ord(c) < 32 or ord(c) == 127:
-            escaped.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}"))
-        else:
-            escaped.append(c)
-    return "$'" + "".join(escaped) + "'"
-
-
-def words_to_line(words) -> str:
-    return " ".join(w if isinstance(w, Shell) else quote(str(w)) for w in words)
-
-
-#: Variables an agent on another node needs, passed on by mpirun -x (Open MPI).
-BASE_PROPAGATED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-                   "MASTER_ADDR", "MASTER_PORT", "HPCDIST_STOP_FILE")
-
-
-def propagated(spec: JobSpec) -> list[str]:
-    names = list(BASE_PROPAGATED) + [k for k, _ in spec.env] + list(spec.propagate)
-    return list(dict.fromkeys(names))
-
-
-def mpi_exports(spec: JobSpec) -> str:
-    """A line that collects ``-x NAME`` for each propagated variable that is set.
-
-    Open MPI warns about every ``-x`` of an unset variable, and which ones are
-    set is known only in the job; the launch line expands ``"${mpi_exports[@]}"``.
-    """
-    names = " ".join(propagated(spec))
-    return f'mpi_exports=(); for name in {names}; do if [ -n "${{!name+set}}" ]; then mpi_exports+=(-x "$name"); fi; done'
-
-
-MPI_EXPORTS = Shell('"${mpi_exports[@]}"')
 
 
 def hostfile_format(spec: JobSpec) -> str:

@@ -1,7 +1,7 @@
 """From a :class:`~hpcdist.spec.JobSpec` to a job script, through Jinja templates.
 
 Every value reaches the script shell-quoted (``finalize``), unless it is a
-:class:`~hpcdist.launch_commands.Shell` word or passes the ``raw`` filter
+:class:`~hpcdist.shell.Shell` word or passes the ``raw`` filter
 (user directives, which the user owns, and lines built by
 :mod:`hpcdist.launch_commands`). Templates are looked up first in the
 user's template folder, then in hpcdist's own (``templates/`` in the
@@ -14,7 +14,9 @@ import functools
 import os
 
 from hpcdist import __version__, validate
-from hpcdist.launch_commands import Shell, hostfile_format, launch_lines, propagated, quote
+from hpcdist.launch_commands import hostfile_format, launch_lines
+from hpcdist.launchers.mpi import propagated
+from hpcdist.shell import Shell, quote
 from hpcdist.spec import JobSpec
 
 #: How each scheduler takes a script.

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from hpcdist.launch_commands import quote
+from hpcdist.shell import quote
 from hpcdist.render import render
 from hpcdist.spec import build_spec
 from hpcdist.validate import ValidationError

@@ -1,0 +1,1 @@
+"""The launchers: one module each (to be filled by the refactor)."""
