@@ -16,6 +16,7 @@
 #   BENCH_SUBMIT_REPS=N     repetitions of the submit dry runs (default 30, at least 15)
 #   BENCH_UNEVEN_REPS=N     repetitions of the uneven-batch epochs (default 7)
 #   BENCH_LAUNCH_REPS=N     jobs per script in the launch-overhead benchmark (default 5)
+#   BENCH_BASE=COMMIT       the commit this checkout's render and rank lookup are compared with (default HEAD~1)
 #   HPCDIST_BENCH_NO_APT=1  never apt-get install slurm-client for scontrol
 #
 # The comparison libraries go into bench/.venv, never into the project's own
@@ -32,7 +33,7 @@ import_args=()
 for arg in "$@"; do
     case "$arg" in
         --hyperfine) import_args+=(--hyperfine) ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "unknown option: $arg" >&2; exit 2 ;;
     esac
 done
@@ -89,6 +90,8 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$py" "$here/bench_import.py" --reps "${BENCH_IMPORT_REPS:-30}" "${import_args[@]}"
     echo
     "$py" "$here/bench_submit.py" --reps "${BENCH_SUBMIT_REPS:-30}" --python "$repo/.venv/bin/python"
+    echo
+    "$repo/.venv/bin/python" "$here/bench_revisions.py" --base "${BENCH_BASE:-HEAD~1}" --reps "${BENCH_IMPORT_REPS:-30}"
     echo
     "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work sleep
     echo
