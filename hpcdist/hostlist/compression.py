@@ -1,0 +1,138 @@
+"""``compress``: host names back into a Slurm node list, order and duplicates kept."""
+
+from __future__ import annotations
+
+from hpcdist.hostlist.errors import MAX_DIGITS, MAX_RANGE, HostlistError
+
+TYPE_CHECKING = False  # importing typing costs milliseconds; checkers know this idiom
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+class _Regexes:
+    """Compiled on first use: most programs that import hpcdist never compress a list."""
+
+    def __init__(self) -> None:
+        import re
+
+        self.last_number = re.compile(r"(.*?)([0-9]+)([^0-9]*)", re.S)
+        self.bad_name = re.compile(r"[\s\[\]{,]")
+        self.bad_in_joined = re.compile(r"[\s\[\]{]")
+
+
+_RX: _Regexes | None = None
+
+
+def _regexes() -> _Regexes:
+    global _RX
+    if _RX is None:
+        _RX = _Regexes()
+    return _RX
+
+
+
+def compress(hosts: Iterable[str]) -> str:
+    """Write host names as a Slurm node list, keeping their order.
+
+    Runs of consecutive numbers in the names' last digit run that share
+    prefix, suffix and zero padding become ranges; ``expand(compress(x))``
+    gives back ``x`` exactly, duplicates and order included.
+
+    >>> compress(["n1", "n2", "n3", "login"])
+    'n[1-3],login'
+    >>> compress(["n3", "n1", "n2"])
+    'n[3,1-2]'
+
+    A name that is empty or holds ``[ ] { ,`` or whitespace raises
+    :class:`HostlistError`.  No input gives ``""``.
+    """
+    if isinstance(hosts, str):
+        raise TypeError("compress() takes an iterable of host names, not a str")
+    hosts = list(hosts)
+    if not hosts:
+        return ""
+    rx = _regexes()
+    joined = ",".join(hosts)
+    if (
+        rx.bad_in_joined.search(joined) is not None
+        or joined.count(",") != len(hosts) - 1
+        or "" in hosts
+    ):
+        _check_names(hosts)
+
+    out: list[str] = []
+    append = out.append
+    match = rx.last_number.fullmatch
+    # The group being built (when ranges is not empty): names prefix + number
+    # + suffix, written prefix[ranges]suffix.  A range is the list
+    # [lo_text, hi_text, hi, width, count]; last is the last range.
+    prefix = suffix = ""
+    ranges: list[list] = []
+    last: list = []
+    for name in hosts:
+        m = match(name)
+        if m is None or len(m.group(2)) > MAX_DIGITS:
+            # no digits (or too many to parse back): the name as it is
+            if ranges:
+                append(_group_text(prefix, suffix, ranges))
+                ranges = []
+            append(name)
+            continue
+        pre, digits, suf = m.groups()
+        value = int(digits)
+        if ranges and pre == prefix and suf == suffix:
+            # a run goes on when the number is the next one and is written
+            # as str(value).zfill(width of the run's first number)
+            if (
+                value == last[2] + 1
+                and last[4] < MAX_RANGE
+                and (
+                    len(digits) == last[3]
+                    or (len(digits) > last[3] and digits[0] != "0")
+                )
+            ):
+                last[1] = digits
+                last[2] = value
+                last[4] += 1
+                continue
+        else:
+            if ranges:
+                append(_group_text(prefix, suffix, ranges))
+                ranges = []
+            prefix = pre
+            suffix = suf
+        last = [digits, digits, value, len(digits), 1]
+        ranges.append(last)
+    if ranges:
+        append(_group_text(prefix, suffix, ranges))
+    return ",".join(out)
+
+
+def _group_text(prefix: str, suffix: str, ranges: list[list]) -> str:
+    if len(ranges) == 1 and ranges[0][4] == 1:
+        return prefix + ranges[0][0] + suffix
+    body = ",".join(
+        [r[0] if r[4] == 1 else r[0] + "-" + r[1] for r in ranges]
+    )
+    return prefix + "[" + body + "]" + suffix
+
+
+def _check_names(hosts: list[str]) -> None:
+    for index, name in enumerate(hosts):
+        if not isinstance(name, str):
+            raise TypeError(
+                f"host names must be str, not {type(name).__name__} (item {index})"
+            )
+        if not name:
+            raise HostlistError(
+                f"empty host name (item {index})", name, None, what="host name"
+            )
+        m = _regexes().bad_name.search(name)
+        if m is not None:
+            char = m.group()
+            kind = "whitespace" if char.isspace() else repr(char)
+            raise HostlistError(
+                f"{kind} is not allowed in a host name (item {index})",
+                name,
+                m.start(),
+                what="host name",
+            )
