@@ -80,7 +80,7 @@ def test_no_import_circles():
 #: Where code may name a scheduler: its home, and code that reads what other tools set
 #: (submitit's executor name, the variables a launcher exports in the job).
 SCHEDULER_HOMES = ("hpcdist.schedulers", "hpcdist.env", "hpcdist.api")
-_BRANCH = re.compile(r"""(?:==|!=|\bin\b)\s*\(?[^)\n]*["'](?:slurm|pbs|torque|pro)["']""")
+_BRANCH = re.compile(r"""(?:==|!=|\bin\b)\s*\(?[^)\n]*["'](?:slurm|pbs|torque|pro|local)["']""")
 
 
 @pytest.mark.parametrize("module", sorted(modules()))
