@@ -4,7 +4,9 @@ Each module (``local``, ``slurm``, ``pbs``; ``pbs_qstat`` reads qstat) holds one
 :class:`~hpcdist.schedulers.base.Scheduler`: its rules for the job spec (directives, job
 names, value formats, dialects), its template, its submit command and job ids, status
 queries, cancel, requeue, how it starts one agent per node, and the variables it gives a
-job. ``base`` is what they share. Adding a scheduler is one module here, its name in
+job. What they share: ``base`` (ids, states, errors, the interface), ``batch`` (running the
+commands of a scheduler with a queue, submitting) and ``rules`` (job names, directive lines,
+read from each scheduler's data). Adding a scheduler is one module here, its name in
 :data:`NAMES`, and its template ``templates/<name>/job.sh.j2``.
 
 Importing this package costs nothing: :func:`get` imports a scheduler's module when it is

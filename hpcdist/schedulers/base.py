@@ -1,9 +1,9 @@
-"""What every scheduler shares: job ids and states, output errors, running a scheduler command,
+"""What every scheduler shares: job states and ids, the error for output that cannot be read,
 and the :class:`Scheduler` interface each scheduler module implements.
 
 Nothing here knows one scheduler from another: a scheduler's own grammar (its job ids, its
 job names, its directives) is data or a method of its class in its own module, looked up
-through :func:`hpcdist.schedulers.get`.
+through :func:`hpcdist.schedulers.get`. Running the commands is :mod:`~hpcdist.schedulers.batch`'s.
 
 States
 ------
