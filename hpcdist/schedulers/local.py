@@ -7,8 +7,6 @@ it as from a Slurm id), and the exit code lands in the job folder's ``exit_code`
 from __future__ import annotations
 
 import os
-import signal
-import sys
 
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler
 from hpcdist.schedulers.slurm import JOB_NAMES as SLURM_JOB_NAMES
@@ -92,6 +90,7 @@ class Local(Scheduler):
 
     def submit(self, script: str, workdir: str, log: str) -> JobId:
         import subprocess
+        import sys
 
         exit_file = os.path.join(os.path.dirname(script), "exit_code")
         # The job id is the runner's pid: numeric, so ports derive from it as from a Slurm id.
@@ -137,6 +136,8 @@ class Local(Scheduler):
         return started == "None" or _process_start(int(pid)) == started
 
     def cancel(self, job) -> None:
+        import signal
+
         job.update(cancelled=True)
         try:
             os.killpg(int(job.job_id), signal.SIGTERM)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 from hpcdist.schedulers.base import (
     FINISHED_STATES, IdGrammar, JobId, JobStatus, Pattern, SchedulerOutputError, on_each_node,
@@ -30,18 +29,21 @@ __all__ = ["Pbs", "Dialect", "DIALECTS", "PBS_DIALECTS", "PbsIds", "parse_qsub",
            "format_pbs_mem", "JOB_NAMES"]
 
 
-@dataclass(frozen=True)
 class Dialect:
-    """What one kind of PBS server reads differently."""
+    """What one kind of PBS server reads differently. (A plain class: it is built when a
+    script is rendered, where a dataclass costs time.)"""
 
-    name: str  # as --dialect takes it
-    #: The resource a job asks for its nodes with (the template writes its line).
-    request: str
-    array_flag: str  # the flag of a job array
-    #: ``qstat -f -F json -x`` is asked first (it also lists finished jobs).
-    json_status: bool
-    #: A resource in a raw ``-l`` directive that clashes with the request: (rule, fix).
-    clashes: dict = field(default_factory=dict)
+    __slots__ = ("name", "request", "array_flag", "json_status", "clashes")
+
+    def __init__(self, name: str, request: str, array_flag: str, json_status: bool, clashes: dict) -> None:
+        self.name = name  # as --dialect takes it
+        #: The resource a job asks for its nodes with (the template writes its line).
+        self.request = request
+        self.array_flag = array_flag  # the flag of a job array
+        #: ``qstat -f -F json -x`` is asked first (it also lists finished jobs).
+        self.json_status = json_status
+        #: A resource in a raw ``-l`` directive that clashes with the request: (rule, fix).
+        self.clashes = clashes
 
 
 DIALECTS = {

@@ -6,19 +6,20 @@ the checks here read it, so that each message has one wording for every schedule
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
 class JobNameRules:
-    """What a scheduler accepts as a job name (``--job-name``)."""
+    """What a scheduler accepts as a job name (``--job-name``). (A plain class, not a
+    dataclass: it is built when a script is rendered, where a dataclass costs time.)"""
 
-    title: str  # the scheduler, as the message names it
-    chars: str  # the allowed characters, as the inside of a regex class
-    words: str  # the same, for people
-    longest: int
-    #: The rule that refuses a name starting with a dot, where the scheduler has one.
-    leading_dot: str = ""
+    __slots__ = ("title", "chars", "words", "longest", "leading_dot")
+
+    def __init__(self, title: str, chars: str, words: str, longest: int, leading_dot: str = "") -> None:
+        self.title = title  # the scheduler, as the message names it
+        self.chars = chars  # the allowed characters, as the inside of a regex class
+        self.words = words  # the same, for people
+        self.longest = longest
+        #: The rule that refuses a name starting with a dot, where the scheduler has one.
+        self.leading_dot = leading_dot
 
     def suggest(self, text) -> str:
         """A valid name made from ``text``: see :func:`hpcdist.schedulers.suggest_job_name`."""
