@@ -134,12 +134,12 @@ def _check(table: dict, name: str, path: str) -> dict:
 def _value_checks(table: dict) -> dict:
     """The job spec's own check of each value (:func:`hpcdist.spec.value_checks`), for the
     profile's, so that a mistake names the key and the file instead of a flag nobody typed."""
-    from hpcdist import validate as v
+    from hpcdist import schedulers
     from hpcdist.spec import value_checks
 
-    checks = value_checks(table.get("scheduler") if table.get("scheduler") in v.SCHEDULERS else None)
+    checks = value_checks(table.get("scheduler") if table.get("scheduler") in schedulers.NAMES else None)
     # Which scheduler a dialect is for may come from a flag: the profile's is checked as PBS's.
-    checks["dialect"] = lambda x: v.check_dialect("pbs", x)
+    checks["dialect"] = lambda x: schedulers.check_dialect("pbs", x)
     return checks
 
 

@@ -13,24 +13,11 @@ from __future__ import annotations
 import functools
 import os
 
-from hpcdist import __version__, validate
+from hpcdist import __version__, schedulers, validate
 from hpcdist.launch_commands import hostfile_format, launch_lines
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, quote
 from hpcdist.spec import JobSpec
-
-#: How each scheduler takes a script.
-SUBMIT_ARGV = {"slurm": ("sbatch", "--parsable"), "pbs": ("qsub",), "local": ("bash",)}
-
-
-def submit_argv(scheduler: str, script: str, log: str) -> list[str]:
-    """The exact submit command (the backends run it; --dry-run shows it).
-
-    PBS gets the log path on the command line too: some qsub front ends (Slurm's
-    Torque wrapper) ignore ``#PBS -o``, and the command line wins anyway.
-    """
-    extra = ["-o", log, "-j", "oe"] if scheduler == "pbs" else []
-    return [*SUBMIT_ARGV[scheduler], *extra, script]
 
 
 def templates_dir() -> str:
@@ -100,28 +87,11 @@ def _environment(folder: str | None, user_dir: str | None):
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(
-        raw=Shell,
-        sbatch_value=_sbatch_value,
-        slurm_time=validate.format_slurm_time,
-        pbs_walltime=validate.format_pbs_walltime,
-        slurm_mem=validate.format_slurm_mem,
-        pbs_mem=validate.format_pbs_mem,
-    )
+    env.filters.update(raw=Shell)
+    # Each scheduler's value formats (slurm_time, pbs_mem ...): a user's template may use any.
+    for scheduler in schedulers.all_schedulers():
+        env.filters.update(scheduler.filters)
     return env
-
-
-def _sbatch_value(value) -> Shell:
-    """A value in an ``#SBATCH`` line: sbatch reads "double quotes" there, not the
-    shell's 'single quotes' (it would split ``'a b'`` at the space)."""
-    text = str(value)
-    if text and not any(c.isspace() or c in "'\"\\" for c in text):
-        return Shell(text)
-    if '"' in text:
-        raise validate.ValidationError(
-            "--output", text, "sbatch cannot read a double quote in an #SBATCH value.",
-            "Submit from (or write the log to) a folder whose path has no '\"'.")
-    return Shell(f'"{text}"')
 
 
 def _check_folder(path: str, what: str) -> str:
@@ -144,13 +114,15 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         if value is not None:
             _check_folder(value, name)
     env = environment(spec.template, spec.template_dir)
-    name = os.path.basename(spec.template) if spec.template else f"{spec.scheduler}/job.sh.j2"
+    scheduler = schedulers.get(spec.scheduler, spec.dialect)
+    name = os.path.basename(spec.template) if spec.template else scheduler.template
     template = env.get_template(name)
     return template.render(
         spec=spec,
         version=__version__,
         command_line=command_line,
-        submit_command=SUBMIT_ARGV[spec.scheduler][0],
+        scheduler=scheduler,
+        submit_command=scheduler.submit_program,
         workdir=workdir,
         job_dir=job_dir,
         hostfile_format=hostfile_format(spec),

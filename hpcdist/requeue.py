@@ -1,7 +1,9 @@
 """After the walltime warning: put the job back in the queue, a bounded number of times.
 
 The job script runs ``hpcdist requeue`` once the training has checkpointed
-and stopped on the warning (see :mod:`hpcdist.signals`):
+and stopped on the warning (see :mod:`hpcdist.signals`). This module holds
+the command, the limit and its messages; how a job goes back to the queue is
+its scheduler's :meth:`~hpcdist.schedulers.base.Scheduler.requeue`:
 
 - Slurm: ``scontrol requeue <job>``; the same job id starts the script again
   (``SLURM_RESTART_COUNT`` counts the restarts, ``--open-mode=append`` keeps
@@ -19,7 +21,6 @@ follows the job to its newest id and counts its restarts.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 
@@ -32,7 +33,9 @@ class RequeueError(RuntimeError):
 
 
 def restarts_so_far(scheduler: str, environ=os.environ) -> int:
-    name = "SLURM_RESTART_COUNT" if scheduler == "slurm" else "HPCDIST_RESTART_COUNT"
+    from hpcdist import schedulers
+
+    name = schedulers.get(scheduler).restart_variable
     text = environ.get(name, "").strip() or "0"
     try:
         return int(text)
@@ -41,11 +44,11 @@ def restarts_so_far(scheduler: str, environ=os.environ) -> int:
 
 
 def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None = None,
-            environ=os.environ) -> tuple[str, int]:
-    """Requeue or resubmit this job: the id that goes on, and which restart this is.
-    RequeueError when it may not or cannot."""
-    from hpcdist import backends
-    from hpcdist import scheduler_io as sio
+            environ=os.environ) -> tuple[str | None, int]:
+    """Requeue or resubmit this job: the new job's id (None when this one goes on), and which
+    restart this is. RequeueError when it may not or cannot."""
+    from hpcdist import schedulers
+    from hpcdist.schedulers.batch import SubmitError
 
     done = restarts_so_far(scheduler, environ)
     if done >= max_restarts:
@@ -53,49 +56,27 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
             f"the training stopped on the walltime warning, and the job has been requeued {done} time(s) "
             f"already (--requeue {max_restarts}): it ends here, unfinished. Submit it again (with --resume, if "
             f"your script takes it) to go on from its last checkpoint, or ask for more with --requeue.")
-    if scheduler == "slurm":
-        job_id = environ.get("SLURM_JOB_ID", "")
-        argv = ["scontrol", "requeue", job_id]
-    else:
-        job_id = environ.get("PBS_JOBID", "")
-        argv, log = _resubmit_argv(script, job_dir, environ.get("PBS_O_WORKDIR", os.getcwd()), done + 1)
-        # -V: the new job gets this job's environment, as a job submitted from here would.
-        argv[1:1] = ["-V", "-v", f"HPCDIST_RESTART_COUNT={done + 1}", "-W", f"depend=afterany:{job_id}"]
-    if not job_id:
-        raise RequeueError(f"{'SLURM_JOB_ID' if scheduler == 'slurm' else 'PBS_JOBID'} is not set: "
-                           f"`hpcdist requeue` runs inside a {scheduler} job")
+    queue = schedulers.get(scheduler)
+    log = _next_log(job_dir, done + 1) if queue.resubmits else ""
     try:
-        proc = backends._run(argv, cwd=environ.get("PBS_O_WORKDIR") if scheduler == "pbs" else None)
-    except backends.SubmitError as e:
+        new_id = queue.requeue(script, done + 1, log, environ)
+    except SubmitError as e:
         raise RequeueError(str(e)) from None
-    if proc.returncode != 0:
-        raise RequeueError(f"`{shlex.join(argv)}` failed: {(proc.stderr.strip() or proc.stdout.strip())[:500]}")
-    new_id = job_id
-    if scheduler == "pbs":
-        try:
-            new_id = sio.parse_qsub(proc.stdout, proc.stderr, proc.returncode).id
-        except sio.SchedulerOutputError as e:
-            raise RequeueError(f"qsub printed no job id for the resubmitted job: {e}") from None
-        if job_dir:
-            record_run(job_dir, "resubmitted", new_id, log)
+    if new_id is not None and job_dir:
+        record_run(job_dir, "resubmitted", new_id, log)
     return new_id, done + 1
 
 
-def _resubmit_argv(script: str, job_dir: str | None, workdir: str, restart: int) -> tuple[list[str], str]:
-    """qsub as ``hpcdist submit`` ran it, with a log of its own on the command line (which front
-    ends such as Slurm's qsub wrapper read instead of the script's ``#PBS -o``); and that log."""
+def _next_log(job_dir: str | None, restart: int) -> str:
+    """The log of the job that goes on after this one (a new job writes its own: its scheduler
+    would replace this one's); "" when the job folder does not say this one's."""
     import json
-
-    from hpcdist.backends import _below
-    from hpcdist.render import SUBMIT_ARGV, submit_argv
 
     try:
         with open(os.path.join(job_dir or "", "record.json"), encoding="utf-8") as f:
-            log = restart_log(json.load(f)["log"], restart)
+            return restart_log(json.load(f)["log"], restart)
     except (OSError, ValueError, KeyError, TypeError):
-        return [*SUBMIT_ARGV["pbs"], script], ""
-    # Relative to the submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
-    return submit_argv("pbs", script, _below(log, workdir)), log
+        return ""
 
 
 def restart_log(log: str, restart: int) -> str:
@@ -118,7 +99,7 @@ def main(scheduler: str, max_restarts: int, script: str, job_dir: str | None) ->
     except RequeueError as e:
         print(f"hpcdist requeue: {e}", file=sys.stderr, flush=True)
         return NOT_REQUEUED
-    how = "requeued" if scheduler == "slurm" else f"resubmitted as job {new_id}, to start when this one ends,"
+    how = "requeued" if new_id is None else f"resubmitted as job {new_id}, to start when this one ends,"
     print(f"hpcdist: the training stopped on the walltime warning; the job was {how} "
           f"(restart {restart} of at most {max_restarts}): it goes on from its last checkpoint.",
           file=sys.stderr, flush=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 
+from hpcdist import schedulers
 from hpcdist import validate as v
-from hpcdist.validate import SCHEDULERS
 
 LAUNCHERS = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
 DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
@@ -107,8 +107,10 @@ def value_checks(scheduler: str | None) -> dict:
     not ``walltime_s``); each returns the value as the spec holds it. :func:`build_spec` runs
     them, and so do profiles (:mod:`hpcdist.profiles`) when a file is read, so that a mistake
     there names the key and the file. ``scheduler`` None: not known yet."""
+    # The scheduler's own rules for job names and directives; a name that is not known yet: Slurm's.
+    sched = schedulers.get(scheduler or "slurm")
     checks = {
-        "scheduler": lambda x: v.check_choice(x, "--scheduler", SCHEDULERS),
+        "scheduler": lambda x: v.check_choice(x, "--scheduler", schedulers.NAMES),
         "launcher": lambda x: v.check_choice(x, "--launcher", LAUNCHERS),
         "deepspeed_runner": lambda x: v.check_choice(x, "--deepspeed-runner", DEEPSPEED_RUNNERS),
         "mpi": lambda x: v.check_choice(x, "--mpi", MPI_FLAVOURS),
@@ -116,7 +118,7 @@ def value_checks(scheduler: str | None) -> dict:
         "walltime": lambda x: v.parse_walltime(str(x)),
         "mem": lambda x: v.parse_memory(str(x)),
         "signal_margin": lambda x: v.parse_walltime(str(x), "--signal-margin"),
-        "job_name": lambda x: v.check_job_name(str(x), scheduler or "slurm"),
+        "job_name": lambda x: sched.check_job_name(str(x)),
         "array": lambda x: v.check_array(str(x), "--array"),
         "dependency": lambda x: v.check_dependency(str(x), "--dependency"),
         "mail_user": lambda x: v.check_mail(str(x), "--mail"),
@@ -127,7 +129,8 @@ def value_checks(scheduler: str | None) -> dict:
         "modules": lambda x: v.check_word(str(x), "--module"),
         "sources": lambda x: v.check_word(str(x), "--source"),
         "propagate": lambda x: v.check_env_name(str(x), "--propagate"),
-        "directives": (lambda x: v.check_directive(str(x), scheduler)) if scheduler not in (None, "local")
+        # (the local backend refuses any in build_spec, where the scheduler's rules run)
+        "directives": (lambda x: sched.check_directive(str(x))) if scheduler and sched.queued
         else (lambda x: v.check_text(str(x), "--directive")),
     }
     for name in ("nodes", "procs_per_node", "cpus_per_proc", "ssh_port", "min_nodes"):
@@ -158,9 +161,9 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     out: dict = {}
     notes: list[str] = []
 
-    out["scheduler"] = v.check_choice(given.get("scheduler", "local"), "--scheduler", SCHEDULERS)
+    out["scheduler"] = v.check_choice(given.get("scheduler", "local"), "--scheduler", schedulers.NAMES)
+    scheduler = schedulers.get(out["scheduler"])
     check = value_checks(out["scheduler"])
-    out["dialect"] = v.check_dialect(out["scheduler"], given.get("dialect"))
     out["launcher"] = check["launcher"](given.get("launcher", "torchrun"))
     if out["launcher"] == "srun" and out["scheduler"] != "slurm":
         raise v.ValidationError(
@@ -198,10 +201,8 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     for name in ("queue", "account", "qos"):
         if name in given:
             out[name] = check[name](given[name])
-    if "qos" in out and out["scheduler"] == "pbs":
-        raise v.ValidationError("--qos", out["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
 
-    default_name = v.suggest_job_name(os.path.basename(script), out["scheduler"])
+    default_name = scheduler.suggest_job_name(os.path.basename(script))
     out["job_name"] = check["job_name"](given.get("job_name", default_name))
     # Values placed in directives: the scheduler's own grammar (no quoting needed), or quoted text;
     # values that become one word of a command.
@@ -209,9 +210,6 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
                  "conda", "venv", "deepspeed_config", "python", "mpiexec"):
         if name in given:
             out[name] = check[name](given[name])
-    if out["scheduler"] == "slurm" and '"' in out.get("output", ""):
-        raise v.ValidationError("--output", out["output"], "sbatch cannot read a double quote in an #SBATCH value.",
-                                "Choose a log path without '\"'.")
     for name in ("exclusive", "no_ssh"):
         if name in given:
             out[name] = bool(given[name])
@@ -236,13 +234,7 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
         v.parse_env_assignment(e) if isinstance(e, str) else tuple(e) for e in env)
     out["env"] = tuple((v.check_env_settable(k), v.check_text(str(val), "--env", allow_newline=True)) for k, val in pairs)
     out["propagate"] = tuple(check["propagate"](n) for n in given.get("propagate", ()))
-    if out["scheduler"] == "local" and given.get("directives"):
-        raise v.ValidationError("--directive", str(given["directives"][0]),
-                                "the local backend has no scheduler to read it.",
-                                "Drop it, or submit with --scheduler slurm or pbs.")
     out["directives"] = tuple(check["directives"](d) for d in given.get("directives", ()))
-    if out["scheduler"] != "local":
-        v.check_gpu_directives(out["scheduler"], out["dialect"], gpus, list(out["directives"]))
 
     out["deepspeed_runner"] = check["deepspeed_runner"](given.get("deepspeed_runner", "pdsh"))
     if out["deepspeed_runner"] == "slurm" and out["scheduler"] != "slurm":
@@ -261,6 +253,9 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
                     f"quotes, where {bad!r} would be expanded or break the command.",
                     "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
     _check_restarts(given, out, check)
+    # The scheduler's rules (dialect, QOS, directives, log path, elastic agents, requeue), in
+    # today's order among themselves, once every value they read is checked; sets the dialect.
+    scheduler.check(out, given)
     return JobSpec(**out, notes=tuple(notes))
 
 
@@ -272,11 +267,6 @@ def _check_restarts(given: dict, out: dict, check: dict) -> None:
     if "min_nodes" in out and out["min_nodes"] > out.get("nodes", 1):
         raise v.ValidationError("--min-nodes", str(out["min_nodes"]), f"is more than --nodes {out.get('nodes', 1)}.",
                                 "Give the fewest nodes the training may go on with, at most --nodes.")
-    if out.get("min_nodes") and out["scheduler"] != "slurm":
-        raise v.ValidationError("--min-nodes", str(out["min_nodes"]),
-                                f"needs --scheduler slurm: under {out['scheduler']} the node agents are started so "
-                                "that one agent's end ends them all.",
-                                "Use --max-restarts alone (workers restart on the same nodes), or Slurm.")
     for name in ("max_restarts", "min_nodes"):
         if out.get(name) and out["launcher"] != "torchrun":
             raise v.ValidationError(FLAG[name], str(out[name]), f"is a torchrun setting; the launcher is {out['launcher']}.",
@@ -289,11 +279,6 @@ def _check_restarts(given: dict, out: dict, check: dict) -> None:
                                     "Ask for a warning at most 18 hours before the walltime.")
     if not (out.get("requeue") or "signal_margin_s" in out):
         return
-    flag = "--requeue" if out.get("requeue") else "--signal-margin"
-    if out["scheduler"] == "local":
-        raise v.ValidationError(flag, str(given.get("requeue") or given.get("signal_margin")),
-                                "the local backend has no walltime and no queue to go back to.",
-                                "Submit with --scheduler slurm or pbs, or leave it out.")
     margin = out.get("signal_margin_s", DEFAULT_SIGNAL_MARGIN_S)
     walltime = out.get("walltime_s")
     if walltime is not None and margin >= walltime:

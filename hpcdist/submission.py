@@ -8,15 +8,16 @@ import os
 import sys
 import time
 
-from hpcdist.backends import UNREACHABLE, SubmitError, backend_for
-from hpcdist.scheduler_io import FINISHED_STATES
 from hpcdist.jobs import JOBS_DIR, Draft, Job
 from hpcdist.render import render
+from hpcdist.schedulers import get as get_scheduler
+from hpcdist.schedulers.base import FINISHED_STATES
+from hpcdist.schedulers.batch import UNREACHABLE, SubmitError
 from hpcdist.spec import JobSpec
 
 def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_DIR) -> Job:
     """Write the job folder, submit the script, record the job. Nothing is left when it fails."""
-    backend = backend_for(spec.scheduler, spec.dialect)
+    scheduler = get_scheduler(spec.scheduler, spec.dialect)
     workdir = os.getcwd()
     draft = Draft(os.path.abspath(root), spec.job_name)
     try:
@@ -25,7 +26,7 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
         draft.write("spec.json", json.dumps(spec.as_dict(), indent=2) + "\n")
         script = draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir,
                                               job_dir=draft.path), 0o700)
-        job_id = backend.submit(script, workdir, log)
+        job_id = scheduler.submit(script, workdir, log)
     except BaseException:
         draft.discard()
         raise
@@ -38,10 +39,10 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
 
 def status(job: Job):
     """The job's state; for a job that resubmitted itself (PBS), its newest id's."""
-    backend = backend_for(job.scheduler, job.record.get("dialect"))
+    scheduler = get_scheduler(job.scheduler, job.record.get("dialect"))
     while True:
         asked = job.current_id
-        state = backend.status(job)
+        state = scheduler.status(job)
         # A run that resubmits itself ends a moment after it recorded the new id: an answer
         # "finished" about the id asked for may already belong to a job that goes on.
         if state.state not in FINISHED_STATES or job.current_id == asked:
@@ -49,7 +50,7 @@ def status(job: Job):
 
 
 def cancel(job: Job) -> None:
-    backend_for(job.scheduler, job.record.get("dialect")).cancel(job)
+    get_scheduler(job.scheduler, job.record.get("dialect")).cancel(job)
 
 
 #: How long --wait accepts "unknown" (job out of the queue, no record anywhere) before giving up.

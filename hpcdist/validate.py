@@ -2,7 +2,8 @@
 
 A typo in a walltime or a job name costs a PhD student hours in a queue, so
 every value that a scheduler would reject (or, worse, silently misread) is
-checked here, when the job spec is built.  Every failure is a
+checked here, when the job spec is built (the rules of one scheduler, such as its job
+names and directives, are its module's: :mod:`hpcdist.schedulers`).  Every failure is a
 :class:`ValidationError` that names the flag, the value as given, the rule
 and the fix::
 
@@ -26,39 +27,28 @@ import re
 
 __all__ = [
     "MAX_WALLTIME",
-    "SCHEDULERS",
     "ValidationError",
+    "bad_char_rule",
+    "check_array",
     "check_choice",
-    "check_dialect",
-    "check_directive",
+    "check_dependency",
     "check_env_name",
-    "check_gpu_directives",
-    "check_job_name",
+    "check_env_settable",
+    "check_mail",
     "check_name",
     "check_positive",
     "check_program",
-    "check_array",
-    "check_dependency",
-    "check_env_settable",
-    "check_mail",
     "check_text",
+    "check_utf8",
     "check_word",
     "describe_walltime",
-    "format_pbs_mem",
-    "format_pbs_walltime",
-    "format_slurm_mem",
-    "format_slurm_time",
+    "format_clock",
     "parse_env_assignment",
     "parse_memory",
     "parse_walltime",
-    "suggest_job_name",
+    "positive_int",
+    "require_str",
 ]
-
-#: The schedulers hpcdist renders for ("local" runs the job script here).
-SCHEDULERS = ("local", "slurm", "pbs")
-#: The PBS dialects: PBS Pro / OpenPBS (``select=``) and Torque (``nodes=``).
-PBS_DIALECTS = ("pro", "torque")
-_DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pro": "pro", "altair": "pro"}
 
 #: The longest walltime accepted: 365 days, in seconds.
 MAX_WALLTIME = 365 * 86400
@@ -122,11 +112,8 @@ def _decimal(text: str) -> tuple[int, int]:
     return int((whole or "0") + frac), 10 ** len(frac)
 
 
-def _choice(value: object, field: str, choices) -> str:
-    return check_choice(value, field, choices)
-
-
-def _require_str(value: object, field: str, what: str = "text") -> str:
+def require_str(value: object, field: str, what: str = "text") -> str:
+    """``value`` if it is a str, else ValidationError naming its type."""
     if not isinstance(value, str):
         raise ValidationError(field, value, f"must be {what}, not {type(value).__name__}.")
     return value
@@ -139,7 +126,8 @@ def _first_bad(text: str, allowed: _Lazy) -> tuple[int, str] | None:
     return None
 
 
-def _bad_char_rule(bad: tuple[int, str], what: str, allowed_words: str) -> str:
+def bad_char_rule(bad: tuple[int, str], what: str, allowed_words: str) -> str:
+    """The rule for a character ``bad`` = (index, character) that ``what`` may not contain."""
     i, ch = bad
     return f"character {ch!r} at position {i + 1} is not allowed: {what} may contain only {allowed_words}."
 
@@ -209,7 +197,7 @@ def _walltime_seconds(s: str, raw: str, field: str) -> int:
         n, d = _decimal(s)
         if n == 0:
             return 0
-        minutes_clock = format_pbs_walltime((2 * n * _MINUTE + d) // (2 * d)) if n * _MINUTE >= d else None
+        minutes_clock = format_clock((2 * n * _MINUTE + d) // (2 * d)) if n * _MINUTE >= d else None
         fix = f"Write {s}m, {s}s" + (f" or {minutes_clock}." if minutes_clock else ".")
         raise ValidationError(field, raw, "a bare number is minutes to Slurm but seconds to PBS.", fix)
 
@@ -233,11 +221,11 @@ def _walltime_seconds(s: str, raw: str, field: str) -> int:
         options = []
         if b < 60 and (a or b):
             as_minutes = f"{a}m{b}s" if b else f"{a}m"
-            options.append(f"if you meant {a} min {b} s, write {format_pbs_walltime(a * _MINUTE + b)} "
+            options.append(f"if you meant {a} min {b} s, write {format_clock(a * _MINUTE + b)} "
                            f"or {as_minutes}")
             if a * _HOUR + b * _MINUTE <= MAX_WALLTIME:
                 as_hours = f"{a}h{b}m" if b else f"{a}h"
-                options.append(f"if you meant {a} h {b} min, write {format_pbs_walltime(a * _HOUR + b * _MINUTE)} "
+                options.append(f"if you meant {a} h {b} min, write {format_clock(a * _HOUR + b * _MINUTE)} "
                                f"or {as_hours}")
         if not options:
             raise ValidationError(field, raw, f"is not a clock: one colon reads as MM:SS, and {b} is not 00 to 59.",
@@ -260,7 +248,7 @@ def _check_clock(raw, field, days, hours, minutes, secs) -> None:
     if days is not None and hours >= 24:
         total = days * _DAY + hours * _HOUR + minutes * _MINUTE + secs
         raise ValidationError(field, raw, f"has {hours} hours after the day; in D-HH:MM:SS the hours must be 0 to 23.",
-                              f"Write {format_slurm_time(total)} or {format_pbs_walltime(total)}.")
+                              f"Write {format_clock(total, days=True)} or {format_clock(total)}.")
 
 
 def _unit_seconds(s: str, raw: str, field: str) -> int:
@@ -321,28 +309,22 @@ def describe_walltime(seconds: int) -> str:
     return " ".join(f"{v} {u}" for v, u in parts[nonzero[0]:nonzero[-1] + 1])
 
 
-def _positive_int(value: object, what: str) -> int:
+def positive_int(value: object, what: str) -> int:
+    """``value`` if it is a positive int, else ValueError (a caller's mistake, not a user's)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{what} must be a positive int, not {value!r}")
     return value
 
 
-def format_slurm_time(seconds: int) -> str:
-    """Slurm ``--time``: ``HH:MM:SS`` under a day, ``D-HH:MM:SS`` from a day on."""
-    seconds = _positive_int(seconds, "seconds")
-    days, rest = divmod(seconds, _DAY)
+def format_clock(seconds: int, *, days: bool = False) -> str:
+    """``HH:MM:SS`` with hours unbounded (``49:00:00``); with ``days``, ``D-HH:MM:SS`` from a
+    day on. (Each scheduler's format names one: :mod:`hpcdist.schedulers`.)"""
+    seconds = positive_int(seconds, "seconds")
+    day_count, rest = divmod(seconds, _DAY) if days else (0, seconds)
     hours, rest = divmod(rest, _HOUR)
     minutes, secs = divmod(rest, _MINUTE)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{clock}" if days else clock
-
-
-def format_pbs_walltime(seconds: int) -> str:
-    """PBS ``-l walltime=``: ``HH:MM:SS`` with hours unbounded (``49:00:00``)."""
-    seconds = _positive_int(seconds, "seconds")
-    hours, rest = divmod(seconds, _HOUR)
-    minutes, secs = divmod(rest, _MINUTE)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{day_count}-{clock}" if day_count else clock
 
 
 # --------------------------------------------------------------------------
@@ -403,92 +385,9 @@ def parse_memory(text: str, field: str = "--mem") -> int:
     return mb
 
 
-def format_slurm_mem(mb: int) -> str:
-    """Slurm ``--mem``: ``16G`` for a whole number of gigabytes, else ``500M``."""
-    mb = _positive_int(mb, "mb")
-    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
-
-
-def format_pbs_mem(mb: int) -> str:
-    """PBS ``mem=``: ``16gb`` for a whole number of gigabytes, else ``500mb``."""
-    mb = _positive_int(mb, "mb")
-    return f"{mb // 1024}gb" if mb % 1024 == 0 else f"{mb}mb"
-
-
 # --------------------------------------------------------------------------
 # names
 # --------------------------------------------------------------------------
-
-_JOB_NAME_CHARS = {
-    "pbs": _Lazy(r"[A-Za-z0-9+_.\-]", re.A),
-    "slurm": _Lazy(r"[A-Za-z0-9+_.,:@=\-]", re.A),
-}
-_JOB_NAME_WORDS = {
-    "pbs": "letters, digits and + _ . -",
-    "slurm": "letters, digits and + _ . , : @ = -",
-}
-_JOB_NAME_MAX = {"pbs": 230, "slurm": 200}
-_JOB_NAME_RUNS = {
-    "pbs": _Lazy(r"[^A-Za-z0-9+_.\-]+", re.A),
-    "slurm": _Lazy(r"[^A-Za-z0-9+_.,:@=\-]+", re.A),
-}
-
-
-def _name_rules(scheduler: object) -> str:
-    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
-    return "pbs" if scheduler == "pbs" else "slurm"  # local uses Slurm's rules
-
-
-def suggest_job_name(text: str, scheduler: str) -> str:
-    """A valid job name made from ``text`` (typically a script's file name).
-
-    Drops a trailing ``.py``, replaces each run of disallowed characters with
-    ``_``, strips leading dots, cuts to the scheduler's limit and falls back
-    to ``"job"``: ``.train v2.py`` -> ``train_v2``.  The result always passes
-    :func:`check_job_name` for ``scheduler``.  Directories are not removed
-    (pass ``os.path.basename(path)``); a ``/`` becomes ``_``.
-    """
-    rules = _name_rules(scheduler)
-    s = str(text).strip() if text is not None else ""
-    if s.lower().endswith(".py"):
-        s = s[:-3]
-    s = _JOB_NAME_RUNS[rules].sub("_", s)
-    s = s.lstrip(".")
-    s = s[:_JOB_NAME_MAX[rules]]
-    if not s.strip("_"):
-        return "job"
-    return s
-
-
-def check_job_name(name: str, scheduler: str) -> str:
-    """``name`` if the scheduler accepts it as a job name, else ValidationError.
-
-    PBS (Pro and Torque): 1..230 characters from ``[A-Za-z0-9+_.-]``, not
-    starting with a dot (PBS Pro 19.2.1+ rejects others, ``=`` gives "illegal
-    -N value", and a leading dot failed on older PBS Pro).  Slurm and local:
-    1..200 characters from ``[A-Za-z0-9+_.,:@=-]`` (no ``%``, which Slurm
-    expands in output file names, and no spaces).
-    """
-    field = "--job-name"
-    rules = _name_rules(scheduler)
-    sched_word = "PBS" if rules == "pbs" else "Slurm"
-    name = _require_str(name, field)
-    if not name:
-        raise ValidationError(field, name, "is empty.", "Give a name, or leave --job-name out to use the script's name.")
-    suggestion = suggest_job_name(name, rules)
-    fix = f"Try {suggestion}."
-    bad = _first_bad(name, _JOB_NAME_CHARS[rules])
-    if bad:
-        raise ValidationError(field, name, _bad_char_rule(bad, f"{sched_word} job names",
-                                                          _JOB_NAME_WORDS[rules]), fix)
-    if rules == "pbs" and name.startswith("."):
-        raise ValidationError(field, name, "a PBS job name must not start with a dot (older PBS Pro rejects it).", fix)
-    limit = _JOB_NAME_MAX[rules]
-    if len(name) > limit:
-        raise ValidationError(field, name, f"is {len(name)} characters; {sched_word} job names may have at most {limit}.",
-                              fix)
-    return name
-
 
 _NAME_CHARS = _Lazy(r"[A-Za-z0-9_.@+\-]", re.A)
 _NAME_RUNS = _Lazy(r"[^A-Za-z0-9_.@+\-]+", re.A)
@@ -498,14 +397,14 @@ _NAME_MAX = 64
 def check_name(value: str, field: str) -> str:
     """A queue/partition, account or QOS name: 1..64 characters from
     ``[A-Za-z0-9_.@+-]``, not starting with ``-`` (it would read as an option)."""
-    value = _require_str(value, field)
+    value = require_str(value, field)
     if not value:
         raise ValidationError(field, value, "is empty.", f"Give a name, or leave {field} out.")
     cleaned = _NAME_RUNS.sub("_", value).lstrip("-")[:_NAME_MAX]
     fix = f"Try {cleaned}." if cleaned.strip("_") and cleaned != value else ""
     bad = _first_bad(value, _NAME_CHARS)
     if bad:
-        raise ValidationError(field, value, _bad_char_rule(bad, "names", "letters, digits and _ . @ + -"), fix)
+        raise ValidationError(field, value, bad_char_rule(bad, "names", "letters, digits and _ . @ + -"), fix)
     if value.startswith("-"):
         raise ValidationError(field, value, "must not start with '-': the scheduler would read it as an option.", fix)
     if len(value) > _NAME_MAX:
@@ -545,7 +444,7 @@ _ENV_NAME = _Lazy(r"[A-Za-z_][A-Za-z0-9_]*", re.A)
 
 def check_env_name(name: str, field: str = "--env") -> str:
     """An environment variable name: ``[A-Za-z_][A-Za-z0-9_]*``."""
-    name = _require_str(name, field)
+    name = require_str(name, field)
     if _ENV_NAME.fullmatch(name):
         return name
     raise ValidationError(field, name, *_env_name_problem(name))
@@ -572,7 +471,7 @@ def parse_env_assignment(text: str, field: str = "--env") -> tuple[str, str]:
     The value may be empty or hold anything except NUL (it is quoted when the
     script is rendered); the name must pass :func:`check_env_name`.
     """
-    text = _require_str(text, field)
+    text = require_str(text, field)
     if "=" not in text:
         stem = text.strip() if _ENV_NAME.fullmatch(text.strip()) else "NAME"
         raise ValidationError(field, text, "has no '='; an assignment is NAME=value.",
@@ -588,11 +487,11 @@ def parse_env_assignment(text: str, field: str = "--env") -> tuple[str, str]:
     if "\0" in value:
         raise ValidationError(field, text, "contains a NUL character, which no environment variable can hold.",
                               "Remove it.")
-    _check_utf8(value, field, text)
+    check_utf8(value, field, text)
     return name, value
 
 
-def _check_utf8(value: str, field: str, shown: object = None) -> None:
+def check_utf8(value: str, field: str, shown: object = None) -> None:
     """Job scripts are UTF-8 text: a byte that is not UTF-8 (a lone surrogate,
     as Python decodes such bytes from argv) cannot be written into one."""
     try:
@@ -610,11 +509,11 @@ def check_text(value: str, field: str, *, allow_newline: bool = False) -> str:
     """A value that is shell-quoted at render time (module name, path, conda
     env, script argument): only NUL, bytes that are not UTF-8, and line breaks
     unless ``allow_newline``, are rejected."""
-    value = _require_str(value, field)
+    value = require_str(value, field)
     if "\0" in value:
         raise ValidationError(field, value, "contains a NUL character, which cannot be passed to a program.",
                               "Remove it.")
-    _check_utf8(value, field)
+    check_utf8(value, field)
     if not allow_newline and ("\n" in value or "\r" in value):
         raise ValidationError(field, value, "contains a line break, which would split a line of the job script.",
                               "Put the value on one line.")
@@ -679,12 +578,12 @@ _MAIL_CHARS = _Lazy(r"[A-Za-z0-9_.,%+@\-]", re.A)
 
 
 def _check_charset(value: object, field: str, allowed: _Lazy, what: str, words: str, example: str) -> str:
-    value = _require_str(value, field)
+    value = require_str(value, field)
     if not value:
         raise ValidationError(field, value, "is empty.", f"Write for example {example}, or leave {field} out.")
     bad = _first_bad(value, allowed)
     if bad:
-        raise ValidationError(field, value, _bad_char_rule(bad, what, words), f"Write for example {example}.")
+        raise ValidationError(field, value, bad_char_rule(bad, what, words), f"Write for example {example}.")
     if value.startswith("-"):
         raise ValidationError(field, value, "must not start with '-': the scheduler would read it as an option.",
                               f"Write for example {example}.")
@@ -713,179 +612,8 @@ def check_mail(value: str, field: str = "--mail") -> str:
 
 
 # --------------------------------------------------------------------------
-# raw directives
-# --------------------------------------------------------------------------
-
-_PREFIX = {"slurm": "#SBATCH", "pbs": "#PBS"}
-_PREFIX_RE = _Lazy(r"#(SBATCH|PBS)", re.I | re.A)
-_SCHED_WORD = {"slurm": "Slurm", "pbs": "PBS", "local": "local"}
-
-
-def check_directive(line: str, scheduler: str) -> str:
-    """A raw scheduler directive as the full line to put at the top of the script.
-
-    Takes the bare option (``--constraint=a100``, ``-l place=scatter``) or a
-    full line (``#SBATCH --constraint=a100``, ``#PBS -l place=scatter``) and
-    returns the full line with the right prefix (a lower-case prefix is
-    corrected).  Raw directives are not quoted, so only structure is checked:
-    one line, no NUL, the prefix of this scheduler, a non-empty option that
-    starts with ``-``.  The local backend takes no directives.
-    """
-    field = "--directive"
-    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
-    line = _require_str(line, field)
-    if "\0" in line:
-        raise ValidationError(field, line, "contains a NUL character.", "Remove it.")
-    _check_utf8(line, field)
-    if "\n" in line or "\r" in line:
-        raise ValidationError(field, line, "contains a line break; each directive is one line.",
-                              f"Give one {field} per line.")
-    if scheduler == "local":
-        raise ValidationError(field, line, "the local backend has no scheduler to read it.",
-                              "Drop it, or submit with --scheduler slurm or pbs.")
-    prefix = _PREFIX[scheduler]
-    example = "--constraint=a100" if scheduler == "slurm" else "-l place=scatter"
-    s = line.strip()
-    if s.startswith("#"):
-        m = _PREFIX_RE.match(s)
-        if not m:
-            raise ValidationError(field, line, f"starts with '#' but not with {prefix}.",
-                                  f"Give the bare option ({example}) or a full line ({prefix} {example}).")
-        found = m.group(1).upper()
-        if found != prefix[1:]:
-            other = "PBS" if found == "PBS" else "Slurm"
-            raise ValidationError(field, line, f"is a {other} directive, but --scheduler is {scheduler}.",
-                                  f"Write the {_SCHED_WORD[scheduler]} option instead (e.g. {example}), "
-                                  f"or submit with --scheduler {'pbs' if found == 'PBS' else 'slurm'}.")
-        s = s[m.end():].strip()
-    if not s:
-        raise ValidationError(field, line, "has no option.", f"Write for example {prefix} {example}.")
-    if not s.startswith("-"):
-        if scheduler == "slurm":
-            guess = "--" + s
-        else:
-            guess = ("-l " + s) if re.match(r"[A-Za-z_]+=", s) else "-" + s
-        raise ValidationError(field, line, "the option must start with '-'; the scheduler ignores or rejects it otherwise.",
-                              f"Did you mean {prefix} {guess}?")
-    return f"{prefix} {s}"
-
-
-def _directive_tokens(line: str) -> list[str]:
-    s = line.strip()
-    m = _PREFIX_RE.match(s)
-    if m:
-        s = s[m.end():]
-    return s.split()
-
-
-def _option_values(tokens: list[str], long: str | None = None, short: str | None = None) -> list[str | None]:
-    """Values of an option in a token list (``--opt=v``, ``--opt v``, ``-o v``, ``-ov``).
-
-    A flag with no value gives ``None``.
-    """
-    out: list[str | None] = []
-    for i, tok in enumerate(tokens):
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        if long and tok == long:
-            out.append(nxt)
-        elif long and tok.startswith(long + "="):
-            out.append(tok[len(long) + 1:])
-        elif short and tok == short:
-            out.append(nxt)
-        elif short and tok.startswith(short) and not tok.startswith("--"):
-            out.append(tok[len(short):].lstrip("="))
-    return out
-
-
-_GRES_GPU = _Lazy(r"gpu(?:[:/]|$)", re.I | re.A)
-
-
-def check_gpu_directives(scheduler: str, dialect: str | None, gpus_per_node: int, directives: list[str]) -> None:
-    """Raw directives that clash with what hpcdist writes itself.
-
-    Slurm: hpcdist writes ``--gpus-per-node`` when ``gpus_per_node > 0``;
-    Slurm rejects it together with ``--gres=gpu``, and a raw
-    ``--gpus-per-node`` beside the flag is two sources for one number.
-    PBS Pro: hpcdist always writes ``-l select=``; a second ``select`` is
-    ignored (Parsl#2220), and old syntax (``-l nodes=``) cannot be mixed with
-    it.  Torque: hpcdist always writes ``-l nodes=``; a second ``nodes`` is
-    refused, and ``select`` is PBS Pro syntax Torque does not know.
-    Directives may be bare options or full lines.  Returns None.
-    """
-    field = "--directive"
-    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
-    dialect = check_dialect(scheduler, dialect)
-    if scheduler == "local":
-        return None
-    gpus = check_positive(gpus_per_node, "--gpus-per-node", allow_zero=True)
-    parsed = [(d, _directive_tokens(_require_str(d, field))) for d in directives]
-
-    if scheduler == "slurm":
-        raw_gpn = [d for d, toks in parsed if _option_values(toks, "--gpus-per-node")]
-        gres_gpu = [d for d, toks in parsed
-                    if any(v and any(_GRES_GPU.match(item.strip()) for item in v.split(","))
-                           for v in _option_values(toks, "--gres"))]
-        if gpus and raw_gpn:
-            raise ValidationError(field, raw_gpn[0],
-                                  f"sets --gpus-per-node, which hpcdist already writes from --gpus-per-node {gpus}.",
-                                  "Drop the directive; the flag asks for the GPUs and sets one process per GPU.")
-        if gres_gpu and (gpus or raw_gpn):
-            source = (f"hpcdist writes --gpus-per-node for --gpus-per-node {gpus}" if gpus
-                      else f"the directive {raw_gpn[0]!r} sets --gpus-per-node")
-            raise ValidationError(field, gres_gpu[0],
-                                  f"asks for GPUs with --gres=gpu, but {source}, and Slurm refuses "
-                                  "--gpus-per-node together with --gres=gpu.",
-                                  "Drop one: keep --gpus-per-node and remove the --gres directive, or leave "
-                                  "--gpus-per-node out and set --procs-per-node.")
-        return None
-
-    # PBS
-    for d, toks in parsed:
-        for value in _option_values(toks, short="-l"):
-            for item in (value or "").split(","):
-                resource = item.split("=", 1)[0].strip().lower()
-                if dialect == "pro" and resource == "select":
-                    raise ValidationError(
-                        field, d, "sets -l select, but hpcdist already writes the select line from "
-                        "--nodes, --procs-per-node and --gpus-per-node; PBS Pro then ignores one of them (Parsl#2220).",
-                        "Use those flags, or --template for a select hpcdist cannot express.")
-                if dialect == "pro" and resource == "nodes":
-                    raise ValidationError(
-                        field, d, "uses the old -l nodes= syntax; hpcdist writes -l select=, and PBS Pro "
-                        "refuses jobs that mix new and old syntax.",
-                        "Use --nodes and --procs-per-node, or --dialect torque if the server is Torque.")
-                if dialect == "torque" and resource == "nodes":
-                    raise ValidationError(
-                        field, d, "sets -l nodes, but hpcdist already writes the nodes line from "
-                        "--nodes, --procs-per-node and --gpus-per-node; two node requests clash.",
-                        "Use those flags, or --template for a nodes spec hpcdist cannot express.")
-                if dialect == "torque" and resource == "select":
-                    raise ValidationError(
-                        field, d, "uses -l select, which is PBS Pro syntax; Torque does not understand it.",
-                        "Use --nodes and --procs-per-node, or --dialect pro if the server is PBS Pro/OpenPBS.")
-    return None
-
-
-# --------------------------------------------------------------------------
 # choices
 # --------------------------------------------------------------------------
-
-def check_dialect(scheduler: str, dialect: str | None) -> str | None:
-    """PBS: ``"pro"`` (the default; also for ``openpbs``/``pbspro``) or
-    ``"torque"``.  Slurm and local: None; a dialect given for them is an error."""
-    scheduler = _choice(scheduler, "--scheduler", SCHEDULERS)
-    given = dialect is not None and dialect != ""
-    if scheduler != "pbs":
-        if given:
-            raise ValidationError("--dialect", dialect, f"only PBS has dialects, and --scheduler is {scheduler}.",
-                                  "Drop --dialect, or use --scheduler pbs.")
-        return None
-    if not given:
-        return "pro"
-    if isinstance(dialect, str) and dialect.strip().lower() in _DIALECT_ALIASES:
-        return _DIALECT_ALIASES[dialect.strip().lower()]
-    return check_choice(dialect, "--dialect", PBS_DIALECTS)
-
 
 def check_choice(value: str, field: str, choices) -> str:
     """``value`` if it is one of ``choices`` (case and surrounding spaces are

@@ -13,7 +13,7 @@ What is fuzzed, and the only error each may raise (anything else is a bug):
 - PBS node files, Slurm allocations, the environment of a job
   (``hpcdist.allocation``): ``AllocationError``;
 - walltimes, memory, names, directives (``hpcdist.validate``): ``ValidationError``;
-- what sbatch, qsub, squeue, sacct and qstat print (``hpcdist.scheduler_io``):
+- what sbatch, qsub, squeue, sacct and qstat print (``hpcdist.schedulers``):
   ``SchedulerOutputError``;
 - profile files (``hpcdist.profiles``): ``ProfileError``, then the job spec:
   ``ValidationError``;
@@ -44,9 +44,11 @@ from hpcdist.env import DistEnv, DistEnvError, UndistributedWarning, resolve
 from hpcdist.env.ports import PORT_BASE, PORT_SPAN, port_for_job
 from hpcdist.hostlist import HostlistError, compress, expand, expand_counts
 from hpcdist.profiles import ProfileError, load_profile, merge
-from hpcdist.scheduler_io import (
-    STATES, JobId, JobStatus, SchedulerOutputError, parse_qstat_full_text, parse_qstat_pro_json, parse_qsub,
-    parse_sacct, parse_sbatch, parse_squeue)
+from hpcdist.schedulers import check_directive, check_gpu_directives, check_job_name
+from hpcdist.schedulers.base import STATES, JobId, JobStatus, SchedulerOutputError
+from hpcdist.schedulers.pbs import format_pbs_mem, format_pbs_walltime, parse_qsub
+from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json
+from hpcdist.schedulers.slurm import format_slurm_mem, format_slurm_time, parse_sacct, parse_sbatch, parse_squeue
 from hpcdist.spec import JobSpec, build_spec
 
 #: The profile of tests/conftest.py (no max_examples here, so that HPCDIST_FUZZ=long scales them).
@@ -219,8 +221,8 @@ def test_walltime_answers_or_raises_validation_error(text):
         return
     assert type(seconds) is int and 0 < seconds <= v.MAX_WALLTIME
     # What hpcdist writes for each scheduler reads back as the same time.
-    assert v.parse_walltime(v.format_slurm_time(seconds)) == seconds
-    assert v.parse_walltime(v.format_pbs_walltime(seconds)) == seconds
+    assert v.parse_walltime(format_slurm_time(seconds)) == seconds
+    assert v.parse_walltime(format_pbs_walltime(seconds)) == seconds
 
 
 _MEM_PIECES = ["1", "16", "0", "1.5", ".5", "1024", "99999999999999999", "K", "M", "G", "T", "B", "iB", "g", "gb",
@@ -236,7 +238,7 @@ def test_memory_answers_or_raises_validation_error(text):
         assert e.field == "--mem" and e.value == text
         return
     assert type(mb) is int and 0 < mb <= v.MAX_MEMORY_MB
-    assert v.parse_memory(v.format_slurm_mem(mb)) == mb and v.parse_memory(v.format_pbs_mem(mb)) == mb
+    assert v.parse_memory(format_slurm_mem(mb)) == mb and v.parse_memory(format_pbs_mem(mb)) == mb
 
 
 _DIRECTIVE_PIECES = ["#SBATCH", "#PBS", "#sbatch", "#", " ", "--", "-", "-l", "--gres=gpu:4", "--gpus-per-node=2",
@@ -250,8 +252,8 @@ def test_directives_answer_or_raise_validation_error(lines, scheduler, dialect, 
     if scheduler == "slurm":
         dialect = None
     try:
-        checked = [v.check_directive(line, scheduler) for line in lines]
-        v.check_gpu_directives(scheduler, dialect, gpus, checked)
+        checked = [check_directive(line, scheduler) for line in lines]
+        check_gpu_directives(scheduler, dialect, gpus, checked)
     except v.ValidationError as e:
         assert e.field == "--directive" and str(e)
         return
@@ -260,7 +262,7 @@ def test_directives_answer_or_raise_validation_error(lines, scheduler, dialect, 
 
 
 _TEXT_CHECKS = [
-    lambda t: v.check_job_name(t, "pbs"), lambda t: v.check_job_name(t, "slurm"),
+    lambda t: check_job_name(t, "pbs"), lambda t: check_job_name(t, "slurm"),
     lambda t: v.check_name(t, "--queue"), lambda t: v.check_env_settable(t),
     lambda t: v.parse_env_assignment(t), lambda t: v.check_word(t, "--module"),
     lambda t: v.check_program(t, "--mpiexec"), v.check_array, v.check_dependency, v.check_mail,

@@ -126,7 +126,7 @@ echo "who=$WHO"
 #: Each submitter: imports first, says it is ready, waits for the common instant, then submits.
 SUBMITTER = """\
 import os, sys, time
-from hpcdist import backends, cli, jobs, profiles, render, spec, submission  # noqa: F401 (warm imports)
+from hpcdist import cli, jobs, profiles, render, schedulers, spec, submission  # noqa: F401 (warm imports)
 import jinja2  # noqa: F401
 barrier = sys.argv[1]
 open(os.path.join(barrier, f"ready-{os.getpid()}"), "w").close()

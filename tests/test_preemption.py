@@ -31,7 +31,7 @@ import pytest
 
 import testcluster
 
-from hpcdist.scheduler_io import FINISHED_STATES
+from hpcdist.schedulers.base import FINISHED_STATES
 
 torch = pytest.importorskip("torch")
 

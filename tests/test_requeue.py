@@ -43,7 +43,7 @@ def test_runs_file_counts_restarts_and_follows_resubmissions(tmp_path):
 def test_status_asks_again_when_the_job_resubmitted_itself_while_it_was_asked(tmp_path, monkeypatch):
     """The race seen on the test cluster: `qstat 7` answered "finished" because job 7 ended just
     after it resubmitted itself as job 8. (A stand-in backend: the real race cannot be timed.)"""
-    from hpcdist import scheduler_io as sio
+    from hpcdist.schedulers import base as sio
     from hpcdist import submission
 
     (tmp_path / "record.json").write_text(json.dumps({"job_id": "7", "scheduler": "pbs", "dialect": "torque"}))
@@ -59,7 +59,7 @@ def test_status_asks_again_when_the_job_resubmitted_itself_while_it_was_asked(tm
                 return sio.JobStatus(state="FAILED", exit_code=None, raw="C", reason="finished without an exit status")
             return sio.JobStatus(state="PENDING", exit_code=None, raw="Q", reason=None)
 
-    monkeypatch.setattr(submission, "backend_for", lambda *a: Racing())
+    monkeypatch.setattr(submission, "get_scheduler", lambda *a: Racing())
     assert submission.status(Job(str(tmp_path))).state == "PENDING"
     assert asked == ["7", "8"]
 

@@ -1,4 +1,4 @@
-"""Tests for hpcdist.scheduler_io: job ids and states from scheduler output.
+"""Tests for hpcdist.schedulers' parsers: job ids and states from scheduler output.
 
 The tables hold the outputs documented in /work/shared/reference/schedulers.md
 (sections 6, 7, 9.1, 9.5) and the issues cited beside each row.  The last part
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcdist.scheduler_io import (
+from hpcdist.schedulers.base import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -38,10 +38,10 @@ from hpcdist.scheduler_io import (
     JobId,
     JobStatus,
     SchedulerOutputError,
-    parse_qstat_full_text,
-    parse_qstat_pro_json,
-    parse_qstat_unknown,
-    parse_qsub,
+)
+from hpcdist.schedulers.pbs import parse_qsub
+from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json, parse_qstat_unknown
+from hpcdist.schedulers.slurm import (
     parse_sacct,
     parse_sacct_disabled,
     parse_sbatch,

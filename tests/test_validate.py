@@ -12,27 +12,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcdist import validate as v
+from hpcdist.schedulers import check_dialect, check_directive, check_gpu_directives, check_job_name, suggest_job_name
+from hpcdist.schedulers.pbs import format_pbs_mem, format_pbs_walltime
+from hpcdist.schedulers.slurm import format_slurm_mem, format_slurm_time
 from hpcdist.validate import (
     MAX_WALLTIME,
     ValidationError,
     check_choice,
-    check_dialect,
-    check_directive,
     check_env_name,
-    check_gpu_directives,
-    check_job_name,
     check_name,
     check_positive,
     check_text,
     describe_walltime,
-    format_pbs_mem,
-    format_pbs_walltime,
-    format_slurm_mem,
-    format_slurm_time,
     parse_env_assignment,
     parse_memory,
     parse_walltime,
-    suggest_job_name,
 )
 
 H, D = 3600, 86400

@@ -1,0 +1,117 @@
+"""The schedulers hpcdist submits to, one module each: everything that differs between them.
+
+Each module (``local``, ``slurm``, ``pbs``; ``pbs_qstat`` reads qstat) holds one
+:class:`~hpcdist.schedulers.base.Scheduler`: its rules for the job spec (directives, job
+names, value formats, dialects), its template, its submit command and job ids, status
+queries, cancel, requeue, how it starts one agent per node, and the variables it gives a
+job. What they share: ``base`` (ids, states, errors, the interface), ``batch`` (running the
+commands of a scheduler with a queue, submitting) and ``rules`` (job names, directive lines,
+read from each scheduler's data). Adding a scheduler is one module here, its name in
+:data:`NAMES`, and its template ``templates/<name>/job.sh.j2``.
+
+Importing this package costs nothing: :func:`get` imports a scheduler's module when it is
+first asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+
+#: The schedulers hpcdist renders for, in --scheduler's order ("local" runs the job script here).
+NAMES = ("local", "slurm", "pbs")
+#: Those with a queue: they read directives, a job may go back to them, their ids have a grammar.
+QUEUED = ("slurm", "pbs")
+
+__all__ = ["NAMES", "QUEUED", "get", "all_schedulers", "check_dialect", "check_directive",
+           "check_gpu_directives", "check_job_name", "suggest_job_name", "Scheduler"]
+
+
+@functools.lru_cache(maxsize=None)
+def get(name: str, dialect: str | None = None):
+    """The scheduler called ``name`` (one of :data:`NAMES`); for PBS, of ``dialect`` (default:
+    PBS Pro). One instance per name and dialect."""
+    if name not in NAMES:
+        raise ValueError(f"unknown scheduler {name!r}: expected one of {', '.join(NAMES)}")
+    import importlib
+
+    return importlib.import_module(f"hpcdist.schedulers.{name}").scheduler(dialect)
+
+
+def all_schedulers() -> list:
+    """Every scheduler, in :data:`NAMES` order."""
+    return [get(name) for name in NAMES]
+
+
+def __getattr__(name: str):
+    if name == "Scheduler":  # the interface, without importing it with the package
+        from hpcdist.schedulers.base import Scheduler
+
+        return Scheduler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The job spec's scheduler rules by scheduler name, the name checked first (as --scheduler).
+
+def _named(scheduler):
+    from hpcdist import validate as v
+
+    return get(v.check_choice(scheduler, "--scheduler", NAMES))
+
+
+def check_dialect(scheduler: str, dialect: str | None) -> str | None:
+    """PBS: ``"pro"`` (the default; also for ``openpbs``/``pbspro``) or
+    ``"torque"``.  Slurm and local: None; a dialect given for them is an error."""
+    return _named(scheduler).check_dialect(dialect)
+
+
+def check_directive(line: str, scheduler: str) -> str:
+    """A raw scheduler directive as the full line to put at the top of the script.
+
+    Takes the bare option (``--constraint=a100``, ``-l place=scatter``) or a
+    full line (``#SBATCH --constraint=a100``, ``#PBS -l place=scatter``) and
+    returns the full line with the right prefix (a lower-case prefix is
+    corrected).  Raw directives are not quoted, so only structure is checked:
+    one line, no NUL, the prefix of this scheduler, a non-empty option that
+    starts with ``-``.  The local backend takes no directives.
+    """
+    return _named(scheduler).check_directive(line)
+
+
+def check_gpu_directives(scheduler: str, dialect: str | None, gpus_per_node: int, directives: list[str]) -> None:
+    """Raw directives that clash with what hpcdist writes itself.
+
+    Slurm: hpcdist writes ``--gpus-per-node`` when ``gpus_per_node > 0``;
+    Slurm rejects it together with ``--gres=gpu``, and a raw
+    ``--gpus-per-node`` beside the flag is two sources for one number.
+    PBS Pro: hpcdist always writes ``-l select=``; a second ``select`` is
+    ignored (Parsl#2220), and old syntax (``-l nodes=``) cannot be mixed with
+    it.  Torque: hpcdist always writes ``-l nodes=``; a second ``nodes`` is
+    refused, and ``select`` is PBS Pro syntax Torque does not know.
+    Directives may be bare options or full lines.  Returns None.
+    """
+    named = _named(scheduler)
+    return get(named.name, named.check_dialect(dialect)).check_gpu_directives(gpus_per_node, directives)
+
+
+def check_job_name(name: str, scheduler: str) -> str:
+    """``name`` if the scheduler accepts it as a job name, else ValidationError.
+
+    PBS (Pro and Torque): 1..230 characters from ``[A-Za-z0-9+_.-]``, not
+    starting with a dot (PBS Pro 19.2.1+ rejects others, ``=`` gives "illegal
+    -N value", and a leading dot failed on older PBS Pro).  Slurm and local:
+    1..200 characters from ``[A-Za-z0-9+_.,:@=-]`` (no ``%``, which Slurm
+    expands in output file names, and no spaces).
+    """
+    return _named(scheduler).check_job_name(name)
+
+
+def suggest_job_name(text: str, scheduler: str) -> str:
+    """A valid job name made from ``text`` (typically a script's file name).
+
+    Drops a trailing ``.py``, replaces each run of disallowed characters with
+    ``_``, strips leading dots, cuts to the scheduler's limit and falls back
+    to ``"job"``: ``.train v2.py`` -> ``train_v2``.  The result always passes
+    :func:`check_job_name` for ``scheduler``.  Directories are not removed
+    (pass ``os.path.basename(path)``); a ``/`` becomes ``_``.
+    """
+    return _named(scheduler).suggest_job_name(text)

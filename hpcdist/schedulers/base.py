@@ -1,0 +1,430 @@
+"""What every scheduler shares: job states and ids, the error for output that cannot be read,
+and the :class:`Scheduler` interface each scheduler module implements.
+
+Nothing here knows one scheduler from another: a scheduler's own grammar (its job ids, its
+job names, its directives) is data or a method of its class in its own module, looked up
+through :func:`hpcdist.schedulers.get`. Running the commands is :mod:`~hpcdist.schedulers.batch`'s.
+
+States
+------
+Each status parser maps the scheduler's word onto one of :data:`STATES` and
+keeps the word itself in :attr:`JobStatus.raw`.  A state word it does not
+know but that has the scheduler's shape (say a state added by a newer Slurm)
+becomes :data:`UNKNOWN`; text without that shape is an error.
+
+Every parser either returns a value or raises :class:`SchedulerOutputError`,
+whose message quotes the scheduler's own stdout and stderr, so that a user
+whose site wraps ``qsub`` in a script sees what that script said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --------------------------------------------------------------------------
+# States
+# --------------------------------------------------------------------------
+
+PENDING = "PENDING"  # queued, held, waiting, suspended: not (or no longer) running
+RUNNING = "RUNNING"  # running, or still exiting/cleaning up
+COMPLETED = "COMPLETED"  # finished with exit status 0
+FAILED = "FAILED"  # finished with a non-zero exit status
+CANCELLED = "CANCELLED"  # deleted by a user or an admin (scancel, qdel)
+TIMEOUT = "TIMEOUT"  # killed at its time limit
+PREEMPTED = "PREEMPTED"  # preempted and not requeued
+NODE_FAIL = "NODE_FAIL"  # a node failed (or failed to boot)
+OUT_OF_MEMORY = "OUT_OF_MEMORY"  # killed for exceeding its memory
+REQUEUED = "REQUEUED"  # requeued: it will be pending again
+UNKNOWN = "UNKNOWN"  # a state this module does not know (or PBS "moved")
+
+STATES = frozenset(
+    {PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY, REQUEUED, UNKNOWN}
+)
+
+#: The terminal states: a job in one of these will not run again by itself.
+FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job's state, as one of :data:`STATES`.
+
+    ``exit_code`` is set for finished jobs only: the job's exit status, or
+    128 + N when a signal N ended it; it may be negative for PBS's own
+    codes (e.g. ``-29``, walltime).  ``raw`` is the scheduler's own state
+    word (``CANCELLED by 0``, ``F``), and ``reason`` its explanation where it
+    gives one (Slurm's pending reason, the PBS comment), else ``None``.
+    """
+
+    state: str
+    exit_code: int | None = None
+    raw: str = ""
+    reason: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+# --------------------------------------------------------------------------
+# Errors, and the text a command printed
+# --------------------------------------------------------------------------
+
+#: How much of stdout and of stderr an error message quotes (head and tail).
+MAX_QUOTED = 2000
+
+
+def _trim(text: str, limit: int = MAX_QUOTED) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+
+
+class SchedulerOutputError(ValueError):
+    """A scheduler command's output could not be understood, or it failed.
+
+    The message says what was expected and quotes the command's stdout and
+    stderr (each trimmed to about :data:`MAX_QUOTED` characters).  The full
+    texts are kept in :attr:`stdout` and :attr:`stderr`, the exit status in
+    :attr:`returncode` (``None`` when not known), and the bare explanation in
+    :attr:`problem`.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        stdout: str = "",
+        stderr: str = "",
+        returncode: int | None = None,
+        command: str = "the command",
+    ) -> None:
+        self.problem = problem
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode = returncode
+        self.command = command
+        parts = [problem]
+        if returncode is not None:
+            parts.append(f"{command} exit status: {returncode}")
+        parts.append(f"--- {command} stdout ---")
+        parts.append(_trim(stdout) if stdout.strip() else "(empty)")
+        parts.append(f"--- {command} stderr ---")
+        parts.append(_trim(stderr) if stderr.strip() else "(empty)")
+        super().__init__("\n".join(parts))
+
+    def __reduce__(self):
+        return (
+            type(self),
+            (self.problem, self.stdout, self.stderr, self.returncode, self.command),
+        )
+
+
+def output_text(value) -> str:
+    """A command's output as text: str, bytes (decoded as UTF-8, errors replaced) or None."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if not isinstance(value, str):
+        raise TypeError(f"expected the command's output as str, got {type(value).__name__}")
+    return value
+
+
+def output_lines(text: str) -> list[str]:
+    """Non-empty lines, stripped (``\\r\\n`` tolerated)."""
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+class Pattern:
+    """A regular expression compiled on first use: importing a scheduler module to render a
+    script (no output to parse) compiles nothing."""
+
+    __slots__ = ("text", "flags", "_compiled")
+
+    def __init__(self, text: str, flags: int = 0) -> None:
+        self.text, self.flags, self._compiled = text, flags, None
+
+    def __getattr__(self, name: str):  # match, fullmatch, search, finditer, sub, ...
+        if self._compiled is None:
+            import re
+
+            self._compiled = re.compile(self.text, self.flags)
+        return getattr(self._compiled, name)
+
+
+# --------------------------------------------------------------------------
+# Job ids
+# --------------------------------------------------------------------------
+
+
+class IdGrammar:
+    """How one scheduler writes its job ids (each scheduler with ids of its own has one:
+    ``Scheduler.ids``); :class:`JobId` asks the grammar of its ``scheduler``."""
+
+    #: What the error says an id of this grammar looks like.
+    expected: str = ""
+    title: str = ""
+
+    def split(self, text: str) -> tuple[str, str | None] | None:
+        """(sequence number, array index or None) when ``text`` is wholly an id, else None."""
+        raise NotImplementedError
+
+    def matches(self, job: "JobId", other: str) -> bool:
+        """Whether ``other`` (stripped text) names ``job``."""
+        raise NotImplementedError
+
+
+_GRAMMARS: dict = {}
+
+
+def _grammars() -> dict:
+    """The id grammars, by scheduler name, in the order an id without a scheduler is tried
+    (each scheduler module registers its own when first imported, through get())."""
+    if not _GRAMMARS:
+        from hpcdist.schedulers import QUEUED, get
+
+        _GRAMMARS.update((name, get(name).ids) for name in QUEUED)
+    return _GRAMMARS
+
+
+@dataclass(frozen=True)
+class JobId:
+    """A submitted job's id.
+
+    ``id`` is what to pass to ``squeue``/``sacct``/``scancel`` (Slurm: ``123``
+    or ``123_4``) or to ``qstat``/``qdel`` (PBS: the full ``123.server`` or
+    ``123[].server``).  ``cluster`` is the Slurm cluster from ``123;foo`` or
+    ``on cluster foo`` (pass it as ``--clusters=``), ``number`` the numeric
+    sequence part, ``is_array`` whether the id names an array job (or an
+    array task), and ``scheduler`` ``"slurm"`` or ``"pbs"``.
+
+    Only ``id`` is required: ``number`` and ``is_array`` are always derived
+    from it (values passed for them are replaced), and ``scheduler``, when
+    not given, is the first scheduler whose grammar reads the id (``"slurm"``
+    for ``123`` and ``123_4``), else the last one's (``"pbs"``); pass
+    ``scheduler="pbs"`` for a server-less PBS id such as ``123``.
+    """
+
+    id: str
+    cluster: str | None = None
+    number: str = ""
+    is_array: bool = False
+    scheduler: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id or self.id != self.id.strip():
+            raise ValueError(f"a job id must be a non-empty string without spaces: {self.id!r}")
+        grammars = _grammars()
+        scheduler = self.scheduler or next(
+            (name for name, grammar in grammars.items() if grammar.split(self.id) is not None), list(grammars)[-1])
+        if scheduler not in grammars:
+            raise ValueError(f"scheduler must be {' or '.join(repr(n) for n in grammars)}, not {scheduler!r}")
+        object.__setattr__(self, "scheduler", scheduler)
+        grammar = grammars[scheduler]
+        parts = grammar.split(self.id)
+        if parts is None:
+            raise ValueError(f"not a {grammar.title} job id: {self.id!r} (expected {grammar.expected})")
+        # number and is_array always follow id (a caller rebuilding a JobId
+        # from a record may pass the whole id as number).
+        object.__setattr__(self, "number", parts[0])
+        object.__setattr__(self, "is_array", parts[1] is not None)
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def array_index(self) -> str | None:
+        """PBS: the text in brackets (``""`` for ``123[]``); Slurm: the task
+        of ``123_4``; ``None`` when the id has none."""
+        parts = _grammars()[self.scheduler].split(self.id)
+        return parts[1] if parts else None
+
+    def matches(self, other_text) -> bool:
+        """Whether ``other_text`` (a string or a JobId) names this job.
+
+        Slurm ids compare exactly.  PBS ids compare by sequence number and
+        array index (``123[]`` matches ``123[].x`` but not ``123`` nor
+        ``123[4]``), ignoring the server part, because ``qstat`` may truncate
+        it (``123.polaris.al*``) or show a shorter name (``38438.master``),
+        and ``PBS_JOBID`` may differ in domain suffix or carry an ``N:``
+        prefix.
+        """
+        if isinstance(other_text, JobId):
+            other_text = other_text.id
+        if not isinstance(other_text, str):
+            return False
+        return _grammars()[self.scheduler].matches(self, other_text.strip())
+
+
+# --------------------------------------------------------------------------
+# The interface
+# --------------------------------------------------------------------------
+
+
+def _those(what: str) -> tuple[str, str]:
+    """The names and the titles of the schedulers that have ``what`` (for messages)."""
+    from hpcdist.schedulers import all_schedulers
+
+    having = [s for s in all_schedulers() if getattr(s, what)]
+    return " or ".join(s.name for s in having), " or ".join(s.title for s in having)
+
+
+def on_each_node(prefix: list, words: list, rank_variable: str) -> list[str]:
+    """``prefix`` (a command that starts one task per node) running ``words``.
+
+    Where the words refer to ``$NODE_RANK``, each node's agent runs them in
+    ``bash -c`` after setting it from the scheduler's per-task variable, so
+    the variable is expanded on that node, not once in the batch shell.
+    """
+    from hpcdist.shell import Shell, words_to_line
+
+    if not any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words):
+        return [words_to_line(prefix + words)]
+    agent = f'export NODE_RANK="${rank_variable}"; exec {words_to_line(words)}'
+    return [words_to_line(prefix + ["bash", "-c", agent])]
+
+
+class Scheduler:
+    """One scheduler as hpcdist uses it: the job spec's rules, the script, the job.
+
+    One subclass per scheduler module; :func:`hpcdist.schedulers.get` gives one instance per
+    scheduler (and dialect). Errors in the spec are :class:`~hpcdist.validate.ValidationError`.
+    """
+
+    name: str = ""  # as --scheduler takes it
+    title: str = ""  # as people write it
+    submit_program: str = ""  # the command that takes a script (the script's header names it)
+    queue_command: str = ""  # what a user runs to see their queued jobs
+    controller: str = "controller"  # what its central daemon is called in messages
+    job_id_variable: str = ""  # the variable that holds the job's id inside the job
+    restart_variable: str = "HPCDIST_RESTART_COUNT"  # counts a job's restarts inside it
+    job_names: "JobNameRules"  # see hpcdist.schedulers.rules
+    ids: IdGrammar | None = None  # its job ids' grammar, when it has ids of its own
+    dialects: tuple[str, ...] = ()  # kinds of this scheduler that read different directives
+    dialect = None  # the kind this instance is for (PBS: a Dialect)
+    #: An elastic job's agents may lose a node and go on (--min-nodes).
+    elastic_agents = False
+    #: Its directives' prefix (#SBATCH), with an example option; "" when it reads none.
+    directive_prefix: str = ""
+    directive_example: str = ""
+    #: Lines the script defines before the launch that the lines of :meth:`spread` use.
+    script_lines: tuple[str, ...] = ()
+    #: Jinja filters its template uses (its value formats), by name.
+    filters: dict = {}
+    #: After the walltime warning a new job goes on (PBS), not this one (Slurm).
+    resubmits = False
+
+    @property
+    def template(self) -> str:
+        """Its job script template, which extends ``common/job.sh.j2``."""
+        return f"{self.name}/job.sh.j2"
+
+    @property
+    def queued(self) -> bool:
+        """It has a queue (a job may go back to it) and reads directives."""
+        from hpcdist.schedulers import QUEUED
+
+        return self.name in QUEUED
+
+    def __repr__(self) -> str:
+        return f"<{self.title} scheduler{f' ({self.dialect.name})' if self.dialect else ''}>"
+
+    # --- the job spec --------------------------------------------------------
+
+    def check(self, values: dict, given: dict) -> None:
+        """The job spec's rules for this scheduler, on the checked ``values`` (``given``: as
+        given); sets ``values["dialect"]``. :func:`hpcdist.spec.build_spec` runs it."""
+        values["dialect"] = self.check_dialect(given.get("dialect"))
+        self.check_elastic(values)
+
+    def check_dialect(self, dialect) -> str | None:
+        """The dialect as the spec holds it; a scheduler without dialects takes none."""
+        from hpcdist import validate as v
+
+        if dialect is not None and dialect != "":
+            names, titles = _those("dialects")
+            raise v.ValidationError("--dialect", dialect, f"only {titles} has dialects, and --scheduler is {self.name}.",
+                                    f"Drop --dialect, or use --scheduler {names}.")
+        return None
+
+    def check_elastic(self, values: dict) -> None:
+        from hpcdist import validate as v
+
+        if values.get("min_nodes") and not self.elastic_agents:
+            names, titles = _those("elastic_agents")
+            raise v.ValidationError("--min-nodes", str(values["min_nodes"]),
+                                    f"needs --scheduler {names}: under {self.name} the node agents are started so "
+                                    "that one agent's end ends them all.",
+                                    f"Use --max-restarts alone (workers restart on the same nodes), or {titles}.")
+
+    def check_job_name(self, name) -> str:
+        return self.job_names.check(name)
+
+    def suggest_job_name(self, text) -> str:
+        return self.job_names.suggest(text)
+
+    def check_directive(self, line) -> str:
+        """A raw directive as the full line to put at the top of the script: see
+        :func:`hpcdist.schedulers.check_directive`."""
+        from hpcdist import validate as v
+
+        field = "--directive"
+        line = v.require_str(line, field)
+        if "\0" in line:
+            raise v.ValidationError(field, line, "contains a NUL character.", "Remove it.")
+        v.check_utf8(line, field)
+        if "\n" in line or "\r" in line:
+            raise v.ValidationError(field, line, "contains a line break; each directive is one line.",
+                                    f"Give one {field} per line.")
+        return self.directive(line)
+
+    def directive(self, line: str) -> str:
+        """One line of text as this scheduler's directive: the right prefix (a lower-case one
+        is corrected), a non-empty option that starts with ``-``."""
+        from hpcdist.schedulers.rules import directive_line
+
+        return directive_line(self, line)
+
+    def guess_option(self, text: str) -> str:
+        """What a directive without its leading '-' probably meant."""
+        return "-" + text
+
+    def check_gpu_directives(self, gpus_per_node: int, directives: list[str]) -> None:
+        """Raw directives that clash with what hpcdist writes itself: see
+        :func:`hpcdist.schedulers.check_gpu_directives`."""
+        return None
+
+    # --- the script ------------------------------------------------------------
+
+    def submit_argv(self, script: str, log: str) -> list[str]:
+        """The exact submit command (submit runs it; --dry-run shows it)."""
+        return [self.submit_program, script]
+
+    def spread(self, spec, words: list) -> list[str]:
+        """Lines that start ``words`` (a launcher's agent) once on every node of the job, and end
+        the whole job when one agent fails (an elastic job excepted)."""
+        raise NotImplementedError
+
+    # --- the job ---------------------------------------------------------------
+
+    def submit(self, script: str, workdir: str, log: str) -> JobId:
+        raise NotImplementedError
+
+    def status(self, job) -> JobStatus:
+        raise NotImplementedError
+
+    def cancel(self, job) -> None:
+        raise NotImplementedError
+
+    def requeue(self, script: str, restart: int, log: str, environ) -> str | None:
+        """Inside the job, after the walltime warning: put it back in the queue. The new job's id
+        when a new job goes on (``log``: its log, "" when unknown), None when this one does.
+        :class:`~hpcdist.schedulers.batch.SubmitError` when it cannot."""
+        raise NotImplementedError(f"{self.title} jobs cannot go back to a queue")
+
+    def job_id_from(self, environ) -> str:
+        """This job's id, inside it."""
+        return environ.get(self.job_id_variable, "")

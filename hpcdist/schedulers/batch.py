@@ -1,0 +1,231 @@
+"""What the schedulers with a queue (Slurm, PBS) share: running their commands, submitting.
+
+Every command has a timeout, and its whole process group is killed when it runs out; a
+status query is retried while the controller cannot be reached, a submission only when the
+text proves the job was not accepted (see :mod:`hpcdist.retry`). A failure carries the
+scheduler's own stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, SchedulerOutputError
+
+#: Seconds a status or cancel command (squeue, sacct, qstat, scancel, qdel) may take.
+COMMAND_TIMEOUT = 60
+#: Seconds sbatch/qsub may take by default (HPCDIST_SUBMIT_TIMEOUT overrides).
+SUBMIT_TIMEOUT = 60.0
+#: Retries after a transient controller error (HPCDIST_SCHEDULER_RETRIES overrides).
+RETRIES = 2
+#: Seconds before the first retry, doubled for each next one (HPCDIST_RETRY_DELAY overrides).
+RETRY_DELAY = 2.0
+#: JobStatus.raw of an UNKNOWN state whose cause is a controller that cannot be reached.
+UNREACHABLE = "unreachable"
+
+
+class SubmitError(RuntimeError):
+    pass
+
+
+class CommandTimeout(SubmitError):
+    """A scheduler command did not answer in time."""
+
+
+def setting(name: str, default: float, *, integer: bool = False) -> float:
+    """A number from the environment, checked: the error names the variable, the value and the fix."""
+    import math
+
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        value = -1
+    if not math.isfinite(value) or value < 0 or (not integer and value == 0 and name.endswith("TIMEOUT")):
+        kind = "a whole number >= 0" if integer else "a positive number of seconds"
+        raise SubmitError(f"{name}={text!r}: expected {kind}, e.g. {name}={default:g} (the default), "
+                          f"or unset it")
+    return value
+
+
+def below(path: str, folder: str) -> str:
+    """``path`` relative to ``folder`` when it lies below it, else as given."""
+    relative = os.path.relpath(path, folder)
+    return relative if not relative.startswith("..") else path
+
+
+def submit_timeout() -> float:
+    return setting("HPCDIST_SUBMIT_TIMEOUT", SUBMIT_TIMEOUT)
+
+
+def retry_settings() -> dict:
+    return {"retries": int(setting("HPCDIST_SCHEDULER_RETRIES", RETRIES, integer=True)),
+            "delay": setting("HPCDIST_RETRY_DELAY", RETRY_DELAY)}
+
+
+def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOUT):
+    """Run a scheduler command, bounded by ``timeout``: a ``subprocess.CompletedProcess``.
+
+    The command gets its own session and, when it times out, the whole group
+    is killed: a site's wrapper script around sbatch leaves its sbatch (a
+    grandchild) holding our pipes, and subprocess.run would wait for that one
+    to end after killing only the wrapper.
+    """
+    import shlex
+    import signal
+    import subprocess
+
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except FileNotFoundError:
+        raise SubmitError(f"{argv[0]} is not installed or not on PATH (is this a login node of the cluster?)") from None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException as e:  # the timeout, or Ctrl-C: nothing of the command may outlive us
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # something left the group and kept a pipe: stop reading
+            pass
+        proc.wait()
+        if isinstance(e, subprocess.TimeoutExpired):
+            raise CommandTimeout(f"`{shlex.join(argv)}` did not answer within {timeout:g} s; "
+                                 f"the scheduler may be down or overloaded") from None
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def query(argv: list[str]):
+    """A status query, retried while the controller cannot be reached (a query changes nothing)."""
+    from hpcdist import retry
+
+    def transient(proc):
+        return retry.unreachable(proc.stdout + "\n" + proc.stderr) if proc.returncode != 0 else None
+    return retry.with_retries(lambda: run(argv), transient, command=argv[0], **retry_settings())
+
+
+def recorded_exit(job) -> JobStatus | None:
+    """The exit code the job script wrote into its folder (see templates/common/job.sh.j2)."""
+    try:
+        with open(os.path.join(job.path, "exit_code")) as f:
+            code = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code,
+                     raw=f"exit {code}", reason="from the job's exit_code file")
+
+
+class BatchScheduler(Scheduler):
+    """A scheduler with a queue: submit a script, read the id, ask for the state, cancel by id."""
+
+    cancel_command: str
+
+    def parse_submission(self, proc) -> JobId:
+        raise NotImplementedError
+
+    def query_status(self, job) -> JobStatus:
+        """The job's state from the scheduler's commands (:meth:`status` turns errors into UNKNOWN)."""
+        raise NotImplementedError
+
+    def status(self, job) -> JobStatus:
+        try:
+            return self.query_status(job)
+        except SchedulerOutputError as e:
+            return JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"{self.status_commands}: {e.problem}")
+        except CommandTimeout as e:
+            return self.controller_down(job, str(e))
+
+    #: The status commands, as an UNKNOWN state's reason names them.
+    status_commands: str = ""
+
+    def controller_down(self, job, why: str) -> JobStatus:
+        """The state while the controller cannot be reached: unknown, never "finished",
+        unless the job's own exit_code file says how it ended."""
+        message = f"the {self.title} {self.controller} cannot be reached ({why})"
+        found = recorded_exit(job)
+        if found is not None:
+            return JobStatus(state=found.state, exit_code=found.exit_code, raw=found.raw,
+                             reason=f"{found.reason}; {message}")
+        return JobStatus(state="UNKNOWN", exit_code=None, raw=UNREACHABLE,
+                         reason=f"{message}; the job may still be queued or running")
+
+    def submit(self, script: str, workdir: str, log: str) -> JobId:
+        import shlex
+
+        from hpcdist import retry
+
+        # Paths relative to the submit folder (where the command runs): the job
+        # folder's own part is a validated job name and a time, while the submit
+        # folder's path may hold anything, and some qsub front ends (Slurm's
+        # Torque wrapper) pass their arguments through a shell unquoted.
+        argv = self.submit_argv(below(script, workdir), below(log, workdir))
+        timeout, settings = submit_timeout(), retry_settings()
+        command = shlex.join(argv)
+        look = self.queue_command
+
+        def attempt():
+            try:
+                return run(argv, cwd=workdir, timeout=timeout)
+            except CommandTimeout:
+                # Not retried: the request may have reached the controller, which may
+                # have queued the job while we waited; a second try could run it twice.
+                raise SubmitError(
+                    f"`{command}` did not answer within {timeout:g} s (HPCDIST_SUBMIT_TIMEOUT); the controller "
+                    f"may be down or overloaded. Nothing was recorded, but the job may have been queued anyway: "
+                    f"check `{look}` before submitting again.") from None
+
+        def transient(proc):
+            # Retried only when the text proves the job was not accepted (the connection
+            # failed): see hpcdist/retry.py for why a timeout after sending is not.
+            return retry.not_sent(proc.stdout + "\n" + proc.stderr) if proc.returncode != 0 else None
+
+        proc = retry.with_retries(attempt, transient, command=argv[0], **settings)
+        try:
+            return self.parse_submission(proc)
+        except SchedulerOutputError as e:
+            raise SubmitError(self._explain(argv, proc, e, settings["retries"])) from None
+
+    def _explain(self, argv, proc, error, retries: int) -> str:
+        """Why the submission failed, in the scheduler's words, and what to do."""
+        import shlex
+
+        from hpcdist import retry
+
+        text = proc.stdout + "\n" + proc.stderr
+        if proc.returncode == 0:
+            return (f"{argv[0]} exited 0 but printed no job id, so hpcdist cannot follow the job and recorded "
+                    f"nothing; a site wrapper may have swallowed the id, and the job may have been queued "
+                    f"anyway: check `{self.queue_command}`.\ncommand: {shlex.join(argv)}\n{error}")
+        lines = [f"{argv[0]} did not submit the job: {error}"]
+        if retry.not_sent(text):
+            tries = f" after {retries + 1} tries" if retries else ""
+            lines.append(f"The scheduler's controller cannot be reached{tries}; try again when it is back "
+                         f"(more tries: HPCDIST_SCHEDULER_RETRIES, now {retries}).")
+        elif retry.maybe_sent(text):
+            lines.append(f"The controller did not answer after the request was sent, so the job may have been "
+                         f"queued anyway: check `{self.queue_command}` before submitting again "
+                         f"(hpcdist does not retry this, and recorded nothing).")
+        advice = retry.hint(text)
+        if advice:
+            lines.append(f"Fix: {advice}.")
+        return "\n".join(lines)
+
+    def cancel(self, job) -> None:
+        job_id = job.current_id
+        proc = run([self.cancel_command, job_id])
+        if proc.returncode != 0:
+            raise SubmitError(f"{self.cancel_command} {job_id} failed: "
+                              f"{proc.stderr.strip() or proc.stdout.strip()}")
+
+    def job_id_for_requeue(self, environ) -> str:
+        """This job's id, inside it; SubmitError when the variable is not set."""
+        job_id = self.job_id_from(environ)
+        if not job_id:
+            raise SubmitError(f"{self.job_id_variable} is not set: `hpcdist requeue` runs inside a {self.name} job")
+        return job_id

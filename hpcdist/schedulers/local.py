@@ -1,0 +1,149 @@
+"""The local backend: the job script runs on this machine, its "nodes" as background agents.
+
+No queue and no directives: the job id is the runner's pid (numeric, so ports derive from
+it as from a Slurm id), and the exit code lands in the job folder's ``exit_code`` file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hpcdist.schedulers.base import JobId, JobStatus, Scheduler
+from hpcdist.schedulers.slurm import JOB_NAMES as SLURM_JOB_NAMES
+
+#: The shell function the lines of :meth:`Local.spread` end with; the script defines it.
+WAIT_ALL = (
+    "# Wait for every background agent; when one fails, stop the others and fail.",
+    "hpcdist_wait_all() {",
+    "  local status=0 pid alive",
+    '  while [ "$#" -gt 0 ]; do',
+    '    wait -n "$@" || { status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; }',
+    "    alive=()",
+    '    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done',
+    '    set -- "${alive[@]+"${alive[@]}"}"',
+    "  done",
+    "}",
+)
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class Local(Scheduler):
+    """Runs the script on this machine in its own session; the exit code lands in a file."""
+
+    name = "local"
+    title = "local"
+    submit_program = "bash"
+    job_id_variable = "HPCDIST_JOB_ID"
+    # Slurm's rules: a name that runs here runs on a cluster too.
+    job_names = SLURM_JOB_NAMES
+    script_lines = WAIT_ALL
+
+    # --- the job spec ----------------------------------------------------------
+
+    def check(self, values, given):
+        from hpcdist import validate as v
+
+        values["dialect"] = self.check_dialect(given.get("dialect"))
+        if given.get("directives"):
+            raise v.ValidationError("--directive", str(given["directives"][0]),
+                                    "the local backend has no scheduler to read it.",
+                                    "Drop it, or submit with --scheduler slurm or pbs.")
+        self.check_elastic(values)
+        if values.get("requeue") or "signal_margin_s" in values:
+            flag = "--requeue" if values.get("requeue") else "--signal-margin"
+            raise v.ValidationError(flag, str(given.get("requeue") or given.get("signal_margin")),
+                                    "the local backend has no walltime and no queue to go back to.",
+                                    "Submit with --scheduler slurm or pbs, or leave it out.")
+
+    def directive(self, line):
+        from hpcdist import validate as v
+
+        raise v.ValidationError("--directive", line, "the local backend has no scheduler to read it.",
+                                "Drop it, or submit with --scheduler slurm or pbs.")
+
+    # --- the script --------------------------------------------------------------
+
+    def spread(self, spec, words):
+        """Several "nodes" on this host, as background agents; :data:`WAIT_ALL` ends them all
+        when one fails."""
+        from hpcdist.shell import words_to_line
+
+        return [
+            "pids=()",
+            f"for node_rank in $(seq 0 {spec.nodes - 1}); do",
+            # A subshell, so that the words' own "$NODE_RANK" sees this node's value.
+            f"  (export NODE_RANK=$node_rank; exec {words_to_line(words)} ) &",
+            "  pids+=($!)",
+            "done",
+            'hpcdist_wait_all "${pids[@]}"',
+        ]
+
+    # --- the job -------------------------------------------------------------------
+
+    def submit(self, script: str, workdir: str, log: str) -> JobId:
+        import subprocess
+        import sys
+
+        exit_file = os.path.join(os.path.dirname(script), "exit_code")
+        # The job id is the runner's pid: numeric, so ports derive from it as from a Slurm id.
+        runner = (f'bash "$1" > "$2" 2>&1; status=$?; echo "$status" > "$3.tmp"; mv "$3.tmp" "$3"')
+        env = dict(os.environ)
+        # The job uses the Python environment hpcdist runs from, activated or not.
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        proc = subprocess.Popen(
+            ["bash", "-c", 'export HPCDIST_JOB_ID=$$; ' + runner, "hpcdist-local", script, log, exit_file],
+            cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        with open(os.path.join(os.path.dirname(script), "runner"), "w") as f:
+            f.write(f"{proc.pid} {_process_start(proc.pid)}\n")
+        return JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
+
+    def status(self, job) -> JobStatus:
+        exit_file = os.path.join(job.path, "exit_code")
+        code = None
+        if os.path.exists(exit_file):
+            with open(exit_file) as f:
+                code = int(f.read().strip() or 1)
+        elif self._runner_alive(job):
+            return JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
+        if job.record.get("cancelled"):
+            return JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
+        if code is None:
+            return JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit code")
+        return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}", reason=None)
+
+    @staticmethod
+    def _runner_alive(job) -> bool:
+        """The runner's pid is alive and is still the runner (pids are reused)."""
+        try:
+            with open(os.path.join(job.path, "runner")) as f:
+                pid, started = f.read().split()
+        except (OSError, ValueError):
+            pid, started = job.job_id, "None"
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        return started == "None" or _process_start(int(pid)) == started
+
+    def cancel(self, job) -> None:
+        import signal
+
+        job.update(cancelled=True)
+        try:
+            os.killpg(int(job.job_id), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def scheduler(dialect: str | None = None) -> Local:
+    return Local()

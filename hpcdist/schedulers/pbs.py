@@ -1,0 +1,327 @@
+"""PBS, in its two dialects (PBS Pro/OpenPBS and Torque): qsub, qstat, qdel, and PBS's rules.
+
+The dialects differ in data only (:class:`Dialect`): how a job asks for its nodes
+(``-l select=`` or ``-l nodes=``), the array flag (``-J`` or ``-t``), whether ``qstat``
+answers in JSON, and which raw ``-l`` resources clash with hpcdist's own request.
+
+Job ids (see the reference notes, section 6): ``qsub`` prints ``<seq>.<server>``, arrays
+``<seq>[].<server>``.  Site wrappers may print banners (with numbers) first, so the id is
+the *last* line that is wholly an id.  ``qstat`` may show the id truncated
+(``123.polaris.al*``) or with a shorter server name (``38438.master`` for
+``38438.master.gw4.metoffice.gov.uk``), and ``PBS_JOBID`` may carry an ``N:`` prefix on
+exotic servers, so PBS ids are compared by :meth:`~hpcdist.schedulers.base.JobId.matches`
+(sequence number and array index), never as strings.  What ``qstat`` prints is read by
+:mod:`hpcdist.schedulers.pbs_qstat`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from hpcdist.schedulers.base import (
+    FINISHED_STATES, IdGrammar, JobId, JobStatus, Pattern, SchedulerOutputError, on_each_node,
+    output_lines, output_text)
+from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run
+from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
+
+__all__ = ["Pbs", "Dialect", "DIALECTS", "PBS_DIALECTS", "PbsIds", "parse_qsub", "format_pbs_walltime",
+           "format_pbs_mem", "JOB_NAMES"]
+
+
+class Dialect:
+    """What one kind of PBS server reads differently. (A plain class: it is built when a
+    script is rendered, where a dataclass costs time.)"""
+
+    __slots__ = ("name", "request", "array_flag", "json_status", "clashes")
+
+    def __init__(self, name: str, request: str, array_flag: str, json_status: bool, clashes: dict) -> None:
+        self.name = name  # as --dialect takes it
+        #: The resource a job asks for its nodes with (the template writes its line).
+        self.request = request
+        self.array_flag = array_flag  # the flag of a job array
+        #: ``qstat -f -F json -x`` is asked first (it also lists finished jobs).
+        self.json_status = json_status
+        #: A resource in a raw ``-l`` directive that clashes with the request: (rule, fix).
+        self.clashes = clashes
+
+
+DIALECTS = {
+    "pro": Dialect(
+        name="pro", request="select", array_flag="-J", json_status=True, clashes={
+            "select": ("sets -l select, but hpcdist already writes the select line from --nodes, --procs-per-node "
+                       "and --gpus-per-node; PBS Pro then ignores one of them (Parsl#2220).",
+                       "Use those flags, or --template for a select hpcdist cannot express."),
+            "nodes": ("uses the old -l nodes= syntax; hpcdist writes -l select=, and PBS Pro refuses jobs that mix "
+                      "new and old syntax.",
+                      "Use --nodes and --procs-per-node, or --dialect torque if the server is Torque."),
+        }),
+    "torque": Dialect(
+        name="torque", request="nodes", array_flag="-t", json_status=False, clashes={
+            "nodes": ("sets -l nodes, but hpcdist already writes the nodes line from --nodes, --procs-per-node and "
+                      "--gpus-per-node; two node requests clash.",
+                      "Use those flags, or --template for a nodes spec hpcdist cannot express."),
+            "select": ("uses -l select, which is PBS Pro syntax; Torque does not understand it.",
+                       "Use --nodes and --procs-per-node, or --dialect pro if the server is PBS Pro/OpenPBS."),
+        }),
+}
+#: The PBS dialects: PBS Pro / OpenPBS (``select=``) and Torque (``nodes=``).
+PBS_DIALECTS = tuple(DIALECTS)
+_DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pro": "pro", "altair": "pro"}
+
+# --------------------------------------------------------------------------
+# Job ids
+# --------------------------------------------------------------------------
+
+# ASCII digits only: Python's \d also matches other scripts' digits.
+_PBS_ID = Pattern(r"([0-9]+)(\[[0-9]*\])?(\.[A-Za-z0-9_.-]+)?")
+# What qsub may print: the same, with an optional "N:" prefix.
+_QSUB_LINE = Pattern(r"(?:[0-9]+:)?([0-9]+)(\[[0-9]*\])?(\.[A-Za-z0-9_.-]+)?")
+# What qstat or PBS_JOBID may show for a PBS id: an optional "N:" prefix
+# (dask-jobqueue#134), and any (possibly truncated, "*"-ended) server part.
+_PBS_ID_LOOSE = Pattern(r"(?:[0-9]+:)?([0-9]+)(\[[0-9]*\])?(?:\..*)?", re.S)
+
+
+class PbsIds(IdGrammar):
+    title = "PBS"
+    expected = "123.server or 123[].server"
+
+    def split(self, text):
+        m = _PBS_ID.fullmatch(text)
+        if m is None:
+            return None
+        return m.group(1), (m.group(2)[1:-1] if m.group(2) else None)
+
+    def matches(self, job, other):
+        m = _PBS_ID_LOOSE.fullmatch(other)
+        if m is None:
+            return False
+        other_index = m.group(2)[1:-1] if m.group(2) else None
+        return m.group(1) == job.number and other_index == job.array_index
+
+
+_NQS_REQUEST = Pattern(r"^[ \t]*Request ([0-9]+(?:\[[0-9]*\])?\.[A-Za-z0-9_.-]+) submitted to queue", re.M)
+
+
+def parse_qsub(stdout, stderr="", returncode: int | None = 0) -> JobId:
+    """The job id printed by PBS Pro/OpenPBS or Torque ``qsub``.
+
+    The id is the last non-empty stdout line that is wholly a job id:
+    ``123.server`` or ``123[].server`` (arrays); a bare ``123`` only when it
+    is the very last line.  Banner lines before it are ignored, even when
+    they contain numbers (dask-jobqueue#699).  An ``N:`` prefix (``0:123.server``, seen in
+    ``PBS_JOBID`` on an exotic PBS, dask-jobqueue#134) is accepted and
+    dropped when a server part follows.  NQSII's ``Request 123.host
+    submitted to queue: q.`` is accepted too.  A non-zero ``returncode`` is
+    an error even when an id was printed.
+    """
+    stdout, stderr = output_text(stdout), output_text(stderr)
+    if returncode not in (0, None):
+        raise SchedulerOutputError(
+            f"qsub failed (exit status {returncode}); no job was submitted, "
+            "or its id cannot be trusted",
+            stdout,
+            stderr,
+            returncode,
+            "qsub",
+        )
+    lines = output_lines(stdout)
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
+        m = _QSUB_LINE.fullmatch(line)
+        if m is None:
+            continue
+        if m.group(3) is None:
+            # No server part: "12:30" is a time of day, not "N:" + an id,
+            # and a bare number counts only as the very last line (a banner
+            # may hold a line that is just a number).
+            if ":" in line or i != len(lines) - 1:
+                continue
+        return JobId(line[line.index(":") + 1 :] if ":" in line else line, scheduler="pbs")
+    found = _NQS_REQUEST.findall(stdout)
+    if found:
+        return JobId(found[-1], scheduler="pbs")
+    raise SchedulerOutputError(
+        "could not find a job id in qsub's output: expected a last line "
+        "like '123.server' or '123[].server' (was qsub run with -z, or does "
+        "a site wrapper print the id differently?)",
+        stdout,
+        stderr,
+        returncode,
+        "qsub",
+    )
+
+
+# --------------------------------------------------------------------------
+# Values in #PBS lines
+# --------------------------------------------------------------------------
+
+
+def format_pbs_walltime(seconds: int) -> str:
+    """PBS ``-l walltime=``: ``HH:MM:SS`` with hours unbounded (``49:00:00``)."""
+    from hpcdist.validate import format_clock
+
+    return format_clock(seconds)
+
+
+def format_pbs_mem(mb: int) -> str:
+    """PBS ``mem=``: ``16gb`` for a whole number of gigabytes, else ``500mb``."""
+    from hpcdist.validate import positive_int
+
+    mb = positive_int(mb, "mb")
+    return f"{mb // 1024}gb" if mb % 1024 == 0 else f"{mb}mb"
+
+
+#: PBS job names (Pro and Torque): 1..230 characters from [A-Za-z0-9+_.-], not starting with a
+#: dot (PBS Pro 19.2.1+ rejects others, "=" gives "illegal -N value", and a leading dot failed
+#: on older PBS Pro).
+JOB_NAMES = JobNameRules(title="PBS", chars=r"A-Za-z0-9+_.\-", words="letters, digits and + _ . -", longest=230,
+                         leading_dot="a PBS job name must not start with a dot (older PBS Pro rejects it).")
+
+
+class Pbs(BatchScheduler):
+    name = "pbs"
+    title = "PBS"
+    submit_program = "qsub"
+    queue_command = "qstat -u $USER"
+    cancel_command = "qdel"
+    status_commands = "qstat"
+    controller = "server"
+    job_id_variable = "PBS_JOBID"
+    job_names = JOB_NAMES
+    ids = PbsIds()
+    dialects = PBS_DIALECTS
+    directive_prefix = "#PBS"
+    directive_example = "-l place=scatter"
+    filters = {"pbs_walltime": format_pbs_walltime, "pbs_mem": format_pbs_mem}
+
+    def __init__(self, dialect: Dialect):
+        self.dialect = dialect
+
+    # --- the job spec ----------------------------------------------------------
+
+    def check(self, values, given):
+        from hpcdist import validate as v
+
+        values["dialect"] = self.check_dialect(given.get("dialect"))
+        if "qos" in values:
+            raise v.ValidationError("--qos", values["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
+        from hpcdist.schedulers import get
+
+        get(self.name, values["dialect"]).check_gpu_directives(values.get("gpus_per_node", 0),
+                                                               list(values["directives"]))
+        self.check_elastic(values)
+
+    def check_dialect(self, dialect):
+        """``"pro"`` (the default; also for ``openpbs``/``pbspro``) or ``"torque"``."""
+        from hpcdist import validate as v
+
+        if dialect is None or dialect == "":
+            return "pro"
+        if isinstance(dialect, str) and dialect.strip().lower() in _DIALECT_ALIASES:
+            return _DIALECT_ALIASES[dialect.strip().lower()]
+        return v.check_choice(dialect, "--dialect", PBS_DIALECTS)
+
+    def guess_option(self, text):
+        return ("-l " + text) if re.match(r"[A-Za-z_]+=", text) else "-" + text
+
+    def check_gpu_directives(self, gpus_per_node, directives):
+        """hpcdist always writes the dialect's node request (``-l select=`` or ``-l nodes=``): a
+        raw ``-l`` with the same resource, or with the other dialect's, clashes with it."""
+        from hpcdist import validate as v
+
+        field = "--directive"
+        v.check_positive(gpus_per_node, "--gpus-per-node", allow_zero=True)
+        parsed = [(d, directive_tokens(v.require_str(d, field))) for d in directives]
+        for d, toks in parsed:
+            for value in option_values(toks, short="-l"):
+                for item in (value or "").split(","):
+                    clash = self.dialect.clashes.get(item.split("=", 1)[0].strip().lower())
+                    if clash:
+                        raise v.ValidationError(field, d, *clash)
+        return None
+
+    # --- the script --------------------------------------------------------------
+
+    def submit_argv(self, script, log):
+        # The log on the command line too: some qsub front ends (Slurm's Torque wrapper)
+        # ignore #PBS -o, and the command line wins anyway.
+        return ["qsub", "-o", log, "-j", "oe", script]
+
+    def spread(self, spec, words):
+        """Open MPI's mpirun, one process per node (PBS has no srun); mpirun aborts the job when
+        one agent fails."""
+        from hpcdist.launchers.mpi import MPI_EXPORTS, mpi_exports
+        from hpcdist.shell import var
+
+        spread = ["mpirun", "--hostfile", var("HPCDIST_NODEFILE"), "-np", str(spec.nodes),
+                  "--map-by", "ppr:1:node", "--bind-to", "none", MPI_EXPORTS]
+        return [mpi_exports(spec)] + on_each_node(spread, words, "OMPI_COMM_WORLD_RANK")
+
+    # --- the job -------------------------------------------------------------------
+
+    def parse_submission(self, proc):
+        return parse_qsub(proc.stdout, proc.stderr, proc.returncode)
+
+    def query_status(self, job):
+        from hpcdist import retry
+        from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json, parse_qstat_unknown
+
+        job_id = JobId(id=job.current_id, scheduler="pbs")
+        found, proc = None, None
+        if self.dialect.json_status:
+            proc = query(["qstat", "-f", "-F", "json", "-x", job_id.id])
+            if proc.returncode == 0:
+                found = parse_qstat_pro_json(proc.stdout, job_id)
+        if found is None and (proc is None or (proc.returncode != 0 and not parse_qstat_unknown(proc.stderr)
+                                               and not retry.unreachable(proc.stdout + "\n" + proc.stderr))):
+            # Torque, and qstat front ends without -F json or -x: the text form.
+            proc = query(["qstat", "-f", job_id.id])
+            if proc.returncode == 0:
+                found = parse_qstat_full_text(proc.stdout, job_id)
+        if found is not None:
+            # Some qstat (Torque, Slurm's wrapper) say "C" with no exit status: the job said it.
+            if found.state in FINISHED_STATES and found.exit_code is None:
+                return recorded_exit(job) or found
+            return found
+        if parse_qstat_unknown(proc.stderr):
+            return recorded_exit(job) or JobStatus(
+                state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
+        down = retry.unreachable(proc.stdout + "\n" + proc.stderr)
+        if down:
+            return self.controller_down(job, f"qstat: {down}")
+        first = (proc.stderr.strip().splitlines() or [""])[0]
+        return JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"qstat: {first}" if first else None)
+
+    #: PBS has no requeue a job may ask for itself: it goes on as a new job.
+    resubmits = True
+
+    def requeue(self, script, restart, log, environ):
+        """``qsub`` the same script as a new job that starts after this one ends (``-W
+        depend=afterany:<job>``), with ``HPCDIST_RESTART_COUNT`` counting the restarts and
+        ``log`` (``job.restart<n>.log``: PBS would replace the earlier log with it)."""
+        import shlex
+
+        job_id = environ.get(self.job_id_variable, "")
+        # qsub as `hpcdist submit` ran it, with a log of its own on the command line (which front
+        # ends such as Slurm's qsub wrapper read instead of the script's #PBS -o), relative to the
+        # submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
+        workdir = environ.get("PBS_O_WORKDIR", os.getcwd())
+        argv = self.submit_argv(script, below(log, workdir)) if log else [self.submit_program, script]
+        # -V: the new job gets this job's environment, as a job submitted from here would.
+        argv[1:1] = ["-V", "-v", f"{self.restart_variable}={restart}", "-W", f"depend=afterany:{job_id}"]
+        self.job_id_for_requeue(environ)
+        proc = run(argv, cwd=environ.get("PBS_O_WORKDIR"))
+        if proc.returncode != 0:
+            raise SubmitError(f"`{shlex.join(argv)}` failed: {(proc.stderr.strip() or proc.stdout.strip())[:500]}")
+        try:
+            return parse_qsub(proc.stdout, proc.stderr, proc.returncode).id
+        except SchedulerOutputError as e:
+            raise SubmitError(f"qsub printed no job id for the resubmitted job: {e}") from None
+
+
+def scheduler(dialect: str | None = None) -> Pbs:
+    """PBS of ``dialect`` (default: PBS Pro)."""
+    if (dialect or "pro") not in DIALECTS:
+        raise ValueError(f"unknown PBS dialect {dialect!r}: expected one of {', '.join(PBS_DIALECTS)}")
+    return Pbs(DIALECTS[dialect or "pro"])

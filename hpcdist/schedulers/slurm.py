@@ -1,0 +1,439 @@
+"""Slurm: sbatch, squeue, sacct, scancel, scontrol requeue and srun, and Slurm's own rules.
+
+Job ids (see the reference notes, section 6): ``sbatch --parsable`` prints
+``123`` or, with several clusters, ``123;foo``.  Without ``--parsable`` (or
+through a site wrapper) it prints ``Submitted batch job 123`` or ``Submitted
+batch job 123 on cluster foo``, and some wrappers print only ``15786755``.
+The id is never ``foo``.  Array tasks are ``123_4``; ids compare exactly.
+
+The parsers are pure functions on text (the caller runs the command); their
+regular expressions are compiled on first use.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hpcdist.schedulers.base import (
+    CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, REQUEUED, RUNNING,
+    TIMEOUT, UNKNOWN, IdGrammar, JobId, JobStatus, Pattern, SchedulerOutputError, on_each_node,
+    output_lines, output_text)
+from hpcdist.schedulers.batch import BatchScheduler, SubmitError, query, recorded_exit, run
+from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
+
+__all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "parse_squeue_unknown",
+           "parse_sacct_disabled", "format_slurm_time", "format_slurm_mem", "sbatch_value", "JOB_NAMES"]
+
+# --------------------------------------------------------------------------
+# Job ids
+# --------------------------------------------------------------------------
+
+# ASCII digits only: Python's \d also matches other scripts' digits.
+_SLURM_ID = Pattern(r"([0-9]+)(?:_([0-9]+))?")
+
+
+class SlurmIds(IdGrammar):
+    title = "Slurm"
+    expected = "123 or 123_4"
+
+    def split(self, text):
+        m = _SLURM_ID.fullmatch(text)
+        return (m.group(1), m.group(2)) if m else None
+
+    def matches(self, job, other):
+        return other == job.id
+
+
+_SUBMITTED = Pattern(r"Submitted batch job ([0-9]+)(?: on cluster (\S+))?")
+_CLUSTER_NAME = Pattern(r"[^\s;]+")
+
+
+def parse_sbatch(stdout, stderr="", returncode: int | None = 0) -> JobId:
+    """The job id from ``sbatch --parsable`` (or from a site wrapper).
+
+    A non-zero ``returncode`` is an error even when an id was printed (the
+    submission may have failed after a wrapper printed something).  The id is
+    the last non-empty stdout line that is not one of sbatch's own
+    ``sbatch: ...`` messages, in the ``--parsable`` form ``123`` or
+    ``123;cluster``; failing that, the last ``Submitted batch job 123[ on
+    cluster foo]`` anywhere in stdout.
+    """
+    stdout, stderr = output_text(stdout), output_text(stderr)
+    if returncode not in (0, None):
+        raise SchedulerOutputError(
+            f"sbatch failed (exit status {returncode}); no job was submitted, "
+            "or its id cannot be trusted",
+            stdout,
+            stderr,
+            returncode,
+            "sbatch",
+        )
+    lines = [line for line in output_lines(stdout) if not line.startswith("sbatch:")]
+    if lines:
+        parts = lines[-1].split(";")
+        if len(parts) <= 2 and _SLURM_ID.fullmatch(parts[0]):
+            cluster = parts[1].strip() if len(parts) == 2 else ""
+            if not cluster or _CLUSTER_NAME.fullmatch(cluster):
+                return JobId(parts[0], cluster or None, scheduler="slurm")
+    found = list(_SUBMITTED.finditer(stdout))
+    if found:
+        m = found[-1]
+        return JobId(m.group(1), m.group(2), scheduler="slurm")
+    raise SchedulerOutputError(
+        "could not find a job id in sbatch's output: expected a last line "
+        "'123' or '123;cluster' (sbatch --parsable), or "
+        "'Submitted batch job 123'",
+        stdout,
+        stderr,
+        returncode,
+        "sbatch",
+    )
+
+
+# --------------------------------------------------------------------------
+# Job status
+# --------------------------------------------------------------------------
+
+# Slurm's state words (job_state_string() and the flag words), as %T and
+# sacct print them.
+_SLURM_STATE_MAP = {
+    "PENDING": PENDING,
+    "REQUEUE_HOLD": PENDING,
+    "REQUEUE_FED": PENDING,
+    "RESV_DEL_HOLD": PENDING,
+    "EXPEDITING": PENDING,
+    "SUSPENDED": PENDING,
+    "STOPPED": PENDING,
+    "RUNNING": RUNNING,
+    "CONFIGURING": RUNNING,
+    "POWER_UP_NODE": RUNNING,
+    "COMPLETING": RUNNING,
+    "RESIZING": RUNNING,
+    "SIGNALING": RUNNING,
+    "STAGE_OUT": RUNNING,
+    "COMPLETED": COMPLETED,
+    "FAILED": FAILED,
+    "SPECIAL_EXIT": FAILED,
+    "CANCELLED": CANCELLED,
+    "TIMEOUT": TIMEOUT,
+    "DEADLINE": TIMEOUT,
+    "PREEMPTED": PREEMPTED,
+    "NODE_FAIL": NODE_FAIL,
+    "BOOT_FAIL": NODE_FAIL,
+    "OUT_OF_MEMORY": OUT_OF_MEMORY,
+    "REQUEUED": REQUEUED,
+}
+
+# "CANCELLED by 1000", "CANCELLED+" (sacct truncates without -P), "RUNNING".
+_SLURM_STATE_FIELD = Pattern(r"([A-Z][A-Z_]*)\+?(?: by ([0-9]+))?")
+
+
+def _slurm_state(field: str, what: str, stdout: str, stderr: str) -> tuple[str, str, str | None]:
+    """(state, word, 'cancelled by uid N' or None) from a Slurm state field."""
+    m = _SLURM_STATE_FIELD.fullmatch(field.strip())
+    if m is None:
+        raise SchedulerOutputError(
+            f"not a Slurm job state in {what} output: {field.strip()[:200]!r}",
+            stdout,
+            stderr,
+            None,
+            what,
+        )
+    word = m.group(1)
+    by = f"cancelled by uid {m.group(2)}" if m.group(2) is not None else None
+    return _SLURM_STATE_MAP.get(word, UNKNOWN), word, by
+
+
+_NO_REASON = {"", "None", "(null)", "(None)"}
+_CLUSTER_LINE = Pattern(r"CLUSTER: \S+")
+
+
+def parse_squeue(stdout, *, stderr: str = "") -> JobStatus | None:
+    """The state from ``squeue -h -j ID -o '%T|%r'``; ``None`` when empty.
+
+    Empty output means the job has left the queue (look in ``sacct``, or at
+    ``squeue``'s stderr with :func:`parse_squeue_unknown`).  ``CLUSTER: foo``
+    lines (printed with ``--clusters``) and a ``STATE|REASON`` header are
+    skipped.  For an array, several lines: RUNNING if any task runs, else
+    PENDING if any is pending, else the last line's state.
+    """
+    stdout, stderr = output_text(stdout), output_text(stderr)
+    statuses = []
+    for line in output_lines(stdout):
+        if _CLUSTER_LINE.fullmatch(line) or line.upper().startswith("STATE|"):
+            continue
+        field, sep, reason = line.partition("|")
+        state, word, _by = _slurm_state(field, "squeue", stdout, stderr)
+        reason = reason.strip()
+        statuses.append(JobStatus(state, None, word, None if reason in _NO_REASON else reason))
+    if not statuses:
+        return None
+    for wanted in (RUNNING, PENDING):
+        for status in statuses:
+            if status.state == wanted:
+                return status
+    return statuses[-1]
+
+
+_SACCT_EXIT = Pattern(r"([0-9]{1,9}):([0-9]{1,9})")
+
+
+def parse_sacct(stdout, *, stderr: str = "") -> JobStatus | None:
+    """The state from ``sacct -X -n -P -j ID -o State,ExitCode``; ``None`` when empty.
+
+    ``ExitCode`` is ``A:B`` (exit status A, signal B): the exit code is A,
+    or 128 + B when A is 0 and B is not.  When several lines come back (a
+    requeued job listed with its earlier attempts) the last line is the
+    current attempt.  ``exit_code`` is ``None`` unless the job finished.
+    """
+    stdout, stderr = output_text(stdout), output_text(stderr)
+    status = None
+    for line in output_lines(stdout):
+        if line.lower().rstrip("|") == "state|exitcode":
+            continue  # the header, when -n was not given
+        fields = line.split("|")
+        if len(fields) == 3 and fields[2] == "":
+            fields = fields[:2]  # sacct -p (not -P) ends each line with "|"
+        if len(fields) != 2:
+            raise SchedulerOutputError(
+                "expected 'State|ExitCode' lines from sacct -P -o State,ExitCode, "
+                f"got {line[:200]!r}",
+                stdout,
+                stderr,
+                None,
+                "sacct",
+            )
+        state, word, by = _slurm_state(fields[0], "sacct", stdout, stderr)
+        exit_field = fields[1].strip()
+        exit_code = None
+        if exit_field:
+            m = _SACCT_EXIT.fullmatch(exit_field)
+            if m is None:
+                raise SchedulerOutputError(
+                    f"expected an ExitCode like '0:0' or '1:0' from sacct, got {exit_field[:200]!r}",
+                    stdout,
+                    stderr,
+                    None,
+                    "sacct",
+                )
+            code, signal = int(m.group(1)), int(m.group(2))
+            exit_code = 128 + signal if code == 0 and signal else code
+        raw = fields[0].strip()
+        status = JobStatus(state, exit_code if state in FINISHED_STATES else None, raw, by)
+    return status
+
+
+_INVALID_JOB = Pattern(r"Invalid job id specified", re.I)
+_ACCOUNTING_OFF = Pattern(r"accounting storage is disabled", re.I)
+
+
+def parse_squeue_unknown(stderr) -> bool:
+    """Whether ``squeue``/``scancel`` says the job id is unknown to slurmctld
+    (``slurm_load_jobs error: Invalid job id specified``): the job left the
+    queue (after ``MinJobAge``) or never existed; ask ``sacct``."""
+    try:
+        text = output_text(stderr)
+    except TypeError:
+        return False
+    return _INVALID_JOB.search(text) is not None
+
+
+def parse_sacct_disabled(stderr) -> bool:
+    """Whether ``sacct`` says the cluster keeps no accounting
+    (``Slurm accounting storage is disabled``, submitit#1720): fall back to
+    ``squeue``."""
+    try:
+        text = output_text(stderr)
+    except TypeError:
+        return False
+    return _ACCOUNTING_OFF.search(text) is not None
+
+
+# --------------------------------------------------------------------------
+# Values in #SBATCH lines
+# --------------------------------------------------------------------------
+
+
+def format_slurm_time(seconds: int) -> str:
+    """Slurm ``--time``: ``HH:MM:SS`` under a day, ``D-HH:MM:SS`` from a day on."""
+    from hpcdist.validate import format_clock
+
+    return format_clock(seconds, days=True)
+
+
+def format_slurm_mem(mb: int) -> str:
+    """Slurm ``--mem``: ``16G`` for a whole number of gigabytes, else ``500M``."""
+    from hpcdist.validate import positive_int
+
+    mb = positive_int(mb, "mb")
+    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
+
+
+def sbatch_value(value, fix: str = "Submit from (or write the log to) a folder whose path has no '\"'."):
+    """A value in an ``#SBATCH`` line: sbatch reads "double quotes" there, not the
+    shell's 'single quotes' (it would split ``'a b'`` at the space). ``fix``: what the
+    error about a double quote, which nothing can carry there, advises."""
+    from hpcdist import validate as v
+    from hpcdist.shell import Shell
+
+    text = str(value)
+    if text and not any(c.isspace() or c in "'\"\\" for c in text):
+        return Shell(text)
+    if '"' in text:
+        raise v.ValidationError("--output", text, "sbatch cannot read a double quote in an #SBATCH value.", fix)
+    return Shell(f'"{text}"')
+
+
+#: Slurm's job names: 1..200 characters from [A-Za-z0-9+_.,:@=-] (no %, which Slurm expands
+#: in output file names, and no spaces).
+JOB_NAMES = JobNameRules(title="Slurm", chars=r"A-Za-z0-9+_.,:@=\-", words="letters, digits and + _ . , : @ = -",
+                         longest=200)
+_GRES_GPU = Pattern(r"gpu(?:[:/]|$)", re.I | re.A)
+
+
+class Slurm(BatchScheduler):
+    name = "slurm"
+    title = "Slurm"
+    submit_program = "sbatch"
+    queue_command = "squeue --me"
+    cancel_command = "scancel"
+    status_commands = "squeue/sacct"
+    job_id_variable = "SLURM_JOB_ID"
+    # Slurm counts the restarts of a requeued job itself.
+    restart_variable = "SLURM_RESTART_COUNT"
+    job_names = JOB_NAMES
+    ids = SlurmIds()
+    elastic_agents = True
+    directive_prefix = "#SBATCH"
+    directive_example = "--constraint=a100"
+    filters = {"sbatch_value": sbatch_value, "slurm_time": format_slurm_time, "slurm_mem": format_slurm_mem}
+
+    # --- the job spec ----------------------------------------------------------
+
+    def check(self, values, given):
+        values["dialect"] = self.check_dialect(given.get("dialect"))
+        if "output" in values:
+            sbatch_value(values["output"], "Choose a log path without '\"'.")
+        self.check_gpu_directives(values.get("gpus_per_node", 0), list(values["directives"]))
+        self.check_elastic(values)
+
+    def guess_option(self, text):
+        return "--" + text
+
+    def check_gpu_directives(self, gpus_per_node, directives):
+        """hpcdist writes ``--gpus-per-node`` when ``gpus_per_node > 0``; Slurm rejects it
+        together with ``--gres=gpu``, and a raw ``--gpus-per-node`` beside the flag is two
+        sources for one number."""
+        from hpcdist import validate as v
+
+        field = "--directive"
+        gpus = v.check_positive(gpus_per_node, "--gpus-per-node", allow_zero=True)
+        parsed = [(d, directive_tokens(v.require_str(d, field))) for d in directives]
+        raw_gpn = [d for d, toks in parsed if option_values(toks, "--gpus-per-node")]
+        gres_gpu = [d for d, toks in parsed
+                    if any(value and any(_GRES_GPU.match(item.strip()) for item in value.split(","))
+                           for value in option_values(toks, "--gres"))]
+        if gpus and raw_gpn:
+            raise v.ValidationError(field, raw_gpn[0],
+                                    f"sets --gpus-per-node, which hpcdist already writes from --gpus-per-node {gpus}.",
+                                    "Drop the directive; the flag asks for the GPUs and sets one process per GPU.")
+        if gres_gpu and (gpus or raw_gpn):
+            source = (f"hpcdist writes --gpus-per-node for --gpus-per-node {gpus}" if gpus
+                      else f"the directive {raw_gpn[0]!r} sets --gpus-per-node")
+            raise v.ValidationError(field, gres_gpu[0],
+                                    f"asks for GPUs with --gres=gpu, but {source}, and Slurm refuses "
+                                    "--gpus-per-node together with --gres=gpu.",
+                                    "Drop one: keep --gpus-per-node and remove the --gres directive, or leave "
+                                    "--gpus-per-node out and set --procs-per-node.")
+        return None
+
+    # --- the script --------------------------------------------------------------
+
+    def submit_argv(self, script, log):
+        # --parsable: the id alone (and the cluster), not a sentence to pick it from.
+        return ["sbatch", "--parsable", script]
+
+    def spread(self, spec, words):
+        """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails."""
+        # The agent's one task gets every CPU the node's processes were given;
+        # by default a step's task has one CPU, and all workers would share it.
+        cpus = spec.procs_per_node * (spec.cpus_per_proc or 1)
+        each = ["--ntasks-per-node=1", f"--cpus-per-task={cpus}"]
+        if spec.elastic:
+            return self._elastic(spec, each, words)
+        return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each,
+                             "--kill-on-bad-exit=1"], words, "SLURM_NODEID")
+
+    @staticmethod
+    def _elastic(spec, each: list, words: list) -> list[str]:
+        """An elastic job's agents: the first node's, which holds the rendezvous store, in a step of
+        its own whose end is the job's; the other nodes' in a second step, which may lose a node
+        (``--no-kill``, as the job's ``#SBATCH --no-kill``: Slurm keeps the rest of the allocation)
+        while the training goes on, after a restart, on the nodes left."""
+        others = spec.nodes - 1
+        first = on_each_node(["srun", "--nodes=1", "--ntasks=1", "--relative=0", *each, "--no-kill"], words,
+                             "SLURM_NODEID")
+        rest = on_each_node(["srun", f"--nodes={others}", f"--ntasks={others}", "--relative=1", *each, "--no-kill"],
+                            words, "SLURM_NODEID")
+        return [
+            *rest[:-1], rest[-1] + " &",
+            "hpcdist_other_nodes=$!",
+            "hpcdist_status=0",
+            *first[:-1], first[-1] + " || hpcdist_status=$?",
+            # The training failed: the other agents would wait for a rendezvous that never comes.
+            '[ "$hpcdist_status" = 0 ] || kill "$hpcdist_other_nodes" 2>/dev/null || true',
+            'wait "$hpcdist_other_nodes" || echo "hpcdist: the agents on the other nodes ended with status $? '
+            '(a node lost?); the job ends as the first node\'s agent did: status $hpcdist_status" >&2',
+            'exit "$hpcdist_status"',
+        ]
+
+    # --- the job -------------------------------------------------------------------
+
+    def parse_submission(self, proc):
+        return parse_sbatch(proc.stdout, proc.stderr, proc.returncode)
+
+    def query_status(self, job):
+        from hpcdist import retry
+
+        cluster = [f"--clusters={job.record['cluster']}"] if job.record.get("cluster") else []
+        job_id = job.current_id
+        queued = query(["squeue", "-h", "-j", job_id, "-o", "%T|%r", *cluster])
+        if queued.returncode == 0:
+            found = parse_squeue(queued.stdout)
+            if found is not None:
+                return found
+        # Left the queue (or squeue refused): accounting knows how it ended, when it is on.
+        # (sacct asks slurmdbd, not slurmctld: it may answer while the controller is down.)
+        done = query(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode", *cluster])
+        found = parse_sacct(done.stdout) if done.returncode == 0 else None
+        if found is not None:
+            return found
+        left_queue = queued.returncode == 0 or parse_squeue_unknown(queued.stderr)
+        if left_queue:  # squeue answered, without the job
+            found = recorded_exit(job)
+            if found is not None:
+                return found
+            return JobStatus(state="UNKNOWN", exit_code=None, raw="",
+                             reason="not in squeue, and sacct has no record (is accounting off?)")
+        down = retry.unreachable(queued.stdout + "\n" + queued.stderr)
+        if down:
+            return self.controller_down(job, f"squeue: {down}")
+        first = (queued.stderr.strip().splitlines() or [""])[0]
+        return JobStatus(state="UNKNOWN", exit_code=None, raw="",
+                         reason=f"squeue failed: {first}" if first else "squeue failed without a word")
+
+    def requeue(self, script, restart, log, environ):
+        """``scontrol requeue``: the same job id starts the script again (``SLURM_RESTART_COUNT``
+        counts the restarts, ``--open-mode=append`` keeps the log)."""
+        import shlex
+
+        job_id = self.job_id_for_requeue(environ)
+        argv = ["scontrol", "requeue", job_id]
+        proc = run(argv)
+        if proc.returncode != 0:
+            raise SubmitError(f"`{shlex.join(argv)}` failed: {(proc.stderr.strip() or proc.stdout.strip())[:500]}")
+        return None
+
+
+def scheduler(dialect: str | None = None) -> Slurm:
+    return Slurm()
