@@ -146,7 +146,8 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
 
 
 def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
-    from hpcdist.spec import DEEPSPEED_RUNNERS, LAUNCHERS, MPI_FLAVOURS, SCHEDULERS
+    from hpcdist.launchers import NAMES as LAUNCHERS
+    from hpcdist.spec import DEEPSPEED_RUNNERS, MPI_FLAVOURS, SCHEDULERS
     from hpcdist.validate import PBS_DIALECTS
 
     g = p.add_argument_group("where and how big")
