@@ -16,7 +16,7 @@ from hpcdist import launchers
 from hpcdist import validate as v
 from hpcdist.launchers import NAMES as LAUNCHERS
 from hpcdist.launchers.deepspeed import DEEPSPEED_RUNNERS
-from hpcdist.launchers.mpirun import MPI_FLAVOURS
+from hpcdist.launchers.mpi import MPI_FLAVOURS
 from hpcdist.validate import SCHEDULERS
 
 #: Time between the walltime warning and the walltime: enough to write a checkpoint of a

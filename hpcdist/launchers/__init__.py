@@ -27,8 +27,6 @@ module asked for. MPI implementations are data of the mpirun launcher
 
 from __future__ import annotations
 
-import importlib
-
 # ``spec`` below is a hpcdist.spec.JobSpec; not imported: the spec imports this package.
 #: The launchers, in the order ``--launcher`` lists them; each is the module of that name.
 NAMES = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
@@ -41,7 +39,8 @@ def get(name: str) -> "Launcher":
     if name not in NAMES:
         raise KeyError(name)
     if name not in _LOADED:
-        _LOADED[name] = importlib.import_module(f"{__name__}.{name}").LAUNCHER
+        # __import__, not importlib: importlib is one more module for every `hpcdist render`.
+        _LOADED[name] = __import__(f"{__name__}.{name}", fromlist=["LAUNCHER"]).LAUNCHER
     return _LOADED[name]
 
 
