@@ -1,8 +1,5 @@
-"""The in-job detectors: one small class per launcher that may have started this
-process, how to recognise it and which variables it sets.
-
-Not to be confused with :mod:`hpcdist.launchers`, which writes the launch
-command into a job script; these read what a launch left in the environment.
+"""In the job: one small detector per launcher that may have started this process, how to
+recognise it and which variables it sets (:mod:`hpcdist.launchers` writes the launch instead).
 
 :data:`DETECTION_ORDER` is the one place that says which launcher wins when
 several left variables behind. The rule is "innermost first": a process

@@ -27,7 +27,6 @@ module asked for. MPI implementations are data of the mpirun launcher
 
 from __future__ import annotations
 
-# ``spec`` below is a hpcdist.spec.JobSpec; not imported: the spec imports this package.
 #: The launchers, in the order ``--launcher`` lists them; each is the module of that name.
 NAMES = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
 
@@ -42,6 +41,9 @@ def get(name: str) -> "Launcher":
         # __import__, not importlib: importlib is one more module for every `hpcdist render`.
         _LOADED[name] = __import__(f"{__name__}.{name}", fromlist=["LAUNCHER"]).LAUNCHER
     return _LOADED[name]
+
+
+# ``spec`` below and in every launcher is a hpcdist.spec.JobSpec, not imported: the spec imports this package.
 
 
 def program(spec, argparse_launcher: bool = False) -> list:

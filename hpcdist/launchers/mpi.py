@@ -21,14 +21,14 @@ def propagated(spec) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def mpi_exports(spec) -> str:
-    """A line that collects ``-x NAME`` for each propagated variable that is set.
+def mpi_exports(spec, flag: str = "-x") -> str:
+    """A line that collects ``-x NAME`` (Open MPI's ``flag``) for each propagated variable that is set.
 
     Open MPI warns about every ``-x`` of an unset variable, and which ones are
     set is known only in the job; the launch line expands ``"${mpi_exports[@]}"``.
     """
     names = " ".join(propagated(spec))
-    return f'mpi_exports=(); for name in {names}; do if [ -n "${{!name+set}}" ]; then mpi_exports+=(-x "$name"); fi; done'
+    return f'mpi_exports=(); for name in {names}; do if [ -n "${{!name+set}}" ]; then mpi_exports+=({flag} "$name"); fi; done'
 
 
 MPI_EXPORTS = Shell('"${mpi_exports[@]}"')
@@ -39,9 +39,9 @@ class Flavour:
 
     ``env_flag``: how a variable reaches the other ranks. Open MPI passes only
     the variables named (``-x NAME``: every propagated one that is set, collected
-    in the job by :func:`mpi_exports`); Hydra passes the whole environment, so
-    it is told only the values the launch itself sets (``-genv NAME VALUE``).
-    ``failed``: its log lines that name a failed rank, pattern -> how to read a match.
+    in the job by :func:`mpi_exports`); Hydra passes the whole environment
+    (``passes_environment``), so it is told only the values the launch itself
+    sets (``-genv NAME VALUE``). :meth:`failures`: its log lines that name a failed rank.
     """
 
     def __init__(self, name: str, program: str, hostfile_flag: str, count_flag: str, hostfile_format: str,
@@ -60,7 +60,7 @@ class Flavour:
                 self.count_flag, str(spec.total_procs), *self.mapping, *env] + program
 
     def setup(self, spec) -> list[str]:
-        return [] if self.passes_environment else [mpi_exports(spec)]
+        return [] if self.passes_environment else [mpi_exports(spec, self.env_flag)]
 
     def failures(self, text: str, agents: bool, nodes: list[str]) -> list[tuple]:
         return []
