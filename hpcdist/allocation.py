@@ -30,6 +30,9 @@ HOSTFILE_FORMATS = ("deepspeed", "openmpi", "mpich", "hosts", "nodes")
 MAX_SLOTS_PER_HOST = 65_536
 #: The most lines of a ``hosts`` hostfile (one per slot), as many as hostlist expands.
 MAX_HOSTFILE_LINES = 1_048_576
+#: Slurm step ids that are not srun tasks (batch script, extern step). Also read by
+#: :mod:`hpcdist.env.detectors`, which imports it from here.
+SLURM_NON_TASK_STEP_IDS = ("batch", "extern", "4294967291", "4294967292")
 
 
 class AllocationError(ValueError):
@@ -77,10 +80,6 @@ class Allocation:
     @property
     def total_slots(self) -> int:
         return sum(slots for _, slots in self.hosts)
-
-    @classmethod
-    def from_pbs_nodefile(cls, text: str, source: str = "PBS_NODEFILE") -> "Allocation":
-        return cls(_count_in_order(_nodefile_lines(text, source)), source)
 
     @classmethod
     def from_slurm(
@@ -194,8 +193,6 @@ def _count_in_order(lines: list[str]) -> tuple[tuple[str, int], ...]:
 
 
 def _from_slurm_env(env: Mapping[str, str], slots_per_node: int | None) -> Allocation:
-    from hpcdist.env.launchers import SLURM_NON_TASK_STEP_IDS
-
     in_step = (env.get("SLURM_STEP_ID") or "").strip() not in ("", *SLURM_NON_TASK_STEP_IDS)
     if in_step and env.get("SLURM_STEP_NODELIST"):
         pairs = [("SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")]

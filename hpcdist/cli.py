@@ -148,9 +148,10 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
 
 
 def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
+    from hpcdist.launchers import NAMES as LAUNCHERS
     from hpcdist.schedulers import NAMES as SCHEDULERS
     from hpcdist.schedulers.pbs import PBS_DIALECTS
-    from hpcdist.spec import DEEPSPEED_RUNNERS, LAUNCHERS, MPI_FLAVOURS
+    from hpcdist.spec import DEEPSPEED_RUNNERS, MPI_FLAVOURS
 
     g = p.add_argument_group("where and how big")
     g.add_argument("--scheduler", choices=SCHEDULERS, help="default: local")

@@ -13,7 +13,9 @@ flushed them. Two sources tell the first failure apart:
 - the launcher's own line, for ranks that could not report (killed by a
   signal, or ``sys.exit(3)``): torchrun's "Root Cause" block, srun's
   ``task N: Killed``, Open MPI's and MPICH's abort messages, DeepSpeed's
-  ``exits with return code``.
+  ``exits with return code``. Each launcher's module (:mod:`hpcdist.launchers`)
+  holds its patterns; this module keeps the ranks' own reports and the rule
+  that picks the first failure.
 
 :func:`first_failure` prefers the earliest report, then the first launcher
 line. ``hpcdist logs`` and ``hpcdist submit --wait`` print it for a failed job.
@@ -78,28 +80,8 @@ def report_failures(env) -> None:
     sys.excepthook = hook
 
 
-# The launchers' own words, for ranks that could not report. Each pattern
-# yields a Failure; the job's launcher says which apply (srun's task numbers
-# are agents, not ranks, under torchrun or accelerate).
-_TORCHRUN_ROOT = re.compile(
-    r"Root Cause \(first observed failure\):\s*\[\d+\]:\s*time\s*: (?P<time>\S+)\s*host\s*: (?P<host>\S+)\s*"
-    r"rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)\)\s*exitcode\s*: (?P<code>-?\d+)[^\n]*\n"
-    r"(?:\s*error_file\s*:[^\n]*\n)?(?:\s*traceback\s*: (?P<tb>[^\n]*))?")
+#: hpcdist's own line in the log (the common template writes it): the job's hosts in order.
 _NODES = re.compile(r"^hpcdist: nodes: (?P<nodes>[^;]*); master: ", re.M)
-_DEEPSPEED_RANKS = re.compile(r"global_rank_mapping=defaultdict\(<class 'list'>, (?P<map>\{[^}]*\})\)")
-_SRUN = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<why>.+)$", re.M)
-_OPENMPI_SIGNAL = re.compile(
-    r"noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<host>\S+) exited on (?P<why>signal \d+[^.\n]*)")
-_OPENMPI_EXIT = re.compile(
-    r"The first process to do so was:\s*Process name: \[(?:\[\d+,\d+\],|[^\]]*?,)(?P<rank>\d+)\]\s*"
-    r"(?:Exit code|Exit status):\s*(?P<code>\d+)")
-_MPICH = re.compile(
-    r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\s*=\s*(?:RANK (?P<rank>\d+) )?PID \d+ "
-    r"RUNNING AT (?P<host>\S+)\s*=\s*(?P<why>(?:EXIT CODE|KILLED BY SIGNAL): [^\n=]*)"
-    r"(?:[\s\S]*?EXIT STRING: (?P<string>[^\n]*))?")
-_DEEPSPEED = re.compile(
-    r"^(?:(?P<host>[^\s:]+): )?\[[^\]]*\] \[ERROR\] \[launch\.py:\d+:sigkill_handler\] .*?"
-    r"'--local_rank=(?P<local>\d+)'.*exits with return code = (?P<code>-?\d+)", re.M)
 
 
 #: What a rank says when another rank died under it.
@@ -108,69 +90,32 @@ _PEER_LOST = re.compile(
     r"remote worker crashing|ProcessGroupNCCL.*(?:Watchdog|timeout)|Socket Timeout|DistNetworkError", re.I)
 
 
-def _signal_name(code: int) -> str:
-    import signal
-
-    try:
-        return f"killed by signal {code} ({signal.Signals(code).name})"
-    except ValueError:
-        return f"killed by signal {code}"
-
-
 def _launcher_failures(text: str, agents: bool) -> list[tuple[int, Failure]]:
-    """(position in the log, failure) for each launcher line found.
+    """(position in the log, failure) for each launcher line found, every launcher's patterns read
+    (each launcher's module holds its own: :meth:`hpcdist.launchers.Launcher.failures`).
 
     With ``agents`` (one launcher per node, spread by srun or mpirun), srun's
     and mpirun's lines are about those agents: their task numbers are not
     ranks, so only their host is kept.
     """
-    found = []
-    for m in _TORCHRUN_ROOT.finditer(text):
-        code = int(m["code"])
-        why = _signal_name(-code) if code < 0 else f"exit code {code}"
-        found.append((m.start(), Failure(why, rank=int(m["rank"]), local_rank=int(m["local"]), host=m["host"],
-                                         source="torchrun")))
-    def rank(m):
-        return None if agents else int(m["rank"])
+    from hpcdist import launchers
 
     nodes = _NODES.search(text)
     nodes = nodes["nodes"].split() if nodes else []
-    for m in _SRUN.finditer(text):
-        found.append((m.start(), Failure(m["why"].strip(), rank=rank(m), host=m["host"], source="srun")))
-    for m in _OPENMPI_SIGNAL.finditer(text):
-        found.append((m.start(), Failure(m["why"].strip(), rank=rank(m), host=m["host"], source="mpirun")))
-    for m in _OPENMPI_EXIT.finditer(text):
-        if not agents:
-            found.append((m.start(), Failure(f"exit code {m['code']}", rank=int(m["rank"]), source="mpirun")))
-        elif int(m["rank"]) < len(nodes):  # the agent's rank is its node's index
-            found.append((m.start(), Failure(f"exit code {m['code']}", host=nodes[int(m["rank"])], source="mpirun")))
-    for m in _MPICH.finditer(text):
-        why = (m["string"] or m["why"]).strip()
-        found.append((m.start(), Failure(why, rank=int(m["rank"]) if m["rank"] else None, host=m["host"],
-                                         source="mpiexec")))
-    ranks_on = _deepspeed_ranks(text)
-    for m in _DEEPSPEED.finditer(text):
-        code = int(m["code"])
-        why = _signal_name(-code) if code < 0 else f"exit code {code}"
-        local = int(m["local"])
-        # Without pdsh's "host: " prefix the host is known only when there is one.
-        host = m["host"] or (next(iter(ranks_on)) if len(ranks_on) == 1 else None)
-        on_host = ranks_on.get(host, [])
-        found.append((m.start(), Failure(why, local_rank=local, host=host, source="deepspeed",
-                                         rank=on_host[local] if local < len(on_host) else None)))
+    found = [(position, Failure(**fields)) for name in launchers.NAMES
+             for position, fields in launchers.get(name).failures(text, agents, nodes)]
     return sorted(found, key=lambda pair: pair[0])
 
 
-def _deepspeed_ranks(text: str) -> dict:
-    """DeepSpeed's own ``global_rank_mapping`` line: host -> its global ranks."""
-    import ast
+def _global_rank(text: str, host: str | None, local_rank: int) -> int | None:
+    """A local rank's global rank, where a launcher's log lines tell it (DeepSpeed's do)."""
+    from hpcdist import launchers
 
-    m = _DEEPSPEED_RANKS.search(text)
-    try:
-        mapping = ast.literal_eval(m["map"]) if m else {}
-    except (ValueError, SyntaxError):
-        return {}
-    return mapping if isinstance(mapping, dict) else {}
+    for name in launchers.NAMES:
+        rank = launchers.get(name).global_rank(text, host, local_rank)
+        if rank is not None:
+            return rank
+    return None
 
 
 def first_failure(text: str, agents: bool = False) -> Failure | None:
@@ -202,7 +147,6 @@ def first_failure(text: str, agents: bool = False) -> Failure | None:
     if first.host is None:
         # The node's agent failed with it: its line names the host.
         first.host = next((f.host for _, f in launcher_lines if f.host), None)
-        on_host = _deepspeed_ranks(text).get(first.host, [])
-        if first.rank is None and first.local_rank is not None and first.local_rank < len(on_host):
-            first.rank = on_host[first.local_rank]
+        if first.rank is None and first.local_rank is not None:
+            first.rank = _global_rank(text, first.host, first.local_rank)
     return first

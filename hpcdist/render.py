@@ -2,8 +2,8 @@
 
 Every value reaches the script shell-quoted (``finalize``), unless it is a
 :class:`~hpcdist.shell.Shell` word or passes the ``raw`` filter
-(user directives, which the user owns, and lines built by
-:mod:`hpcdist.launch_commands`). Templates are looked up first in the
+(user directives, which the user owns, and the lines a launcher builds:
+:mod:`hpcdist.launchers`). Templates are looked up first in the
 user's template folder, then in hpcdist's own (``templates/`` in the
 repository, ``hpcdist/templates`` in the wheel). Undefined names are errors.
 """
@@ -13,11 +13,20 @@ from __future__ import annotations
 import functools
 import os
 
-from hpcdist import __version__, schedulers, validate
-from hpcdist.launch_commands import hostfile_format, launch_lines
+from hpcdist import __version__, launchers, schedulers, validate
 from hpcdist.launchers.mpi import propagated
-from hpcdist.shell import Shell, quote
+from hpcdist.shell import Shell, quote, words_to_line
 from hpcdist.spec import JobSpec
+
+
+def launch_lines(spec: JobSpec) -> list[str]:
+    """The shell lines that start the training on every node: the launcher's setup, then its
+    command, spread one agent per node by the scheduler where the launcher runs per node."""
+    launcher = launchers.get(spec.launcher)
+    words = launcher.words(spec)
+    if launcher.per_node(spec):
+        return launcher.setup(spec) + schedulers.get(spec.scheduler, spec.dialect).spread(spec, words)
+    return launcher.setup(spec) + [words_to_line(words)]
 
 
 def templates_dir() -> str:
@@ -117,6 +126,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
     scheduler = schedulers.get(spec.scheduler, spec.dialect)
     name = os.path.basename(spec.template) if spec.template else scheduler.template
     template = env.get_template(name)
+    launcher = launchers.get(spec.launcher)
     return template.render(
         spec=spec,
         version=__version__,
@@ -125,7 +135,9 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         submit_command=scheduler.submit_program,
         workdir=workdir,
         job_dir=job_dir,
-        hostfile_format=hostfile_format(spec),
+        hostfile_format=launcher.hostfile_format(spec),
         propagated=propagated(spec),
+        # The launcher's lines for the allocation block (after the hostfile and the master).
+        allocation_lines=[Shell(line) for line in launcher.allocation_lines(spec)],
         launch_lines=[Shell(line) for line in launch_lines(spec)],
     )

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 
-from hpcdist import schedulers
+from hpcdist import launchers, schedulers
 from hpcdist import validate as v
+from hpcdist.launchers import NAMES as LAUNCHERS
+from hpcdist.launchers.deepspeed import DEEPSPEED_RUNNERS
+from hpcdist.launchers.mpi import MPI_FLAVOURS
 
-LAUNCHERS = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
-DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
-MPI_FLAVOURS = ("openmpi", "mpich")
 #: Time between the walltime warning and the walltime: enough to write a checkpoint of a
 #: few GB to a parallel file system (Slurm may send its warning up to a minute early).
 DEFAULT_SIGNAL_MARGIN_S = 300
@@ -165,10 +165,6 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     scheduler = schedulers.get(out["scheduler"])
     check = value_checks(out["scheduler"])
     out["launcher"] = check["launcher"](given.get("launcher", "torchrun"))
-    if out["launcher"] == "srun" and out["scheduler"] != "slurm":
-        raise v.ValidationError(
-            "--launcher", "srun", f"srun starts tasks only inside a Slurm job, not under {out['scheduler']}.",
-            "Use --launcher torchrun or mpirun, or --scheduler slurm.")
 
     script = v.check_text(str(given.get("script", "")), "SCRIPT")
     if not script:
@@ -237,24 +233,12 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     out["directives"] = tuple(check["directives"](d) for d in given.get("directives", ()))
 
     out["deepspeed_runner"] = check["deepspeed_runner"](given.get("deepspeed_runner", "pdsh"))
-    if out["deepspeed_runner"] == "slurm" and out["scheduler"] != "slurm":
-        raise v.ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
     out["mpi"] = check["mpi"](given.get("mpi", "openmpi"))
-    if (out["launcher"] == "deepspeed" and out["deepspeed_runner"] == "pdsh" and not out.get("no_ssh")
-            and out.get("nodes", 1) > 1 and out["scheduler"] != "local"):
-        for name, value in out["env"]:
-            # DeepSpeed's pdsh runner re-exports variables on the other nodes inside
-            # double quotes, where $, `, " and \ would be expanded or break the line.
-            bad = next((c for c in '$`"\\\n' if c in value), None)
-            if bad is not None:
-                raise v.ValidationError(
-                    "--env", f"{name}={value}",
-                    f"DeepSpeed's pdsh runner passes variables to the other nodes inside double "
-                    f"quotes, where {bad!r} would be expanded or break the command.",
-                    "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
     _check_restarts(given, out, check)
-    # The scheduler's rules (dialect, QOS, directives, log path, elastic agents, requeue), in
-    # today's order among themselves, once every value they read is checked; sets the dialect.
+    # The launcher's rules (srun only under Slurm, DeepSpeed's runners, torchrun's settings) and
+    # the scheduler's (dialect, QOS, directives, log path, elastic agents, requeue), once every
+    # value they tie together is checked; the scheduler's sets the dialect.
+    launchers.get(out["launcher"]).check(out)
     scheduler.check(out, given)
     return JobSpec(**out, notes=tuple(notes))
 
@@ -267,10 +251,6 @@ def _check_restarts(given: dict, out: dict, check: dict) -> None:
     if "min_nodes" in out and out["min_nodes"] > out.get("nodes", 1):
         raise v.ValidationError("--min-nodes", str(out["min_nodes"]), f"is more than --nodes {out.get('nodes', 1)}.",
                                 "Give the fewest nodes the training may go on with, at most --nodes.")
-    for name in ("max_restarts", "min_nodes"):
-        if out.get(name) and out["launcher"] != "torchrun":
-            raise v.ValidationError(FLAG[name], str(out[name]), f"is a torchrun setting; the launcher is {out['launcher']}.",
-                                    f"Use --launcher torchrun, or leave {FLAG[name]} out.")
     if "signal_margin" in given:
         out["signal_margin_s"] = check["signal_margin"](given["signal_margin"])
         if out["signal_margin_s"] > MAX_SIGNAL_MARGIN_S:

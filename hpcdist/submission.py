@@ -126,12 +126,13 @@ def first_failure(job: Job):
     """The rank that failed first, from the job's log (:mod:`hpcdist.failures`), or None."""
     from hpcdist.failures import first_failure as from_log
 
-    from hpcdist.launch_commands import is_per_node
+    from hpcdist import launchers
     from hpcdist.spec import JobSpec
 
     try:
         with open(os.path.join(job.path, "spec.json"), encoding="utf-8") as f:
-            agents = is_per_node(JobSpec(**json.load(f)))
+            spec = JobSpec(**json.load(f))
+        agents = launchers.get(spec.launcher).per_node(spec)
     except (OSError, ValueError, TypeError):
         agents = False
     try:

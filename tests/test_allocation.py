@@ -7,15 +7,21 @@ import pytest
 from hpcdist.allocation import Allocation, AllocationError
 
 
-def test_pbs_nodefile_counts_slots_in_order_of_first_appearance():
+def from_nodefile(tmp_path, text: str) -> Allocation:
+    path = tmp_path / "nodefile"
+    path.write_bytes(text.encode())
+    return Allocation.from_env({"PBS_NODEFILE": str(path)})
+
+
+def test_pbs_nodefile_counts_slots_in_order_of_first_appearance(tmp_path):
     # Several chunks can land on one host: its lines need not be adjacent.
-    alloc = Allocation.from_pbs_nodefile("n2\nn1\nn2\r\nn3\n\nn1\n")
+    alloc = from_nodefile(tmp_path, "n2\nn1\nn2\r\nn3\n\nn1\n")
     assert alloc.hosts == (("n2", 2), ("n1", 2), ("n3", 1))
     assert alloc.total_slots == 5
 
 
-def test_pbs_names_are_kept_as_written():
-    alloc = Allocation.from_pbs_nodefile("n1.cluster.org\nn1\nN1\n")
+def test_pbs_names_are_kept_as_written(tmp_path):
+    alloc = from_nodefile(tmp_path, "n1.cluster.org\nn1\nN1\n")
     assert alloc.host_names == ["n1.cluster.org", "n1", "N1"]
 
 
@@ -26,9 +32,9 @@ def test_pbs_names_are_kept_as_written():
     ("n1\nn2:4\n", "line 2"),
     ("n1 n2\n", "one host name per line"),
 ])
-def test_bad_pbs_nodefiles(text, needle):
+def test_bad_pbs_nodefiles(text, needle, tmp_path):
     with pytest.raises(AllocationError, match=needle):
-        Allocation.from_pbs_nodefile(text)
+        from_nodefile(tmp_path, text)
 
 
 def test_slurm_pairs_node_list_with_tasks_per_node():

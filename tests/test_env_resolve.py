@@ -383,7 +383,7 @@ def test_getters_resolve_once(monkeypatch):
 # Every variable any launcher family reads, and values that are numbers, near-numbers or junk.
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from hpcdist.env.launchers import DETECTION_ORDER  # noqa: E402
+from hpcdist.env.detectors import DETECTION_ORDER  # noqa: E402
 
 _NAMES = sorted(
     {v for launcher in DETECTION_ORDER for names in launcher.variables.values() for v in names}

@@ -144,11 +144,15 @@ _NODEFILE_PIECES = ["n1", "n2", "node01.cluster", "\n", "\r\n", "\n\n", " ", "\t
 @FUZZ
 @given(_mixed(_NODEFILE_PIECES, max_size=30))
 def test_pbs_nodefile_answers_or_raises_allocation_error(text):
-    try:
-        alloc = Allocation.from_pbs_nodefile(text)
-    except AllocationError as e:
-        assert "PBS_NODEFILE" in str(e)
-        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "nodefile")
+        with open(path, "wb") as f:
+            f.write(text.encode("utf-8", "surrogatepass"))
+        try:
+            alloc = Allocation.from_env({"PBS_NODEFILE": path})
+        except AllocationError as e:
+            assert "PBS_NODEFILE" in str(e)
+            return
     _check_allocation(alloc)
 
 

@@ -43,7 +43,7 @@ import hostile
 from hostile import Payload, corpus, directive_lines, expected_directive_lines
 from launch import clean_env, need
 
-from hpcdist.launch_commands import launch_lines
+from hpcdist.render import launch_lines
 from hpcdist.render import render
 from hpcdist.spec import build_spec
 from hpcdist.validate import ValidationError

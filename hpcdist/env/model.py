@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 
-#: The values of :attr:`DistEnv.launcher`.
+#: The values of :attr:`DistEnv.launcher`: what started this process, as the detectors
+#: (:mod:`hpcdist.env.detectors`) name it. Not the job launchers a script is written for
+#: (:data:`hpcdist.launchers.NAMES`).
 LAUNCHERS = (
     "torchrun",
     "deepspeed",

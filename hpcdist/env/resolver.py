@@ -1,7 +1,7 @@
 """From an environment to a :class:`DistEnv`.
 
 1. Pick the launcher: ``HPCDIST_LAUNCHER`` if set, else the first in
-   :data:`~hpcdist.env.launchers.DETECTION_ORDER` that detects itself.
+   :data:`~hpcdist.env.detectors.DETECTION_ORDER` that detects itself.
 2. Read its variables.
 3. Refuse contradictions: every other variable that claims the same value
    (``RANK`` vs ``PMI_RANK``, ``LOCAL_RANK`` vs ``OMPI_COMM_WORLD_LOCAL_RANK``)
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from hpcdist.env import launchers as L
+from hpcdist.env import detectors as D
 from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, UndistributedWarning
 from hpcdist.env.ports import DEFAULT_PORT, job_id_from, port_for_job
 from hpcdist.env.reader import EnvReader
@@ -95,7 +95,7 @@ def explain(environ: Mapping[str, str] | None = None) -> tuple[DistEnv, Explanat
     missing_rank = [f for f in _RANK_FIELDS if f not in values]
     multi_node = not missing_rank and values["world_size"][0] != values["local_world_size"][0]
     if missing_rank or (multi_node and ("node_rank" not in values or "master_addr" not in values)):
-        if real and (name == "mpi4py" or env.has_any(*L.MPI_MARKERS)):
+        if real and (name == "mpi4py" or env.has_any(*D.MPI_MARKERS)):
             name = _discover_into(values, name, _lacking(values, name, missing_rank))
         else:
             raise _cannot_complete(env, values, name, missing_rank, real)
@@ -125,17 +125,17 @@ def explain(environ: Mapping[str, str] | None = None) -> tuple[DistEnv, Explanat
     return result, why
 
 
-def _choose(env: EnvReader, why: Explanation) -> tuple[L.Launcher, str]:
+def _choose(env: EnvReader, why: Explanation) -> tuple[D.Launcher, str]:
     forced = env.text("HPCDIST_LAUNCHER")
     if forced is not None:
-        if forced not in L.BY_NAME:
+        if forced not in D.BY_NAME:
             raise DistEnvError(
                 f"HPCDIST_LAUNCHER={forced!r} is not a launcher hpcdist knows; use one of "
                 f"{', '.join(LAUNCHERS)}, or unset it to detect the launcher."
             )
         why.trace.append((forced, True, ("HPCDIST_LAUNCHER",)))
-        return L.BY_NAME[forced], f"HPCDIST_LAUNCHER={forced}"
-    for launcher in L.DETECTION_ORDER:
+        return D.BY_NAME[forced], f"HPCDIST_LAUNCHER={forced}"
+    for launcher in D.DETECTION_ORDER:
         detected = launcher.detect(env)
         why.trace.append((launcher.name, detected, launcher.markers))
         if detected:
@@ -151,10 +151,10 @@ def _check_aliases(env: EnvReader, values: dict, launcher: str) -> None:
             continue
         value, source = values[fld]
         for alias in names:
-            other = env.integer(alias, L.MEANING[fld])
+            other = env.integer(alias, D.MEANING[fld])
             if other is not None and other != value:
                 raise DistEnvError(
-                    f"contradictory {L.MEANING[fld]}: {source} ({launcher}) but {alias}={other}. "
+                    f"contradictory {D.MEANING[fld]}: {source} ({launcher}) but {alias}={other}. "
                     f"One of them is stale, usually an `export {alias}=...` in the job script or "
                     f"a shell that was started inside another job; unset it, or set "
                     f"HPCDIST_LAUNCHER to the launcher that really started this process."
@@ -163,7 +163,7 @@ def _check_aliases(env: EnvReader, values: dict, launcher: str) -> None:
 
 def _lacking(values: dict, launcher: str, missing_rank: list[str]) -> str:
     if missing_rank:
-        return f"this MPI launch ({launcher}) sets no {', '.join(L.MEANING[f] for f in missing_rank)}"
+        return f"this MPI launch ({launcher}) sets no {', '.join(D.MEANING[f] for f in missing_rank)}"
     lacking = [n for f, n in (("master_addr", "master address"), ("node_rank", "node rank")) if f not in values]
     return (
         f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, "
@@ -180,7 +180,7 @@ def _discover_into(values: dict, launcher: str, reason: str) -> str:
         if fld in values:
             if fld in _RANK_FIELDS and values[fld][0] != value:
                 raise DistEnvError(
-                    f"{values[fld][1]} but MPI itself (mpi4py) says the {L.MEANING[fld]} is "
+                    f"{values[fld][1]} but MPI itself (mpi4py) says the {D.MEANING[fld]} is "
                     f"{value}: the variable belongs to another launch. Unset it."
                 )
             continue
@@ -198,7 +198,7 @@ def _cannot_complete(
     env: EnvReader, values: dict, launcher: str, missing: list[str], real: bool
 ) -> DistEnvError:
     reason = _lacking(values, launcher, missing)
-    mpi = launcher == "mpi4py" or env.has_any(*L.MPI_MARKERS)
+    mpi = launcher == "mpi4py" or env.has_any(*D.MPI_MARKERS)
     note = " (mpi4py discovery runs only for the process's own environment)" if mpi and not real else ""
     install = "install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI"
     if missing:

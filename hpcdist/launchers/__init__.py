@@ -1,1 +1,131 @@
-"""The launchers: one module each (to be filled by the refactor)."""
+"""The launchers a job script can start the training with: one module each, all they know.
+
+A launcher (torchrun, DeepSpeed, mpirun, srun, accelerate, or none) owns, in
+its module, on the pattern of DeepSpeed's ``multinode_runner.py``:
+
+- ``check(values)``: its rules that tie it to the other job options
+  (:func:`hpcdist.spec.build_spec` calls it once every value is checked);
+- ``words(spec)``: its command; ``setup(spec)``: shell lines it needs just
+  before (in the launch block); ``allocation_lines(spec)``: lines it needs in
+  the allocation block (DeepSpeed's ``DS_ENV_FILE``);
+- ``per_node(spec)``: whether it runs as one agent per node, spread by the
+  scheduler, or once, from the first node; ``hostfile_format(spec)``;
+- ``failures(text, agents, nodes)``: the lines of its own in a job's log that
+  name a failed rank (read by :mod:`hpcdist.failures`).
+
+Words a user supplied (script, arguments, paths) are shell-quoted; values that
+exist only inside the running job are references to shell variables the
+script sets before the launch: ``HPCDIST_HOSTFILE`` (the hostfile in this
+launcher's format), ``MASTER_ADDR``, ``MASTER_PORT`` (the first host, and the
+port derived from the job id: :mod:`hpcdist.env.ports`), ``NODE_RANK`` (set
+per node where the agents are spread).
+
+:data:`NAMES` feeds ``--launcher``'s choices; :func:`get` imports only the one
+module asked for. MPI implementations are data of the mpirun launcher
+(:mod:`hpcdist.launchers.mpi`).
+"""
+
+from __future__ import annotations
+
+#: The launchers, in the order ``--launcher`` lists them; each is the module of that name.
+NAMES = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
+
+_LOADED: dict[str, "Launcher"] = {}
+
+
+def get(name: str) -> "Launcher":
+    """The launcher of that name (KeyError for a name not in :data:`NAMES`)."""
+    if name not in NAMES:
+        raise KeyError(name)
+    if name not in _LOADED:
+        # __import__, not importlib: importlib is one more module for every `hpcdist render`.
+        _LOADED[name] = __import__(f"{__name__}.{name}", fromlist=["LAUNCHER"]).LAUNCHER
+    return _LOADED[name]
+
+
+# ``spec`` below and in every launcher is a hpcdist.spec.JobSpec, not imported: the spec imports this package.
+
+
+def program(spec, argparse_launcher: bool = False) -> list:
+    """The training program and its arguments, as the launcher should start it.
+
+    ``argparse_launcher``: the launcher reads the script's arguments with
+    argparse's REMAINDER (torchrun, DeepSpeed, accelerate), which swallows a
+    ``--`` right after the script: that one is doubled.
+    """
+    args = list(spec.script_args)
+    if argparse_launcher and args[:1] == ["--"]:
+        args.insert(0, "--")
+    if spec.deepspeed_config:
+        # Under any launcher: a DeepSpeed script started by torchrun or srun reads it too.
+        args += ["--deepspeed_config", spec.deepspeed_config]
+    return [spec.script] + args
+
+
+def failure(why: str, **fields) -> dict:
+    """A failed rank as a launcher's log line tells it: the arguments of
+    :class:`hpcdist.failures.Failure` (``rank``, ``host``, ``local_rank``, ``source``),
+    as plain data: :mod:`hpcdist.failures` reads the launchers, not the other way round."""
+    return dict(why=why, **fields)
+
+
+def exit_why(code: int) -> str:
+    """A rank's exit code as a launcher reports it, in words: a negative code is the signal that killed it."""
+    if code >= 0:
+        return f"exit code {code}"
+    import signal
+
+    try:
+        return f"killed by signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
+class Launcher:
+    """One launcher; the defaults are those of a launcher started once, with no rules of its own."""
+
+    name: str
+
+    def check(self, values: dict) -> None:
+        """Refuse option values this launcher cannot run with (raise :class:`~hpcdist.validate.ValidationError`).
+
+        ``values``: the job spec's fields, each already checked on its own. The
+        settings of one launcher are refused or checked whatever the launcher
+        (``--deepspeed-runner slurm`` needs Slurm; ``--max-restarts`` is torchrun's).
+        """
+        from hpcdist.launchers import deepspeed, torchrun
+
+        deepspeed.check_runner(values)
+        torchrun.refuse_settings(values)
+
+    def words(self, spec) -> list:
+        raise NotImplementedError
+
+    def setup(self, spec) -> list[str]:
+        """Shell lines the launch needs just before it starts (in the launch block)."""
+        return []
+
+    def allocation_lines(self, spec) -> list[str]:
+        """Shell lines for the allocation block, once the hostfile and master are known."""
+        return []
+
+    def per_node(self, spec) -> bool:
+        """True: one agent per node, spread by the scheduler; False: started once, from the first node."""
+        return False
+
+    def hostfile_format(self, spec) -> str:
+        """The ``hpcdist hostfile --format`` of ``$HPCDIST_HOSTFILE``."""
+        return "deepspeed"
+
+    def failures(self, text: str, agents: bool, nodes: list[str]) -> list[tuple[int, dict]]:
+        """(position in the log, :func:`failure`) for each of this launcher's own lines about a failed rank.
+
+        ``agents``: the job ran one launcher per node, spread by srun or mpirun,
+        whose task numbers are then agents, not ranks. ``nodes``: the job's
+        hosts in order, from hpcdist's ``nodes:`` line (empty if absent).
+        """
+        return []
+
+    def global_rank(self, text: str, host: str | None, local_rank: int) -> int | None:
+        """The global rank of ``local_rank`` on ``host``, where this launcher's log tells it."""
+        return None

@@ -1,4 +1,5 @@
-"""One small class per launcher: how to recognise it and which variables it sets.
+"""In the job: one small detector per launcher that may have started this process, how to
+recognise it and which variables it sets (:mod:`hpcdist.launchers` writes the launch instead).
 
 :data:`DETECTION_ORDER` is the one place that says which launcher wins when
 several left variables behind. The rule is "innermost first": a process
@@ -35,10 +36,6 @@ MPI_MARKERS = (
     "PALS_RANKID",
     "FLUX_TASK_RANK",
 )
-
-#: Slurm step ids that are not srun tasks (batch script, extern step).
-SLURM_NON_TASK_STEP_IDS = ("batch", "extern", "4294967291", "4294967292")
-
 
 class Reading:
     """What one launcher's variables say: field -> (value, source)."""
@@ -278,6 +275,9 @@ def in_srun_task(env: EnvReader) -> bool:
         return False
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
     if step is not None:
+        # Here, not at the top: a rank lookup outside Slurm imports no allocation code.
+        from hpcdist.allocation import SLURM_NON_TASK_STEP_IDS
+
         return step.strip() not in SLURM_NON_TASK_STEP_IDS
     return env.get("SLURM_PROCID").strip() not in ("0", "")
 

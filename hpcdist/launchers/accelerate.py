@@ -1,0 +1,24 @@
+"""Hugging Face accelerate: one ``accelerate launch`` per node, told its machine rank."""
+
+from __future__ import annotations
+
+from hpcdist.launchers import Launcher, program
+from hpcdist.shell import Shell
+
+
+class Accelerate(Launcher):
+    name = "accelerate"
+
+    def per_node(self, spec):
+        return True
+
+    def words(self, spec):
+        # --multi_gpu is accelerate's multi-process launcher (torchrun inside), on
+        # CPUs too; without it accelerate starts one process per node.
+        return ["accelerate", "launch", f"--num_machines={spec.nodes}",
+                f"--num_processes={spec.total_procs}", Shell('--machine_rank="$NODE_RANK"'),
+                Shell('--main_process_ip="$MASTER_ADDR"'), Shell('--main_process_port="$MASTER_PORT"'),
+                ] + (["--multi_gpu"] if spec.total_procs > 1 else []) + program(spec, argparse_launcher=True)
+
+
+LAUNCHER = Accelerate()

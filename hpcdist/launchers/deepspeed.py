@@ -1,0 +1,137 @@
+"""DeepSpeed's launcher: its runners (pdsh, openmpi, slurm) or one launcher per node (``--no-ssh``).
+
+Owns the ``--deepspeed-runner`` rules, the ``DS_ENV_FILE`` lines of the
+allocation block (what pdsh/ssh would lose on the other nodes), and the log
+lines that name a failed rank (``sigkill_handler``, ``global_rank_mapping``).
+"""
+
+from __future__ import annotations
+
+from hpcdist.launchers import Launcher, exit_why, failure, program
+from hpcdist.launchers.mpi import propagated
+from hpcdist.shell import Shell, var
+
+#: How DeepSpeed's launcher reaches the other nodes (``--deepspeed-runner``).
+DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
+
+# DeepSpeed's lines in a log (compiled by re's cache when a log is read).
+#: One local rank's end, as DeepSpeed's per-node launcher reports it (pdsh prefixes the host).
+RANK_FAILED = (
+    r"^(?:(?P<host>[^\s:]+): )?\[[^\]]*\] \[ERROR\] \[launch\.py:\d+:sigkill_handler\] .*?"
+    r"'--local_rank=(?P<local>\d+)'.*exits with return code = (?P<code>-?\d+)")
+#: Which global ranks run on which host.
+RANK_MAPPING = r"global_rank_mapping=defaultdict\(<class 'list'>, (?P<map>\{[^}]*\})\)"
+
+
+def check_runner(values: dict) -> None:
+    """``--deepspeed-runner slurm`` whatever the launcher: it needs Slurm."""
+    if values.get("deepspeed_runner") == "slurm" and values["scheduler"] != "slurm":
+        from hpcdist.validate import ValidationError
+
+        raise ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
+
+
+def ranks_by_host(text: str) -> dict:
+    """DeepSpeed's own ``global_rank_mapping`` line: host -> its global ranks."""
+    import ast
+    import re
+
+    m = re.search(RANK_MAPPING, text)
+    try:
+        mapping = ast.literal_eval(m["map"]) if m else {}
+    except (ValueError, SyntaxError):
+        return {}
+    return mapping if isinstance(mapping, dict) else {}
+
+
+class DeepSpeed(Launcher):
+    name = "deepspeed"
+
+    @staticmethod
+    def mode(spec) -> str:
+        """How DeepSpeed reaches the nodes: "one-host", "no-ssh", or its runner (pdsh, openmpi, slurm)."""
+        if spec.nodes == 1 or spec.scheduler == "local":
+            return "one-host"
+        return "no-ssh" if spec.no_ssh else spec.deepspeed_runner
+
+    def check(self, values):
+        from hpcdist.launchers.torchrun import refuse_settings
+
+        check_runner(values)
+        if (values["deepspeed_runner"] == "pdsh" and not values.get("no_ssh")
+                and values.get("nodes", 1) > 1 and values["scheduler"] != "local"):
+            for name, value in values["env"]:
+                # DeepSpeed's pdsh runner re-exports variables on the other nodes inside
+                # double quotes, where $, `, " and \ would be expanded or break the line.
+                bad = next((c for c in '$`"\\\n' if c in value), None)
+                if bad is not None:
+                    from hpcdist.validate import ValidationError
+
+                    raise ValidationError(
+                        "--env", f"{name}={value}",
+                        f"DeepSpeed's pdsh runner passes variables to the other nodes inside double "
+                        f"quotes, where {bad!r} would be expanded or break the command.",
+                        "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
+        refuse_settings(values)
+
+    def per_node(self, spec):
+        # Locally all "nodes" are this one host: one DeepSpeed launcher for all slots.
+        return spec.no_ssh and spec.nodes > 1 and spec.scheduler != "local"
+
+    def words(self, spec):
+        words = ["deepspeed", "--hostfile", var("HPCDIST_HOSTFILE"),
+                 "--master_addr", var("MASTER_ADDR"), "--master_port", var("MASTER_PORT")]
+        mode = self.mode(spec)
+        if mode == "one-host":
+            # One host: DeepSpeed starts it without ssh, once its ssh check is skipped.
+            words.append("--no_ssh_check")
+        elif mode == "no-ssh":
+            words += ["--no_ssh", Shell('--node_rank="$NODE_RANK"')]
+        elif mode != "pdsh":
+            words += ["--launcher", mode]
+        if spec.ssh_port and not spec.no_ssh:
+            words += ["--ssh_port", str(spec.ssh_port)]
+        words += program(spec, argparse_launcher=True)
+        # pdsh waits for every node even after one failed: see hpcdist.supervise.
+        return ["hpcdist", "supervise", "--"] + words if mode == "pdsh" else words
+
+    def setup(self, spec):
+        mode = self.mode(spec)
+        if mode == "slurm":
+            # DeepSpeed's srun leaves the other tasks running when one fails.
+            return ["export SLURM_KILL_BAD_EXIT=1"]
+        if mode == "pdsh":
+            return ["# pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then."]
+        return []
+
+    def allocation_lines(self, spec):
+        if spec.no_ssh:
+            return []
+        names = "|".join(propagated(spec))
+        return [
+            "# What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there",
+            '# (it quotes them with "...": values holding $ ` " or \\ are left out).',
+            'export DS_ENV_FILE="$run_dir/deepspeed_env"',
+            f"env | grep -E '^({names}|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' | grep -v '[$`\"\\\\]' > \"$DS_ENV_FILE\" || true",
+        ]
+
+    def failures(self, text, agents, nodes):
+        import re
+
+        found = []
+        ranks_on = ranks_by_host(text)
+        for m in re.finditer(RANK_FAILED, text, re.M):
+            local = int(m["local"])
+            # Without pdsh's "host: " prefix the host is known only when there is one.
+            host = m["host"] or (next(iter(ranks_on)) if len(ranks_on) == 1 else None)
+            on_host = ranks_on.get(host, [])
+            found.append((m.start(), failure(exit_why(int(m["code"])), local_rank=local, host=host,
+                                             source="deepspeed", rank=on_host[local] if local < len(on_host) else None)))
+        return found
+
+    def global_rank(self, text, host, local_rank):
+        on_host = ranks_by_host(text).get(host, [])
+        return on_host[local_rank] if local_rank < len(on_host) else None
+
+
+LAUNCHER = DeepSpeed()

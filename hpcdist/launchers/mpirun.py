@@ -1,0 +1,32 @@
+"""mpirun: every rank an MPI process, started once from the first node over the hostfile.
+
+Each MPI implementation (``--mpi``) is data in :mod:`hpcdist.launchers.mpi`:
+its command syntax, hostfile format and log lines.
+"""
+
+from __future__ import annotations
+
+from hpcdist.launchers import Launcher, program
+from hpcdist.launchers.mpi import FLAVOURS, MPI_FLAVOURS
+
+__all__ = ["MPI_FLAVOURS", "Mpirun", "LAUNCHER"]
+
+
+class Mpirun(Launcher):
+    name = "mpirun"
+
+    def words(self, spec):
+        return FLAVOURS[spec.mpi].words(spec, [spec.python] + program(spec))
+
+    def setup(self, spec):
+        return FLAVOURS[spec.mpi].setup(spec)
+
+    def hostfile_format(self, spec):
+        return FLAVOURS[spec.mpi].hostfile_format
+
+    def failures(self, text, agents, nodes):
+        # Every implementation's lines: a log does not say which one ran.
+        return [pair for flavour in FLAVOURS.values() for pair in flavour.failures(text, agents, nodes)]
+
+
+LAUNCHER = Mpirun()

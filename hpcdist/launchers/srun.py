@@ -1,0 +1,44 @@
+"""Slurm's srun as the launcher: every rank a task of one step; only inside a Slurm job.
+
+Its log line ``srun: error: HOST: task N: WHY`` names a failed task: a rank,
+or a node's agent where srun spread another launcher's agents.
+"""
+
+from __future__ import annotations
+
+from hpcdist.launchers import Launcher, failure, program
+
+#: srun's line about a failed task (compiled by re's cache when a log is read).
+TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<why>.+)$"
+
+
+class Srun(Launcher):
+    name = "srun"
+
+    def check(self, values):
+        if values["scheduler"] != "slurm":
+            from hpcdist.validate import ValidationError
+
+            raise ValidationError(
+                "--launcher", "srun", f"srun starts tasks only inside a Slurm job, not under {values['scheduler']}.",
+                "Use --launcher torchrun or mpirun, or --scheduler slurm.")
+        super().check(values)
+
+    def words(self, spec):
+        words = ["srun", f"--nodes={spec.nodes}", f"--ntasks-per-node={spec.procs_per_node}",
+                 "--kill-on-bad-exit=1"]
+        if spec.cpus_per_proc:
+            # Slurm 22.05 stopped passing --cpus-per-task from sbatch to srun.
+            words.append(f"--cpus-per-task={spec.cpus_per_proc}")
+        return words + [spec.python] + program(spec)
+
+    def failures(self, text, agents, nodes):
+        import re
+
+        # Under spread agents the task numbers are agents': only the host is kept.
+        return [(m.start(), failure(m["why"].strip(), rank=None if agents else int(m["rank"]), host=m["host"],
+                                    source="srun"))
+                for m in re.finditer(TASK_FAILED, text, re.M)]
+
+
+LAUNCHER = Srun()

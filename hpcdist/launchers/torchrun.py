@@ -1,0 +1,60 @@
+"""torchrun: one agent per node, a c10d rendezvous on the first host; restarts and elastic size.
+
+Its settings (``--max-restarts``, ``--min-nodes``) are refused under the
+other launchers. Its log names a failed rank in its "Root Cause" block.
+"""
+
+from __future__ import annotations
+
+from hpcdist.launchers import Launcher, exit_why, failure, program
+from hpcdist.shell import Shell
+
+#: The job options only torchrun reads, and their flags.
+SETTINGS = {"max_restarts": "--max-restarts", "min_nodes": "--min-nodes"}
+
+#: torchrun's summary of the first failed worker (compiled by re's cache when a log is read).
+ROOT_CAUSE = (
+    r"Root Cause \(first observed failure\):\s*\[\d+\]:\s*time\s*: (?P<time>\S+)\s*host\s*: (?P<host>\S+)\s*"
+    r"rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)\)\s*exitcode\s*: (?P<code>-?\d+)[^\n]*\n"
+    r"(?:\s*error_file\s*:[^\n]*\n)?(?:\s*traceback\s*: (?P<tb>[^\n]*))?")
+
+
+def refuse_settings(values: dict) -> None:
+    """torchrun's settings under another launcher."""
+    from hpcdist.validate import ValidationError
+
+    for name, flag in SETTINGS.items():
+        if values.get(name) and values["launcher"] != "torchrun":
+            raise ValidationError(flag, str(values[name]), f"is a torchrun setting; the launcher is {values['launcher']}.",
+                                  f"Use --launcher torchrun, or leave {flag} out.")
+
+
+class Torchrun(Launcher):
+    name = "torchrun"
+
+    def check(self, values):
+        from hpcdist.launchers.deepspeed import check_runner
+
+        check_runner(values)
+
+    def per_node(self, spec):
+        return True
+
+    def words(self, spec):
+        # c10d rendezvous on the first host; the rendezvous assigns node ranks.
+        # Elastic: MIN:MAX nodes; the training goes on (after a restart) with those left.
+        nnodes = f"{spec.min_nodes}:{spec.nodes}" if spec.elastic else str(spec.nodes)
+        restarts = [f"--max-restarts={spec.max_restarts}"] if spec.max_restarts else []
+        return ["torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
+                "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
+                Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec, argparse_launcher=True)
+
+    def failures(self, text, agents, nodes):
+        import re
+
+        return [(m.start(), failure(exit_why(int(m["code"])), rank=int(m["rank"]), local_rank=int(m["local"]),
+                                    host=m["host"], source="torchrun"))
+                for m in re.finditer(ROOT_CAUSE, text)]
+
+
+LAUNCHER = Torchrun()
