@@ -137,9 +137,7 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
     requeue = sub.add_parser(
         "requeue", help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
         description="Put the running job back in the queue, unless it went back --max times already (exit 3).")
-    from hpcdist.schedulers import QUEUED
-
-    requeue.add_argument("--scheduler", choices=QUEUED, required=True)
+    requeue.add_argument("--scheduler", choices=("slurm", "pbs"), required=True)
     requeue.add_argument("--max", type=int, required=True, metavar="N", help="restarts allowed in all")
     requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
     requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
@@ -148,64 +146,29 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
 
 
 def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
-    from hpcdist.launchers import NAMES as LAUNCHERS
-    from hpcdist.schedulers import NAMES as SCHEDULERS
-    from hpcdist.schedulers.pbs import PBS_DIALECTS
-    from hpcdist.spec import DEEPSPEED_RUNNERS, MPI_FLAVOURS
+    # The job options' flags, from their table, group by group (the usage line lists them in
+    # the order they are added).
+    from hpcdist.options import BY_NAME, GROUPS, OPTIONS
 
-    g = p.add_argument_group("where and how big")
-    g.add_argument("--scheduler", choices=SCHEDULERS, help="default: local")
-    g.add_argument("--dialect", choices=PBS_DIALECTS, help="PBS only (default: pro)")
-    g.add_argument("--nodes", help="default: 1")
-    g.add_argument("--gpus-per-node", help="default: 0")
-    g.add_argument("--procs-per-node", help="default: one per GPU, else one")
-    g.add_argument("--cpus-per-proc")
-    g.add_argument("--mem", help="per node, with a unit: 16G, 500M")
-    g.add_argument("--walltime", help="90m, 1h30m, 01:30:00, 1-12:00:00 (a bare number is refused)")
-    g.add_argument("--queue", "--partition", dest="queue")
-    g.add_argument("--account")
-    g.add_argument("--qos")
-    g.add_argument("--job-name")
-    g.add_argument("--output", help="the job's log file")
-    g.add_argument("--array")
-    g.add_argument("--dependency")
-    g.add_argument("--mail", dest="mail_user", metavar="ADDRESS")
-    g.add_argument("--exclusive", action="store_true", default=None)
-    g.add_argument("--directive", dest="directives", action="append", metavar="LINE",
-                   help="a raw scheduler directive, placed first (repeatable)")
-    g.add_argument("--requeue", metavar="N",
-                   help="on the walltime warning, let the training checkpoint and stop, then requeue (Slurm) or "
-                   "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (README)")
-    g.add_argument("--signal-margin", metavar="TIME",
-                   help="send the walltime warning this long before the walltime (default: 5m)")
-    e = p.add_argument_group("environment on every node")
-    e.add_argument("--module", dest="modules", action="append", metavar="NAME", help="module load NAME (repeatable)")
-    e.add_argument("--source", dest="sources", action="append", metavar="FILE", help="source FILE (repeatable)")
-    e.add_argument("--conda", metavar="ENV")
-    e.add_argument("--venv", metavar="DIR")
-    e.add_argument("--env", action="append", metavar="NAME=VALUE", help="(repeatable)")
-    e.add_argument("--propagate", action="append", metavar="NAME", help="pass this variable to every node (repeatable)")
-    l = p.add_argument_group("launcher")
-    l.add_argument("--launcher", choices=LAUNCHERS, help="default: torchrun")
-    l.add_argument("--max-restarts", metavar="N", help="torchrun: restart all workers up to N times after one fails")
-    l.add_argument("--min-nodes", metavar="N", help="torchrun, elastic: go on with at least N of the --nodes")
-    l.add_argument("--deepspeed-config", metavar="FILE")
-    l.add_argument("--deepspeed-runner", choices=DEEPSPEED_RUNNERS)
-    l.add_argument("--no-ssh", action="store_true", default=None, help="DeepSpeed: one launcher per node, no ssh")
-    l.add_argument("--ssh-port")
-    l.add_argument("--mpi", choices=MPI_FLAVOURS, help="mpirun flavour (default: openmpi)")
-    l.add_argument("--mpiexec", metavar="PROGRAM",
-                   help="the MPI launcher program (default: mpirun for openmpi, mpiexec for mpich)")
-    l.add_argument("--python", metavar="PROGRAM", help="interpreter for mpirun/srun (default: python)")
-    l.add_argument("--template", metavar="FILE", help="your own Jinja template (may extend slurm/job.sh.j2 ...)")
-    l.add_argument("--template-dir", metavar="DIR",
-                   help="a folder of templates (slurm/job.sh.j2, pbs/job.sh.j2 ...) used before hpcdist's")
+    for title in GROUPS:
+        group = p.add_argument_group(title)
+        for o in OPTIONS:
+            if o.group != title:
+                continue
+            kwargs = {"dest": o.key}
+            if o.kind is bool:
+                # None, not False, when not given: a profile's true then stands.
+                kwargs.update(action="store_true", default=None)
+            elif o.is_list:
+                kwargs["action"] = "append"
+            kwargs.update((k, getattr(o, k)) for k in ("choices", "metavar", "help") if getattr(o, k) is not None)
+            group.add_argument(*o.flags, **kwargs)
     p.add_argument("--profile", metavar="NAME",
                    help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml")
     if script:
-        p.add_argument("script", metavar="SCRIPT")
-        p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
-                       help="everything after SCRIPT goes to it")
+        p.add_argument("script", metavar=BY_NAME["script"].metavar)
+        p.add_argument("script_args", nargs=argparse.REMAINDER, metavar=BY_NAME["script_args"].metavar,
+                       help=BY_NAME["script_args"].help)
 
 
 def _spec(args: argparse.Namespace, check_files: bool = True):
@@ -239,14 +202,13 @@ def run_render(args: argparse.Namespace) -> int:
 def run_submit(args: argparse.Namespace) -> int:
     import shlex
 
-    from hpcdist import schedulers
-    from hpcdist.render import render
+    from hpcdist.render import render, submit_argv
 
     spec = _spec(args)
     if args.dry_run:
         sys.stdout.write(render(spec, command_line=_command_line()))
         folder = ".hpcdist/jobs/<name>-<time>"
-        argv = schedulers.get(spec.scheduler, spec.dialect).submit_argv(f"{folder}/job.sh", f"{folder}/job.log")
+        argv = submit_argv(spec.scheduler, f"{folder}/job.sh", f"{folder}/job.log")
         print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
         return 0
     from hpcdist import submission as sub
@@ -273,8 +235,7 @@ def run_status(args: argparse.Namespace) -> int:
         selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
     except jobs.JobNotFound as e:
         raise CommandError(str(e)) from None
-    from hpcdist import schedulers
-    from hpcdist.schedulers.batch import UNREACHABLE
+    from hpcdist.backends import UNREACHABLE, controller_down
 
     rows, down = [], {}
     for job in selected:
@@ -284,11 +245,12 @@ def run_status(args: argparse.Namespace) -> int:
         where = (job.scheduler, job.record.get("cluster"))
         try:
             if where in down:
-                state = schedulers.get(job.scheduler, job.record.get("dialect")).controller_down(job, down[where])
+                state = controller_down(job, *down[where])
             else:
                 state = sub.status(job)
                 if state.raw == UNREACHABLE:
-                    down[where] = "as for job " + job.job_id
+                    down[where] = ("Slurm" if job.scheduler == "slurm" else "PBS",
+                                   "as for job " + job.job_id)
             row.update(state=state.state, exit_code=state.exit_code, reason=state.reason)
         except sub.SubmitError as e:
             row.update(state="UNKNOWN", exit_code=None, reason=str(e))
@@ -324,7 +286,7 @@ def run_logs(args: argparse.Namespace) -> int:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     sys.stdout.write(text)
     sys.stdout.flush()
-    from hpcdist.schedulers.base import FINISHED_STATES
+    from hpcdist.scheduler_io import FINISHED_STATES
 
     try:
         state = sub.status(job).state
@@ -405,9 +367,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.probe:
         print(json.dumps(doctor.probe()))
         return 0
-    from hpcdist import schedulers
-
-    if args.scheduler and schedulers.get(args.scheduler).queued:  # a job that runs the check, not the check here
+    if args.scheduler not in (None, "local"):
         return _submit_doctor(args)
     from hpcdist.allocation import Allocation, AllocationError
     from hpcdist.env.ports import job_id_from, port_for_job

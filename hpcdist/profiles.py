@@ -27,20 +27,15 @@ from __future__ import annotations
 
 import os
 
+from hpcdist import validate as v
+from hpcdist.options import OPTIONS, value_checks
+
 PROJECT_FILE = "hpcdist.toml"
 
-#: key -> type of its value (list means a list of strings).
-KEYS: dict[str, type] = {
-    "scheduler": str, "dialect": str, "nodes": int, "gpus_per_node": int, "procs_per_node": int,
-    "cpus_per_proc": int, "mem": str, "walltime": str, "queue": str, "account": str, "qos": str,
-    "job_name": str, "output": str, "array": str, "dependency": str, "mail_user": str,
-    "exclusive": bool, "directives": list, "modules": list, "sources": list, "conda": str,
-    "venv": str, "env": dict, "propagate": list, "launcher": str, "deepspeed_config": str,
-    "deepspeed_runner": str, "no_ssh": bool, "ssh_port": int, "mpi": str, "mpiexec": str, "python": str,
-    "template": str, "template_dir": str, "max_restarts": int, "min_nodes": int, "requeue": int,
-    "signal_margin": str,
-}
-LIST_KEYS = ("directives", "modules", "sources", "propagate", "env")
+#: key -> type of its value (list means a list of strings; dict, a table of strings).
+KEYS: dict[str, type] = {o.key: o.kind for o in OPTIONS if o.profile}
+#: Keys whose flags add to the profile's list instead of replacing it.
+LIST_KEYS = tuple(key for key, kind in KEYS.items() if kind in (list, dict))
 
 
 class ProfileError(ValueError):
@@ -132,10 +127,9 @@ def _check(table: dict, name: str, path: str) -> dict:
 
 
 def _value_checks(table: dict) -> dict:
-    """The job spec's own check of each value (:func:`hpcdist.spec.value_checks`), for the
+    """The job spec's own check of each value (:func:`hpcdist.options.value_checks`), for the
     profile's, so that a mistake names the key and the file instead of a flag nobody typed."""
     from hpcdist import schedulers
-    from hpcdist.spec import value_checks
 
     checks = value_checks(table.get("scheduler") if table.get("scheduler") in schedulers.NAMES else None)
     # Which scheduler a dialect is for may come from a flag: the profile's is checked as PBS's.
@@ -144,15 +138,9 @@ def _value_checks(table: dict) -> dict:
 
 
 def _check_value(key: str, value, checks: dict, where: str) -> None:
-    from hpcdist import validate as v
-
     try:
-        if key == "env":
-            for k, val in value.items():
-                v.check_env_settable(k)
-                v.check_text(val, "--env", allow_newline=True)
-        elif isinstance(value, list):
-            for item in value:
+        if isinstance(value, (list, dict)):
+            for item in (value.items() if isinstance(value, dict) else value):
                 checks[key](item)
         elif key in checks:
             checks[key](value)

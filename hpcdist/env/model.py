@@ -151,10 +151,6 @@ class DistEnv(metaclass=_DataclassOnDemand):
         # Pickle and copy through __init__: __setattr__ is frozen, sources a read-only view.
         return (DistEnv, self._key() + (self.sources,))
 
-    @property
-    def is_distributed(self) -> bool:
-        return self.world_size > 1
-
     def torch_env(self) -> dict[str, str]:
         """The variables ``init_process_group("env://")``, DeepSpeed and accelerate read."""
         return {

@@ -7,12 +7,15 @@ lines that name a failed rank (``sigkill_handler``, ``global_rank_mapping``).
 
 from __future__ import annotations
 
+from hpcdist import schedulers
 from hpcdist.launchers import Launcher, exit_why, failure, program
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, var
 
 #: How DeepSpeed's launcher reaches the other nodes (``--deepspeed-runner``).
 DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
+#: DeepSpeed's name for its runner that starts the nodes with srun.
+SRUN_RUNNER = "slurm"
 
 # DeepSpeed's lines in a log (compiled by re's cache when a log is read).
 #: One local rank's end, as DeepSpeed's per-node launcher reports it (pdsh prefixes the host).
@@ -24,8 +27,8 @@ RANK_MAPPING = r"global_rank_mapping=defaultdict\(<class 'list'>, (?P<map>\{[^}]
 
 
 def check_runner(values: dict) -> None:
-    """``--deepspeed-runner slurm`` whatever the launcher: it needs Slurm."""
-    if values.get("deepspeed_runner") == "slurm" and values["scheduler"] != "slurm":
+    """``--deepspeed-runner slurm`` whatever the launcher: it needs a scheduler whose jobs run srun."""
+    if values.get("deepspeed_runner") == SRUN_RUNNER and not schedulers.get(values["scheduler"]).runs_srun:
         from hpcdist.validate import ValidationError
 
         raise ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
@@ -50,17 +53,15 @@ class DeepSpeed(Launcher):
     @staticmethod
     def mode(spec) -> str:
         """How DeepSpeed reaches the nodes: "one-host", "no-ssh", or its runner (pdsh, openmpi, slurm)."""
-        if spec.nodes == 1 or spec.scheduler == "local":
+        if spec.nodes == 1 or schedulers.get(spec.scheduler).one_host:
             return "one-host"
         return "no-ssh" if spec.no_ssh else spec.deepspeed_runner
 
     def check(self, values):
-        from hpcdist.launchers.torchrun import refuse_settings
-
-        check_runner(values)
+        super().check(values)
         if (values["deepspeed_runner"] == "pdsh" and not values.get("no_ssh")
-                and values.get("nodes", 1) > 1 and values["scheduler"] != "local"):
-            for name, value in values["env"]:
+                and values.get("nodes", 1) > 1 and not schedulers.get(values["scheduler"]).one_host):
+            for name, value in values.get("env", ()):
                 # DeepSpeed's pdsh runner re-exports variables on the other nodes inside
                 # double quotes, where $, `, " and \ would be expanded or break the line.
                 bad = next((c for c in '$`"\\\n' if c in value), None)
@@ -72,11 +73,10 @@ class DeepSpeed(Launcher):
                         f"DeepSpeed's pdsh runner passes variables to the other nodes inside double "
                         f"quotes, where {bad!r} would be expanded or break the command.",
                         "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
-        refuse_settings(values)
 
     def per_node(self, spec):
         # Locally all "nodes" are this one host: one DeepSpeed launcher for all slots.
-        return spec.no_ssh and spec.nodes > 1 and spec.scheduler != "local"
+        return spec.no_ssh and spec.nodes > 1 and not schedulers.get(spec.scheduler).one_host
 
     def words(self, spec):
         words = ["deepspeed", "--hostfile", var("HPCDIST_HOSTFILE"),
@@ -97,7 +97,7 @@ class DeepSpeed(Launcher):
 
     def setup(self, spec):
         mode = self.mode(spec)
-        if mode == "slurm":
+        if mode == SRUN_RUNNER:
             # DeepSpeed's srun leaves the other tasks running when one fails.
             return ["export SLURM_KILL_BAD_EXIT=1"]
         if mode == "pdsh":

@@ -6,6 +6,7 @@ or a node's agent where srun spread another launcher's agents.
 
 from __future__ import annotations
 
+from hpcdist import schedulers
 from hpcdist.launchers import Launcher, failure, program
 
 #: srun's line about a failed task (compiled by re's cache when a log is read).
@@ -16,7 +17,7 @@ class Srun(Launcher):
     name = "srun"
 
     def check(self, values):
-        if values["scheduler"] != "slurm":
+        if not schedulers.get(values["scheduler"]).runs_srun:
             from hpcdist.validate import ValidationError
 
             raise ValidationError(

@@ -32,11 +32,6 @@ def refuse_settings(values: dict) -> None:
 class Torchrun(Launcher):
     name = "torchrun"
 
-    def check(self, values):
-        from hpcdist.launchers.deepspeed import check_runner
-
-        check_runner(values)
-
     def per_node(self, spec):
         return True
 

@@ -316,6 +316,10 @@ class Scheduler:
     filters: dict = {}
     #: After the walltime warning a new job goes on (PBS), not this one (Slurm).
     resubmits = False
+    #: Its jobs start tasks with srun (the srun launcher, DeepSpeed's slurm runner).
+    runs_srun = False
+    #: Every "node" of a job is this one host (the local backend).
+    one_host = False
 
     @property
     def template(self) -> str:

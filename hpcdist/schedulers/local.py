@@ -45,6 +45,7 @@ class Local(Scheduler):
     # Slurm's rules: a name that runs here runs on a cluster too.
     job_names = SLURM_JOB_NAMES
     script_lines = WAIT_ALL
+    one_host = True
 
     # --- the job spec ----------------------------------------------------------
 

@@ -209,7 +209,7 @@ class Pbs(BatchScheduler):
         from hpcdist.schedulers import get
 
         get(self.name, values["dialect"]).check_gpu_directives(values.get("gpus_per_node", 0),
-                                                               list(values["directives"]))
+                                                               list(values.get("directives", ())))
         self.check_elastic(values)
 
     def check_dialect(self, dialect):

@@ -304,6 +304,7 @@ class Slurm(BatchScheduler):
     job_names = JOB_NAMES
     ids = SlurmIds()
     elastic_agents = True
+    runs_srun = True
     directive_prefix = "#SBATCH"
     directive_example = "--constraint=a100"
     filters = {"sbatch_value": sbatch_value, "slurm_time": format_slurm_time, "slurm_mem": format_slurm_mem}
@@ -314,7 +315,7 @@ class Slurm(BatchScheduler):
         values["dialect"] = self.check_dialect(given.get("dialect"))
         if "output" in values:
             sbatch_value(values["output"], "Choose a log path without '\"'.")
-        self.check_gpu_directives(values.get("gpus_per_node", 0), list(values["directives"]))
+        self.check_gpu_directives(values.get("gpus_per_node", 0), list(values.get("directives", ())))
         self.check_elastic(values)
 
     def guess_option(self, text):

@@ -1,0 +1,257 @@
+"""The job options: each once, in one table (:data:`OPTIONS`).
+
+An option has its name in the job spec, the key it is given by (profile key,
+API keyword, argparse dest), its flag(s), its type as given and as held, its
+default, the check of its value alone, and its help. Built from the table:
+the ``render``/``submit``/``doctor`` flags (:mod:`hpcdist.cli`), the profile
+keys (:mod:`hpcdist.profiles`), the fields of
+:class:`~hpcdist.spec.JobSpec`, :data:`FLAG` and :func:`value_checks`. Rules
+that tie several options together stay in :func:`hpcdist.spec.build_spec`.
+
+Plain classes and tuples only: `hpcdist render` and `submit` import this
+before parsing their flags.
+"""
+
+from __future__ import annotations
+
+from hpcdist import schedulers
+from hpcdist import validate as v
+from hpcdist.launchers import NAMES as LAUNCHERS
+from hpcdist.launchers.deepspeed import DEEPSPEED_RUNNERS
+from hpcdist.launchers.mpi import MPI_FLAVOURS
+from hpcdist.schedulers.pbs import PBS_DIALECTS
+
+#: The argparse groups, in the order `--help` shows them.
+WHERE, ENVIRONMENT, LAUNCH = GROUPS = ("where and how big", "environment on every node", "launcher")
+
+#: The default of an option that has none: the job spec cannot be made without it.
+REQUIRED = object()
+
+# The spec's type of each type as given (list: repeatable flag, list in a profile; dict: env).
+_HELD = {str: "str", int: "int", bool: "bool", list: "tuple[str, ...]", dict: "tuple[tuple[str, str], ...]"}
+
+
+class Option:
+    """One job option. ``kind`` is its type as given in a profile (str, int, bool, list,
+    dict); a list or dict option is repeatable on the command line and adds to a
+    profile's list. ``check(value, option, scheduler)`` checks one value (each item of a
+    list) alone and returns it as the spec holds it; ``scheduler`` None: not known yet."""
+
+    __slots__ = ("name", "key", "kind", "default", "held", "check", "group", "flags", "metavar",
+                 "choices", "help", "profile")
+
+    def __init__(self, name, kind=str, default=None, group=None, *, check=None, key=None, held=None,
+                 flags=None, metavar=None, choices=None, help=None, profile=True):
+        self.name = name  # the JobSpec field
+        self.key = key or name  # as given: profile key, API keyword, argparse dest
+        self.kind = kind
+        self.default = () if kind in (list, dict) and default is None else default
+        self.held = held or _HELD[kind] + (" | None" if default is None and kind not in (list, dict) else "")
+        self.check = check
+        self.group = group  # None: not a flag of its own
+        self.flags = ("--" + self.key.replace("_", "-"),) if flags is None else flags
+        self.metavar = metavar
+        self.choices = choices
+        self.help = help
+        self.profile = profile  # may a profile file set it
+
+    @property
+    def flag(self) -> str:
+        """As users type it, for error messages."""
+        return self.flags[0] if self.flags else self.metavar
+
+    @property
+    def is_list(self) -> bool:
+        return self.kind in (list, dict)
+
+    def checked(self, value, scheduler: str | None):
+        """``value`` checked, as the spec holds it: a list's items (a dict's pairs) each."""
+        if self.is_list:
+            return tuple(self.check(x, self, scheduler) for x in (value.items() if isinstance(value, dict) else value))
+        return self.check(value, self, scheduler)
+
+    def __repr__(self):
+        return f"Option({self.name!r})"
+
+
+# The per-value checks: (value, option, scheduler) -> the value as held.
+
+def _one_of(x, o, _):
+    return v.check_choice(x, o.flag, o.choices)
+
+
+def _at_least_1(x, o, _):
+    return v.check_positive(x, o.flag)
+
+
+def _at_least_0(x, o, _):
+    return v.check_positive(x, o.flag, allow_zero=True)
+
+
+def _walltime(x, o, _):
+    return v.parse_walltime(str(x), o.flag)
+
+
+def _memory(x, o, _):
+    return v.parse_memory(str(x), o.flag)
+
+
+def _name(x, o, _):
+    return v.check_name(str(x), o.flag)
+
+
+def _job_name(x, _, scheduler):
+    # Before the scheduler is known (a profile without one): Slurm's rules, the widest.
+    return schedulers.get(scheduler or "slurm").check_job_name(str(x))
+
+
+def _text(x, o, _):
+    return v.check_text(str(x), o.flag)
+
+
+def _word(x, o, _):
+    """One word of a command: not empty, no leading '-'."""
+    return v.check_word(str(x), o.flag)
+
+
+def _program(x, o, _):
+    """A word that bash also runs as a program."""
+    return v.check_program(str(x), o.flag)
+
+
+def _array(x, o, _):
+    return v.check_array(str(x), o.flag)
+
+
+def _dependency(x, o, _):
+    return v.check_dependency(str(x), o.flag)
+
+
+def _mail(x, o, _):
+    return v.check_mail(str(x), o.flag)
+
+
+def _yes_no(x, _o, _s):
+    return bool(x)
+
+
+def _source(x, o, _):
+    # bash looks a name without a slash up in $PATH before the current folder (`source
+    # setup.sh` could read /usr/bin/setup.sh): a file here is named as one.
+    x = v.check_word(str(x), o.flag)
+    return x if "/" in x else "./" + x
+
+
+def _env(x, o, _):
+    """NAME=VALUE as typed, or a (name, value) pair (a profile's table, the API's dict)."""
+    name, value = v.parse_env_assignment(x) if isinstance(x, str) else tuple(x)
+    return v.check_env_settable(name), v.check_text(str(value), o.flag, allow_newline=True)
+
+
+def _env_name(x, o, _):
+    return v.check_env_name(str(x), o.flag)
+
+
+def _directive(x, o, scheduler):
+    # Under a scheduler with a queue, its own grammar; local refuses directives (its rule in
+    # build_spec), and a profile read before the scheduler is known checks them as text.
+    if scheduler is not None and schedulers.get(scheduler).queued:
+        return schedulers.get(scheduler).check_directive(str(x))
+    return v.check_text(str(x), o.flag)
+
+
+def _script(x, o, _):
+    x = v.check_text(str(x), o.flag)
+    if not x:
+        raise v.ValidationError(o.flag, x, "no training script was given.",
+                                "Add the script path: hpcdist submit ... train.py")
+    return v.check_word(x, o.flag)  # a script named -x would be read as the launcher's option
+
+
+def _argument(x, o, _):
+    return v.check_text(str(x), o.flag, allow_newline=True)
+
+
+#: Every job option, in the order of JobSpec's fields (a group's flags show in this order).
+OPTIONS = (
+    Option("script", str, REQUIRED, check=_script, flags=(), metavar="SCRIPT", profile=False),
+    Option("script_args", list, check=_argument, flags=(), metavar="ARGS", profile=False,
+           help="everything after SCRIPT goes to it"),
+    Option("scheduler", str, "local", WHERE, check=_one_of, choices=schedulers.NAMES, help="default: local"),
+    # PBS: "pro" or "torque"; its check needs the scheduler (a rule of build_spec).
+    Option("dialect", str, None, WHERE, choices=PBS_DIALECTS, help="PBS only (default: pro)"),
+    Option("nodes", int, 1, WHERE, check=_at_least_1, help="default: 1"),
+    Option("gpus_per_node", int, 0, WHERE, check=_at_least_0, help="default: 0"),
+    # One per GPU when GPUs are asked for (build_spec).
+    Option("procs_per_node", int, 1, WHERE, check=_at_least_1, help="default: one per GPU, else one"),
+    Option("cpus_per_proc", int, None, WHERE, check=_at_least_1),
+    Option("mem_mb", str, None, WHERE, key="mem", held="int | None", check=_memory,
+           help="per node, with a unit: 16G, 500M"),
+    Option("walltime_s", str, None, WHERE, key="walltime", held="int | None", check=_walltime,
+           help="90m, 1h30m, 01:30:00, 1-12:00:00 (a bare number is refused)"),
+    # Names the scheduler reads; values placed in directives follow its grammar (no quoting needed).
+    Option("queue", str, None, WHERE, check=_name, flags=("--queue", "--partition")),
+    Option("account", str, None, WHERE, check=_name),
+    Option("qos", str, None, WHERE, check=_name),
+    Option("job_name", str, "job", WHERE, check=_job_name),
+    Option("output", str, None, WHERE, check=_text, help="the job's log file"),
+    Option("array", str, None, WHERE, check=_array),
+    Option("dependency", str, None, WHERE, check=_dependency),
+    Option("mail_user", str, None, WHERE, check=_mail, flags=("--mail",), metavar="ADDRESS"),
+    Option("exclusive", bool, False, WHERE, check=_yes_no),
+    Option("directives", list, None, WHERE, check=_directive, flags=("--directive",), metavar="LINE",
+           help="a raw scheduler directive, placed first (repeatable)"),
+    Option("modules", list, None, ENVIRONMENT, check=_word, flags=("--module",), metavar="NAME",
+           help="module load NAME (repeatable)"),
+    Option("sources", list, None, ENVIRONMENT, check=_source, flags=("--source",), metavar="FILE",
+           help="source FILE (repeatable)"),
+    Option("conda", str, None, ENVIRONMENT, check=_word, metavar="ENV"),
+    Option("venv", str, None, ENVIRONMENT, check=_word, metavar="DIR"),
+    Option("env", dict, None, ENVIRONMENT, check=_env, metavar="NAME=VALUE", help="(repeatable)"),
+    Option("propagate", list, None, ENVIRONMENT, check=_env_name, metavar="NAME",
+           help="pass this variable to every node (repeatable)"),
+    Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="default: torchrun"),
+    # torchrun: restarts of all workers after one fails; elastic: the fewest nodes to go on with.
+    Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N",
+           help="torchrun: restart all workers up to N times after one fails"),
+    Option("min_nodes", int, None, LAUNCH, check=_at_least_1, metavar="N",
+           help="torchrun, elastic: go on with at least N of the --nodes"),
+    # Walltime and preemption: requeue (Slurm) or resubmit (PBS) at most this many times, after
+    # the training stopped on the warning sent ``signal_margin_s`` before the walltime.
+    Option("requeue", int, 0, WHERE, check=_at_least_0, metavar="N",
+           help="on the walltime warning, let the training checkpoint and stop, then requeue (Slurm) or "
+           "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (README)"),
+    Option("signal_margin_s", str, None, WHERE, key="signal_margin", held="int | None", check=_walltime,
+           metavar="TIME", help="send the walltime warning this long before the walltime (default: 5m)"),
+    Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE"),
+    Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS),
+    Option("no_ssh", bool, False, LAUNCH, check=_yes_no, help="DeepSpeed: one launcher per node, no ssh"),
+    Option("ssh_port", int, None, LAUNCH, check=_at_least_1),
+    Option("mpi", str, "openmpi", LAUNCH, check=_one_of, choices=MPI_FLAVOURS,
+           help="mpirun flavour (default: openmpi)"),
+    # The MPI launcher program; default mpirun (Open MPI) or mpiexec (MPICH).
+    Option("mpiexec", str, None, LAUNCH, check=_program, metavar="PROGRAM",
+           help="the MPI launcher program (default: mpirun for openmpi, mpiexec for mpich)"),
+    Option("python", str, "python", LAUNCH, check=_program, metavar="PROGRAM",
+           help="interpreter for mpirun/srun (default: python)"),
+    Option("template", str, None, LAUNCH, check=_word, metavar="FILE",
+           help="your own Jinja template (may extend slurm/job.sh.j2 ...)"),
+    # A folder whose <scheduler>/job.sh.j2 replaces ours.
+    Option("template_dir", str, None, LAUNCH, check=_word, metavar="DIR",
+           help="a folder of templates (slurm/job.sh.j2, pbs/job.sh.j2 ...) used before hpcdist's"),
+)
+
+#: Options by JobSpec field name.
+BY_NAME = {o.name: o for o in OPTIONS}
+
+#: Flags as users type them, for error messages, by JobSpec field name.
+FLAG = {o.name: o.flag for o in OPTIONS}
+
+
+def value_checks(scheduler: str | None) -> dict:
+    """The check of each value that needs no other value, by its key as given (``walltime``,
+    not ``walltime_s``); each returns the value as the spec holds it (a list's: each item).
+    :func:`~hpcdist.spec.build_spec` runs them, and so do profiles (:mod:`hpcdist.profiles`)
+    when a file is read, so that a mistake there names the key and the file. ``scheduler``
+    None: not known yet."""
+    return {o.key: (lambda x, o=o: o.check(x, o, scheduler)) for o in OPTIONS if o.check and o.profile}
