@@ -137,7 +137,9 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
     requeue = sub.add_parser(
         "requeue", help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
         description="Put the running job back in the queue, unless it went back --max times already (exit 3).")
-    requeue.add_argument("--scheduler", choices=("slurm", "pbs"), required=True)
+    from hpcdist.schedulers import QUEUED
+
+    requeue.add_argument("--scheduler", choices=QUEUED, required=True)
     requeue.add_argument("--max", type=int, required=True, metavar="N", help="restarts allowed in all")
     requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
     requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
@@ -202,13 +204,14 @@ def run_render(args: argparse.Namespace) -> int:
 def run_submit(args: argparse.Namespace) -> int:
     import shlex
 
-    from hpcdist.render import render, submit_argv
+    from hpcdist import schedulers
+    from hpcdist.render import render
 
     spec = _spec(args)
     if args.dry_run:
         sys.stdout.write(render(spec, command_line=_command_line()))
         folder = ".hpcdist/jobs/<name>-<time>"
-        argv = submit_argv(spec.scheduler, f"{folder}/job.sh", f"{folder}/job.log")
+        argv = schedulers.get(spec.scheduler, spec.dialect).submit_argv(f"{folder}/job.sh", f"{folder}/job.log")
         print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
         return 0
     from hpcdist import submission as sub
@@ -235,7 +238,8 @@ def run_status(args: argparse.Namespace) -> int:
         selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
     except jobs.JobNotFound as e:
         raise CommandError(str(e)) from None
-    from hpcdist.backends import UNREACHABLE, controller_down
+    from hpcdist import schedulers
+    from hpcdist.schedulers.batch import UNREACHABLE
 
     rows, down = [], {}
     for job in selected:
@@ -245,12 +249,11 @@ def run_status(args: argparse.Namespace) -> int:
         where = (job.scheduler, job.record.get("cluster"))
         try:
             if where in down:
-                state = controller_down(job, *down[where])
+                state = schedulers.get(job.scheduler, job.record.get("dialect")).controller_down(job, down[where])
             else:
                 state = sub.status(job)
                 if state.raw == UNREACHABLE:
-                    down[where] = ("Slurm" if job.scheduler == "slurm" else "PBS",
-                                   "as for job " + job.job_id)
+                    down[where] = "as for job " + job.job_id
             row.update(state=state.state, exit_code=state.exit_code, reason=state.reason)
         except sub.SubmitError as e:
             row.update(state="UNKNOWN", exit_code=None, reason=str(e))
@@ -286,7 +289,7 @@ def run_logs(args: argparse.Namespace) -> int:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     sys.stdout.write(text)
     sys.stdout.flush()
-    from hpcdist.scheduler_io import FINISHED_STATES
+    from hpcdist.schedulers.base import FINISHED_STATES
 
     try:
         state = sub.status(job).state
@@ -367,7 +370,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.probe:
         print(json.dumps(doctor.probe()))
         return 0
-    if args.scheduler not in (None, "local"):
+    from hpcdist import schedulers
+
+    if args.scheduler and schedulers.get(args.scheduler).queued:  # a job that runs the check, not the check here
         return _submit_doctor(args)
     from hpcdist.allocation import Allocation, AllocationError
     from hpcdist.env.ports import job_id_from, port_for_job
