@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 
-from hpcdist import __version__, validate
+from hpcdist import __version__, jobs, validate
 from hpcdist.launch_commands import hostfile_format, launch_lines
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, quote
@@ -153,6 +153,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         submit_command=SUBMIT_ARGV[spec.scheduler][0],
         workdir=workdir,
         job_dir=job_dir,
+        job_files=jobs.script_context(job_dir),
         hostfile_format=hostfile_format(spec),
         propagated=propagated(spec),
         launch_lines=[Shell(line) for line in launch_lines(spec)],

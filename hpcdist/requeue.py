@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import time
 
 #: The exit status of a run that stopped on the warning and may not go back to the queue.
 NOT_REQUEUED = 3
@@ -44,7 +43,7 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
             environ=os.environ) -> tuple[str, int]:
     """Requeue or resubmit this job: the id that goes on, and which restart this is.
     RequeueError when it may not or cannot."""
-    from hpcdist import backends
+    from hpcdist import backends, jobs
     from hpcdist import scheduler_io as sio
 
     done = restarts_so_far(scheduler, environ)
@@ -77,39 +76,24 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
         except sio.SchedulerOutputError as e:
             raise RequeueError(f"qsub printed no job id for the resubmitted job: {e}") from None
         if job_dir:
-            record_run(job_dir, "resubmitted", new_id, log)
+            jobs.record_resubmission(job_dir, new_id, log)
     return new_id, done + 1
 
 
 def _resubmit_argv(script: str, job_dir: str | None, workdir: str, restart: int) -> tuple[list[str], str]:
     """qsub as ``hpcdist submit`` ran it, with a log of its own on the command line (which front
     ends such as Slurm's qsub wrapper read instead of the script's ``#PBS -o``); and that log."""
-    import json
-
+    from hpcdist import jobs
     from hpcdist.backends import _below
     from hpcdist.render import SUBMIT_ARGV, submit_argv
 
-    try:
-        with open(os.path.join(job_dir or "", "record.json"), encoding="utf-8") as f:
-            log = restart_log(json.load(f)["log"], restart)
-    except (OSError, ValueError, KeyError, TypeError):
+    # (Without --job-dir this reads ./record.json, as it always did.)
+    recorded = jobs.recorded_log(job_dir or "")
+    if recorded is None:
         return [*SUBMIT_ARGV["pbs"], script], ""
+    log = jobs.restart_log(recorded, restart)
     # Relative to the submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
     return submit_argv("pbs", script, _below(log, workdir)), log
-
-
-def restart_log(log: str, restart: int) -> str:
-    """``job.log`` -> ``job.restart2.log``: the log of a job's second resubmission."""
-    stem, ext = os.path.splitext(log)
-    return f"{stem}.restart{restart}{ext}"
-
-
-def record_run(job_dir: str, event: str, job_id: str, log: str = "") -> None:
-    # One short line appended with O_APPEND: whole even if two runs write at once. The log, a
-    # path that may hold spaces, is the rest of the line (a newline in it would end the line).
-    log = log.replace("\n", "?")
-    with open(os.path.join(job_dir, "runs"), "a", encoding="utf-8") as f:
-        f.write(f"{event} {int(time.time())} {job_id}{' ' + log if log else ''}\n")
 
 
 def main(scheduler: str, max_restarts: int, script: str, job_dir: str | None) -> int:
