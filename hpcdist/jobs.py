@@ -1,7 +1,20 @@
-"""Job folders: ``.hpcdist/jobs/<name>-<time>/`` with the script, the spec and the record.
+"""The job folder, ``.hpcdist/jobs/<name>-<time>/``: this module is the only code that reads or
+writes one (the job script writes two of its files, with the lines :func:`script_context` gives it).
 
-A job is recorded only when its ``record.json`` exists, written (atomically)
-after the scheduler accepted it; a submission that fails leaves nothing.
+Its files:
+
+- ``job.sh`` (:data:`SCRIPT`): the rendered script, as submitted.
+- ``spec.json`` (:data:`SPEC`): the job spec it was rendered from.
+- ``record.json`` (:data:`RECORD`): the scheduler's job id and what ``hpcdist`` needs to follow
+  the job. A job is recorded only when it exists, written (atomically) after the scheduler
+  accepted the job; a submission that fails leaves no folder.
+- ``job.log`` (:data:`LOG`): the job's output, unless ``--output`` put it elsewhere; a job that
+  resubmitted itself (PBS) writes one log per run (:func:`restart_log`).
+- ``runs`` (:data:`RUNS`): one line per event, appended: ``start <time> <id> <host>`` by each
+  start of the script, ``resubmitted <time> <id> <log>`` by ``hpcdist requeue`` (PBS).
+- ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
+  trap and by the local runner; ``hpcdist status`` reads it when the scheduler keeps no record.
+- ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time>`` of the runner process.
 """
 
 from __future__ import annotations
@@ -13,6 +26,17 @@ import time
 from typing import NamedTuple
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
+
+SCRIPT = "job.sh"
+SPEC = "spec.json"
+RECORD = "record.json"
+LOG = "job.log"
+RUNS = "runs"
+EXIT_CODE = "exit_code"
+RUNNER = "runner"
+
+#: The events of the ``runs`` file (its lines' first words).
+START, RESUBMITTED = "start", "resubmitted"
 
 
 class JobNotFound(LookupError):
@@ -31,7 +55,7 @@ class Job:
 
     def __init__(self, path: str):
         self.path = path
-        with open(os.path.join(path, "record.json"), encoding="utf-8") as f:
+        with open(os.path.join(path, RECORD), encoding="utf-8") as f:
             self.record = json.load(f)
 
     @property
@@ -41,9 +65,10 @@ class Job:
     def history(self) -> History:
         """What the ``runs`` file says, read once: ``start <time> <id> <host>`` for each run of
         the script, ``resubmitted <time> <id> <log>`` for each new PBS job it submitted
-        (:mod:`hpcdist.requeue`; the log, a path, is the rest of the line)."""
+        (:func:`record_resubmission`; the log, a path, is the rest of the line)."""
         try:
-            with open(os.path.join(self.path, "runs"), encoding="utf-8", errors="replace") as f:
+            with open(os.path.join(self.path, RUNS), encoding="utf-8", errors="replace") as f:
+                # A line without its newline is still being written: not counted yet.
                 lines = [line.rstrip("\n").split(" ", 3) for line in f if line.endswith("\n")]
         except OSError:
             lines = []
@@ -53,9 +78,9 @@ class Job:
         for words in lines:
             if len(words) < 3:
                 continue
-            if words[0] == "start":
+            if words[0] == START:
                 starts += 1
-            elif words[0] == "resubmitted":
+            elif words[0] == RESUBMITTED:
                 logs.append((words[2], words[3] if len(words) > 3 and words[3] else logs[-1][1]))
         return History(restarts=max(0, starts - 1), current_id=logs[-1][0], logs=logs)
 
@@ -79,18 +104,24 @@ class Job:
 
     @property
     def script(self) -> str:
-        return os.path.join(self.path, "job.sh")
+        return os.path.join(self.path, SCRIPT)
 
     @property
     def log(self) -> str:
         """The log being written now (the newest run's)."""
         return self.logs[-1][1]
 
+    def spec(self):
+        """The :class:`~hpcdist.spec.JobSpec` the script was rendered from (``spec.json``).
+        OSError, ValueError or TypeError when the file is missing or not a spec."""
+        from hpcdist.spec import JobSpec
+
+        with open(os.path.join(self.path, SPEC), encoding="utf-8") as f:
+            return JobSpec(**json.load(f))
+
     def update(self, **changes) -> None:
         self.record.update(changes)
-        from hpcdist.atomic import write_text_atomic
-
-        write_text_atomic(os.path.join(self.path, "record.json"), json.dumps(self.record, indent=2) + "\n", 0o600)
+        _write_record(self.path, self.record)
 
 
 class Draft:
@@ -114,20 +145,165 @@ class Draft:
                 n += 1
                 self.path = f"{base}-{n}"
 
+    @property
+    def default_log(self) -> str:
+        """Where the job's output goes unless ``--output`` says otherwise."""
+        return os.path.join(self.path, LOG)
+
     def write(self, filename: str, text: str, mode: int = 0o600) -> str:
+        # O_EXCL: the folder is new, so an existing file is someone else's doing; never write through it.
         path = os.path.join(self.path, filename)
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w", encoding="utf-8") as f:
             f.write(text)
         return path
 
-    def commit(self, record: dict) -> Job:
-        from hpcdist.atomic import write_text_atomic
+    def write_spec(self, values: dict) -> str:
+        """``spec.json``: the spec's values (``JobSpec.as_dict()``), read back by :meth:`Job.spec`."""
+        return self.write(SPEC, json.dumps(values, indent=2) + "\n")
 
-        write_text_atomic(os.path.join(self.path, "record.json"), json.dumps(record, indent=2) + "\n", 0o600)
+    def write_script(self, text: str) -> str:
+        """``job.sh``, executable by its owner only; its path, to submit."""
+        return self.write(SCRIPT, text, 0o700)
+
+    def commit(self, record: dict) -> Job:
+        _write_record(self.path, record)
         return Job(self.path)
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _write_record(folder: str, record: dict) -> None:
+    # Whole or not at all: `hpcdist status` in another shell may read it at any moment.
+    from hpcdist.atomic import write_text_atomic
+
+    write_text_atomic(os.path.join(folder, RECORD), json.dumps(record, indent=2) + "\n", 0o600)
+
+
+def recorded_log(folder: str) -> str | None:
+    """The log ``record.json`` names (the submitted job's), or None when there is no readable record.
+
+    For ``hpcdist requeue``, inside the job, which has the folder's path only.
+    """
+    try:
+        with open(os.path.join(folder, RECORD), encoding="utf-8") as f:
+            log = json.load(f)["log"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return log if isinstance(log, str) else None
+
+
+# -- The exit code ---------------------------------------------------------------------------
+
+def exit_code_file(folder: str) -> str:
+    return os.path.join(folder, EXIT_CODE)
+
+
+def read_exit_code(folder: str) -> int | None:
+    """The job's exit code from its ``exit_code`` file; None when there is none.
+
+    The one rule for every reader: a file that cannot be read or holds no number is no
+    record (never taken for a failure: an exit code is evidence, not a guess). Every writer
+    writes the file whole (:func:`write_exit_code_shell`), so a reader never sees it half
+    written; one that holds no number was not written by hpcdist.
+    """
+    try:
+        with open(exit_code_file(folder)) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_exit_code_shell(target: str) -> str:
+    """Shell that writes ``$status`` into the file ``target`` (a shell word) whole: to a
+    temporary file beside, then renamed over it, so a reader sees no file or a whole number."""
+    return f'echo "$status" > "{target}.tmp" && mv -f "{target}.tmp" "{target}"'
+
+
+# -- The runs file -----------------------------------------------------------------------------
+
+def start_line_shell(folder: str) -> str:
+    """Shell that appends this run's ``start <time> <id> <host>`` line to the runs file
+    (``folder`` is shell-quoted here; one short ``>>`` write is whole even beside another)."""
+    from hpcdist.shell import quote
+
+    return f'echo "{START} $(date +%s) $HPCDIST_JOB_ID $(hostname)" >> {quote(_in_script(folder, RUNS))}'
+
+
+def record_resubmission(folder: str, job_id: str, log: str = "") -> None:
+    """Append ``resubmitted <time> <id> <log>`` to the runs file: ``hpcdist status`` then
+    follows the job to its new id, and ``hpcdist logs`` shows the new log after the others."""
+    # One short line appended with O_APPEND: whole even if two runs write at once. The log, a
+    # path that may hold spaces, is the rest of the line (a newline in it would end the line).
+    log = log.replace("\n", "?")
+    with open(os.path.join(folder, RUNS), "a", encoding="utf-8") as f:
+        f.write(f"{RESUBMITTED} {int(time.time())} {job_id}{' ' + log if log else ''}\n")
+
+
+def restart_log(log: str, restart: int) -> str:
+    """``job.log`` -> ``job.restart2.log``: the log of a job's second resubmission."""
+    stem, ext = os.path.splitext(log)
+    return f"{stem}.restart{restart}{ext}"
+
+
+# -- The logs ----------------------------------------------------------------------------------
+
+def read_log(path: str) -> str:
+    """A log's text; bytes that are not UTF-8 are replaced (a log holds whatever the job
+    printed). OSError when it cannot be read (FileNotFoundError before the job wrote it)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def read_log_from(path: str, offset: int) -> bytes:
+    """What a log gained past ``offset`` bytes (b"" when nothing), to follow it as it grows:
+    bytes, as a character may be cut at the end. FileNotFoundError before the job wrote it."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read()
+
+
+# -- The local runner --------------------------------------------------------------------------
+
+def write_runner(folder: str, pid: int, started: str | None) -> None:
+    """``<pid> <start time>`` of a local job's runner: its pid alone could name another process
+    once the runner has ended (pids are reused)."""
+    with open(os.path.join(folder, RUNNER), "w") as f:
+        f.write(f"{pid} {started}\n")
+
+
+def read_runner(folder: str) -> tuple[str, str] | None:
+    """``(pid, start time)`` as :func:`write_runner` wrote them (the time "None" when it was not
+    known); None when the file is missing or not two words."""
+    try:
+        with open(os.path.join(folder, RUNNER)) as f:
+            pid, started = f.read().split()
+    except (OSError, ValueError):
+        return None
+    return pid, started
+
+
+# -- What the job script needs -----------------------------------------------------------------
+
+def _in_script(folder: str, name: str) -> str:
+    # Joined as the template always did ("folder/name", even after a trailing "/"): the
+    # rendered scripts stay byte-identical.
+    return f"{folder}/{name}"
+
+
+def script_context(folder: str | None) -> dict | None:
+    """What the job script writes into its folder, for the template (``job_files``): paths as
+    plain strings (the renderer quotes them), shell lines as :class:`~hpcdist.shell.Shell`.
+    None without a folder (``hpcdist render``): the script then records nothing."""
+    if not folder:
+        return None
+    from hpcdist.shell import Shell
+
+    return {
+        "exit_code_file": _in_script(folder, EXIT_CODE),
+        "write_exit_code": Shell(write_exit_code_shell("$hpcdist_exit_file")),
+        "record_start": Shell(start_line_shell(folder)),
+    }
 
 
 def _make_private_dirs(path: str) -> None:
@@ -146,7 +322,7 @@ def _make_private_dirs(path: str) -> None:
 
 def find(ref: str, root: str = JOBS_DIR) -> Job:
     """A job by its id, its folder name, or a folder path."""
-    if os.path.isfile(os.path.join(ref, "record.json")):
+    if os.path.isfile(os.path.join(ref, RECORD)):
         return Job(os.path.abspath(ref))
     for job in all_jobs(root):
         if ref in (job.job_id, os.path.basename(job.path)):
@@ -161,6 +337,6 @@ def all_jobs(root: str = JOBS_DIR) -> list[Job]:
     jobs = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
-        if not name.startswith(".") and os.path.isfile(os.path.join(path, "record.json")):
+        if not name.startswith(".") and os.path.isfile(os.path.join(path, RECORD)):
             jobs.append(Job(path))
     return jobs

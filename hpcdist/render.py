@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 
-from hpcdist import __version__, launchers, schedulers, validate
+from hpcdist import __version__, jobs, launchers, schedulers, validate
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, quote, words_to_line
 from hpcdist.spec import JobSpec
@@ -135,6 +135,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         submit_command=scheduler.submit_program,
         workdir=workdir,
         job_dir=job_dir,
+        job_files=jobs.script_context(job_dir),
         hostfile_format=launcher.hostfile_format(spec),
         propagated=propagated(spec),
         # The launcher's lines for the allocation block (after the hostfile and the master).

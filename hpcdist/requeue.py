@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 #: The exit status of a run that stopped on the warning and may not go back to the queue.
 NOT_REQUEUED = 3
@@ -47,7 +46,7 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
             environ=os.environ) -> tuple[str | None, int]:
     """Requeue or resubmit this job: the new job's id (None when this one goes on), and which
     restart this is. RequeueError when it may not or cannot."""
-    from hpcdist import schedulers
+    from hpcdist import jobs, schedulers
     from hpcdist.schedulers.batch import SubmitError
 
     done = restarts_so_far(scheduler, environ)
@@ -63,34 +62,18 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
     except SubmitError as e:
         raise RequeueError(str(e)) from None
     if new_id is not None and job_dir:
-        record_run(job_dir, "resubmitted", new_id, log)
+        jobs.record_resubmission(job_dir, new_id, log)
     return new_id, done + 1
 
 
 def _next_log(job_dir: str | None, restart: int) -> str:
     """The log of the job that goes on after this one (a new job writes its own: its scheduler
     would replace this one's); "" when the job folder does not say this one's."""
-    import json
+    from hpcdist import jobs
 
-    try:
-        with open(os.path.join(job_dir or "", "record.json"), encoding="utf-8") as f:
-            return restart_log(json.load(f)["log"], restart)
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
-
-
-def restart_log(log: str, restart: int) -> str:
-    """``job.log`` -> ``job.restart2.log``: the log of a job's second resubmission."""
-    stem, ext = os.path.splitext(log)
-    return f"{stem}.restart{restart}{ext}"
-
-
-def record_run(job_dir: str, event: str, job_id: str, log: str = "") -> None:
-    # One short line appended with O_APPEND: whole even if two runs write at once. The log, a
-    # path that may hold spaces, is the rest of the line (a newline in it would end the line).
-    log = log.replace("\n", "?")
-    with open(os.path.join(job_dir, "runs"), "a", encoding="utf-8") as f:
-        f.write(f"{event} {int(time.time())} {job_id}{' ' + log if log else ''}\n")
+    # (Without --job-dir this reads ./record.json, as it always did.)
+    recorded = jobs.recorded_log(job_dir or "")
+    return "" if recorded is None else jobs.restart_log(recorded, restart)
 
 
 def main(scheduler: str, max_restarts: int, script: str, job_dir: str | None) -> int:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import time
 
-from hpcdist.jobs import JOBS_DIR, Draft, Job
+from hpcdist.jobs import JOBS_DIR, Draft, Job, read_log, read_log_from
 from hpcdist.render import render
 from hpcdist.schedulers import get as get_scheduler
 from hpcdist.schedulers.base import FINISHED_STATES
@@ -21,11 +20,10 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
     workdir = os.getcwd()
     draft = Draft(os.path.abspath(root), spec.job_name)
     try:
-        spec = dataclasses.replace(spec, output=spec.output or os.path.join(draft.path, "job.log"))
+        spec = dataclasses.replace(spec, output=spec.output or draft.default_log)
         log = os.path.join(workdir, spec.output)  # where the script really writes (a user's --output too)
-        draft.write("spec.json", json.dumps(spec.as_dict(), indent=2) + "\n")
-        script = draft.write("job.sh", render(spec, command_line=command_line, workdir=workdir,
-                                              job_dir=draft.path), 0o700)
+        draft.write_spec(spec.as_dict())
+        script = draft.write_script(render(spec, command_line=command_line, workdir=workdir, job_dir=draft.path))
         job_id = scheduler.submit(script, workdir, log)
     except BaseException:
         draft.discard()
@@ -110,8 +108,7 @@ def log_text(job: Job) -> str | None:
     parts = []
     for path, job_id in logs.items():
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
+            text = read_log(path)
         except FileNotFoundError:
             continue
         if parts and not parts[-1].endswith("\n"):
@@ -127,17 +124,14 @@ def first_failure(job: Job):
     from hpcdist.failures import first_failure as from_log
 
     from hpcdist import launchers
-    from hpcdist.spec import JobSpec
 
     try:
-        with open(os.path.join(job.path, "spec.json"), encoding="utf-8") as f:
-            spec = JobSpec(**json.load(f))
+        spec = job.spec()
         agents = launchers.get(spec.launcher).per_node(spec)
     except (OSError, ValueError, TypeError):
         agents = False
     try:
-        with open(job.log, encoding="utf-8", errors="replace") as f:
-            return from_log(f.read(), agents)
+        return from_log(read_log(job.log), agents)
     except OSError:
         return None
 
@@ -173,9 +167,7 @@ class _LogFollower:
 
 def _print_new_log(path: str, offset: int, out) -> int:
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            chunk = f.read()
+        chunk = read_log_from(path, offset)
     except FileNotFoundError:
         return offset
     if chunk:

@@ -65,7 +65,7 @@ def test_status_asks_again_when_the_job_resubmitted_itself_while_it_was_asked(tm
 
 
 def _resubmitted_job(tmp_path):
-    """A PBS job folder as `hpcdist requeue` leaves it after one resubmission (see requeue.restart_log)."""
+    """A PBS job folder as `hpcdist requeue` leaves it after one resubmission (see jobs.restart_log)."""
     first, second = tmp_path / "job.log", tmp_path / "job.restart1.log"
     (tmp_path / "record.json").write_text(json.dumps({"job_id": "7.server", "job_name": "train", "scheduler": "pbs",
                                                       "dialect": "pro", "log": str(first)}))
@@ -74,7 +74,7 @@ def _resubmitted_job(tmp_path):
 
 
 def test_a_resubmitted_job_writes_its_own_log_and_hpcdist_logs_shows_every_run(tmp_path):
-    from hpcdist.requeue import restart_log
+    from hpcdist.jobs import restart_log
 
     assert restart_log("/a b/job.log", 2) == "/a b/job.restart2.log"
     assert restart_log("/a/out", 1) == "/a/out.restart1"

@@ -112,10 +112,10 @@ def query(argv: list[str]):
 
 def recorded_exit(job) -> JobStatus | None:
     """The exit code the job script wrote into its folder (see templates/common/job.sh.j2)."""
-    try:
-        with open(os.path.join(job.path, "exit_code")) as f:
-            code = int(f.read().strip())
-    except (OSError, ValueError):
+    from hpcdist import jobs
+
+    code = jobs.read_exit_code(job.path)
+    if code is None:
         return None
     return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code,
                      raw=f"exit {code}", reason="from the job's exit_code file")

@@ -93,9 +93,12 @@ class Local(Scheduler):
         import subprocess
         import sys
 
-        exit_file = os.path.join(os.path.dirname(script), "exit_code")
+        from hpcdist import jobs
+
+        folder = os.path.dirname(script)
+        exit_file = jobs.exit_code_file(folder)
         # The job id is the runner's pid: numeric, so ports derive from it as from a Slurm id.
-        runner = (f'bash "$1" > "$2" 2>&1; status=$?; echo "$status" > "$3.tmp"; mv "$3.tmp" "$3"')
+        runner = 'bash "$1" > "$2" 2>&1; status=$?; ' + jobs.write_exit_code_shell("$3")
         env = dict(os.environ)
         # The job uses the Python environment hpcdist runs from, activated or not.
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -104,17 +107,14 @@ class Local(Scheduler):
             cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        with open(os.path.join(os.path.dirname(script), "runner"), "w") as f:
-            f.write(f"{proc.pid} {_process_start(proc.pid)}\n")
+        jobs.write_runner(folder, proc.pid, _process_start(proc.pid))
         return JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
     def status(self, job) -> JobStatus:
-        exit_file = os.path.join(job.path, "exit_code")
-        code = None
-        if os.path.exists(exit_file):
-            with open(exit_file) as f:
-                code = int(f.read().strip() or 1)
-        elif self._runner_alive(job):
+        from hpcdist import jobs
+
+        code = jobs.read_exit_code(job.path)
+        if code is None and self._runner_alive(job):
             return JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
         if job.record.get("cancelled"):
             return JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
@@ -125,11 +125,9 @@ class Local(Scheduler):
     @staticmethod
     def _runner_alive(job) -> bool:
         """The runner's pid is alive and is still the runner (pids are reused)."""
-        try:
-            with open(os.path.join(job.path, "runner")) as f:
-                pid, started = f.read().split()
-        except (OSError, ValueError):
-            pid, started = job.job_id, "None"
+        from hpcdist import jobs
+
+        pid, started = jobs.read_runner(job.path) or (job.job_id, "None")
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:

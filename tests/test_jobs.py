@@ -1,0 +1,49 @@
+"""The job folder's files (hpcdist/jobs.py): one rule to read each, and the lines the script writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from hpcdist import jobs
+
+
+@pytest.mark.parametrize("text,code", [(None, None), ("3\n", 3), ("0", 0), ("", None), ("x\n", None)])
+def test_an_exit_code_file_without_a_number_is_no_record(tmp_path, text, code):
+    if text is not None:
+        (tmp_path / jobs.EXIT_CODE).write_text(text)
+    assert jobs.read_exit_code(str(tmp_path)) == code
+
+
+def test_the_exit_code_is_written_whole_by_the_shell_line_jobs_gives(tmp_path):
+    target = tmp_path / "a b" / jobs.EXIT_CODE
+    target.parent.mkdir()
+    subprocess.run(["bash", "-c", "status=7; " + jobs.write_exit_code_shell("$1"), "x", str(target)], check=True)
+    assert jobs.read_exit_code(str(target.parent)) == 7 and os.listdir(target.parent) == [jobs.EXIT_CODE]
+
+
+def test_the_runner_file_round_trips_and_a_broken_one_is_none(tmp_path):
+    assert jobs.read_runner(str(tmp_path)) is None
+    jobs.write_runner(str(tmp_path), 123, None)
+    assert jobs.read_runner(str(tmp_path)) == ("123", "None")
+    (tmp_path / jobs.RUNNER).write_text("123\n")
+    assert jobs.read_runner(str(tmp_path)) is None
+
+
+def test_the_runs_file_lines_written_here_and_by_the_script_are_read_back(tmp_path):
+    (tmp_path / jobs.RECORD).write_text(json.dumps({"job_id": "7", "scheduler": "pbs", "log": "/l/job.log"}))
+    subprocess.run(["bash", "-c", jobs.start_line_shell(str(tmp_path))], check=True,
+                   env={**os.environ, "HPCDIST_JOB_ID": "7"})
+    second = jobs.restart_log("/l b/job.log", 1)
+    jobs.record_resubmission(str(tmp_path), "8", second)
+    history = jobs.Job(str(tmp_path)).history()
+    assert history == jobs.History(restarts=0, current_id="8", logs=[("7", "/l/job.log"), ("8", "/l b/job.restart1.log")])
+    assert jobs.recorded_log(str(tmp_path)) == "/l/job.log" and jobs.recorded_log(str(tmp_path / "no")) is None
+
+
+def test_no_job_folder_gives_the_template_nothing():
+    assert jobs.script_context(None) is None
+    assert jobs.script_context("/j")["exit_code_file"] == "/j/exit_code"
