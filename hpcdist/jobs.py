@@ -111,13 +111,11 @@ class Job:
         """The log being written now (the newest run's)."""
         return self.logs[-1][1]
 
-    def spec(self):
-        """The :class:`~hpcdist.spec.JobSpec` the script was rendered from (``spec.json``).
-        OSError, ValueError or TypeError when the file is missing or not a spec."""
-        from hpcdist.spec import JobSpec
-
+    def spec_values(self) -> dict:
+        """The job spec's values the script was rendered from (``spec.json``), for
+        ``JobSpec(**values)``. OSError or ValueError when the file is missing or not JSON."""
         with open(os.path.join(self.path, SPEC), encoding="utf-8") as f:
-            return JobSpec(**json.load(f))
+            return json.load(f)
 
     def update(self, **changes) -> None:
         self.record.update(changes)

@@ -126,7 +126,7 @@ def first_failure(job: Job):
     from hpcdist import launchers
 
     try:
-        spec = job.spec()
+        spec = JobSpec(**job.spec_values())
         agents = launchers.get(spec.launcher).per_node(spec)
     except (OSError, ValueError, TypeError):
         agents = False

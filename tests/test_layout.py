@@ -61,7 +61,9 @@ def test_every_module_opens_with_a_docstring_that_says_what_it_owns():
 
 def test_no_import_circles():
     known = modules()
-    graph = {m: imports_of(m, p, known) for m, p in known.items()}
+    # A package's registry loading its own modules on demand is not a circle: the package is
+    # whole before any of them loads (and they may import its base class from it).
+    graph = {m: {d for d in imports_of(m, p, known) if not d.startswith(m + ".")} for m, p in known.items()}
     # Imports inside functions count too: a lazy import only hides a circle until the call.
     circles = []
     for start in graph:

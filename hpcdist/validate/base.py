@@ -1,0 +1,63 @@
+"""What every value check shares: :class:`ValidationError`, patterns compiled on first use, and
+the small helpers that word a rule."""
+
+from __future__ import annotations
+
+import re
+
+
+class ValidationError(ValueError):
+    """A job-spec value that would fail, or be misread, once queued.
+
+    ``field`` is the flag as users type it (``"--walltime"``), ``value`` the
+    value as given, ``rule`` one sentence saying what is wrong and ``fix`` one
+    sentence saying what to write instead ("" when there is nothing better to
+    say than the rule).  ``str(e)`` is ``f"{field} {value!r}: {rule} {fix}"``.
+    """
+
+    def __init__(self, field: str, value: object, rule: str, fix: str = "") -> None:
+        self.field = field
+        self.value = value
+        self.rule = rule
+        self.fix = fix
+        message = f"{field} {value!r}: {rule}"
+        if fix:
+            message += f" {fix}"
+        super().__init__(message)
+
+    def __reduce__(self):  # picklable although __init__ takes four arguments
+        return (type(self), (self.field, self.value, self.rule, self.fix))
+
+
+class Lazy:
+    """A regular expression compiled on first use (through ``re``'s own
+    cache), so that importing the checks compiles nothing."""
+
+    __slots__ = ("pattern", "flags")
+
+    def __init__(self, pattern: str, flags: int = re.A) -> None:
+        self.pattern = pattern
+        self.flags = flags
+
+    def __getattr__(self, name: str):  # match, fullmatch, sub, ...
+        return getattr(re.compile(self.pattern, self.flags), name)
+
+
+def require_str(value: object, field: str, what: str = "text") -> str:
+    """``value`` if it is a str, else ValidationError naming its type."""
+    if not isinstance(value, str):
+        raise ValidationError(field, value, f"must be {what}, not {type(value).__name__}.")
+    return value
+
+
+def first_bad(text: str, allowed: Lazy) -> tuple[int, str] | None:
+    for i, ch in enumerate(text):
+        if not allowed.fullmatch(ch):
+            return i, ch
+    return None
+
+
+def bad_char_rule(bad: tuple[int, str], what: str, allowed_words: str) -> str:
+    """The rule for a character ``bad`` = (index, character) that ``what`` may not contain."""
+    i, ch = bad
+    return f"character {ch!r} at position {i + 1} is not allowed: {what} may contain only {allowed_words}."
