@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 
-from hpcdist.hostlist import HostlistError, expand, expand_counts
 
 #: ``to_hostfile`` formats.
 HOSTFILE_FORMATS = ("deepspeed", "openmpi", "mpich", "hosts", "nodes")
@@ -90,6 +89,9 @@ class Allocation:
         nodelist_var: str = "SLURM_JOB_NODELIST",
         counts_var: str = "SLURM_TASKS_PER_NODE",
     ) -> "Allocation":
+        # Imported here: `hpcdist render` and PBS jobs read no Slurm node list.
+        from hpcdist.hostlist import HostlistError, expand, expand_counts
+
         source = source or f"{nodelist_var}={nodelist} {counts_var}={tasks_per_node}"
         try:
             hosts = expand(nodelist)
@@ -207,6 +209,8 @@ def _from_slurm_env(env: Mapping[str, str], slots_per_node: int | None) -> Alloc
                 f"{nodelist_var}={nodelist} is set but {counts_var} is not, so the slots per "
                 f"host are unknown; pass --slots-per-node N"
             )
+        from hpcdist.hostlist import HostlistError, expand
+
         try:
             hosts = expand(nodelist)
         except HostlistError as e:

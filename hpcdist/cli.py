@@ -289,13 +289,11 @@ def run_logs(args: argparse.Namespace) -> int:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     sys.stdout.write(text)
     sys.stdout.flush()
-    from hpcdist.schedulers.base import FINISHED_STATES
-
     try:
-        state = sub.status(job).state
+        state = sub.status(job)
     except sub.SubmitError:
         state = None
-    if state in FINISHED_STATES and state != "COMPLETED":
+    if state is not None and state.finished and state.state != "COMPLETED":
         sub.print_first_failure(job)
     return 0
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from typing import NamedTuple
 
@@ -168,6 +167,8 @@ class Draft:
         return Job(self.path)
 
     def discard(self) -> None:
+        import shutil  # only here: every submission imports this module
+
         shutil.rmtree(self.path, ignore_errors=True)
 
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from hpcdist import schedulers
 from hpcdist import validate as v
+from hpcdist.launchers import DEEPSPEED_RUNNERS
 from hpcdist.launchers import NAMES as LAUNCHERS
-from hpcdist.launchers.deepspeed import DEEPSPEED_RUNNERS
 from hpcdist.launchers.mpi import MPI_FLAVOURS
-from hpcdist.schedulers.pbs import PBS_DIALECTS
 
 #: The argparse groups, in the order `--help` shows them.
 WHERE, ENVIRONMENT, LAUNCH = GROUPS = ("where and how big", "environment on every node", "launcher")
@@ -179,7 +178,7 @@ OPTIONS = (
            help="everything after SCRIPT goes to it"),
     Option("scheduler", str, "local", WHERE, check=_one_of, choices=schedulers.NAMES, help="default: local"),
     # PBS: "pro" or "torque"; its check needs the scheduler (a rule of build_spec).
-    Option("dialect", str, None, WHERE, choices=PBS_DIALECTS, help="PBS only (default: pro)"),
+    Option("dialect", str, None, WHERE, choices=schedulers.DIALECTS["pbs"], help="PBS only (default: pro)"),
     Option("nodes", int, 1, WHERE, check=_at_least_1, help="default: 1"),
     Option("gpus_per_node", int, 0, WHERE, check=_at_least_0, help="default: 0"),
     # One per GPU when GPUs are asked for (build_spec).

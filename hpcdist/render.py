@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 
-from hpcdist import __version__, jobs, launchers, schedulers, validate
+from hpcdist import __version__, launchers, schedulers, validate
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, quote, words_to_line
 from hpcdist.spec import JobSpec
@@ -110,6 +110,16 @@ def _check_folder(path: str, what: str) -> str:
         raise validate.ValidationError(e.field, e.value, e.rule, "Rename the folder, or submit from another one.") from None
 
 
+def _job_files(job_dir: str | None):
+    """The job folder's files as the script writes them (:mod:`hpcdist.jobs`); None without a
+    folder (`hpcdist render`, which then need not import the job records)."""
+    if not job_dir:
+        return None
+    from hpcdist import jobs
+
+    return jobs.script_context(job_dir)
+
+
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
            job_dir: str | None = None) -> str:
     """The job script. ``job_dir`` (set by ``hpcdist submit``) is where it records its exit code.
@@ -135,7 +145,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         submit_command=scheduler.submit_program,
         workdir=workdir,
         job_dir=job_dir,
-        job_files=jobs.script_context(job_dir),
+        job_files=_job_files(job_dir),
         hostfile_format=launcher.hostfile_format(spec),
         propagated=propagated(spec),
         # The launcher's lines for the allocation block (after the hostfile and the master).

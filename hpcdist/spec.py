@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, fields
 
 from hpcdist import launchers, schedulers
 from hpcdist import validate as v
-from hpcdist.options import (  # noqa: F401 (the choices' names, as imported from here before)
-    BY_NAME, DEEPSPEED_RUNNERS, FLAG, LAUNCHERS, MPI_FLAVOURS, OPTIONS, REQUIRED, value_checks)
+from hpcdist.options import BY_NAME, OPTIONS, REQUIRED
 
 #: Time between the walltime warning and the walltime: enough to write a checkpoint of a
 #: few GB to a parallel file system (Slurm may send its warning up to a minute early).

@@ -10,7 +10,6 @@ import time
 from hpcdist.jobs import JOBS_DIR, Draft, Job, read_log, read_log_from
 from hpcdist.render import render
 from hpcdist.schedulers import get as get_scheduler
-from hpcdist.schedulers.base import FINISHED_STATES
 from hpcdist.schedulers.batch import UNREACHABLE, SubmitError
 from hpcdist.spec import JobSpec
 
@@ -43,7 +42,7 @@ def status(job: Job):
         state = scheduler.status(job)
         # A run that resubmits itself ends a moment after it recorded the new id: an answer
         # "finished" about the id asked for may already belong to a job that goes on.
-        if state.state not in FINISHED_STATES or job.current_id == asked:
+        if not state.finished or job.current_id == asked:
             return state
 
 
@@ -87,7 +86,7 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
                   + (f" ({state.reason}); still waiting, up to {CONTROLLER_PATIENCE_S:g} s" if down
                      else f" ({state.reason})" if state.reason else ""), file=sys.stderr, flush=True)
             last_state = shown
-        if state.state in FINISHED_STATES:
+        if state.finished:
             time.sleep(0.2)
             follow()
             job.update(state=state.state, exit_code=state.exit_code)

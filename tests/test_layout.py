@@ -92,3 +92,16 @@ def test_only_a_schedulers_home_branches_on_its_name(module):
     lines = [f"{n}: {line.strip()}" for n, line in enumerate(open(modules()[module], encoding="utf-8"), 1)
              if _BRANCH.search(line.split("#")[0]) and not line.lstrip().startswith(("#", '"', "'"))]
     assert lines == [], f"{module} decides by a scheduler's name; ask the scheduler instead"
+
+
+def test_the_registries_name_what_their_modules_hold():
+    """Choices the CLI lists without importing a module (its --help stays fast) match the module."""
+    from hpcdist import launchers, schedulers
+    from hpcdist.launchers.mpi import FLAVOURS
+    from hpcdist.schedulers.pbs import DIALECTS
+
+    assert tuple(DIALECTS) == schedulers.DIALECTS["pbs"]
+    assert set(FLAVOURS) == {"openmpi", "mpich"}
+    assert launchers.DEEPSPEED_RUNNERS == ("pdsh", "openmpi", "slurm")
+    assert [launchers.get(name).name for name in launchers.NAMES] == list(launchers.NAMES)
+    assert [schedulers.get(name).name for name in schedulers.NAMES] == list(schedulers.NAMES)

@@ -189,7 +189,7 @@ def _discover_into(values: dict, launcher: str, reason: str) -> str:
             "local_world_size": "size of MPI's shared-memory communicator (mpi4py)",
             "node_rank": "order of each node's lowest rank (mpi4py)",
             "master_addr": "host name of rank 0, broadcast (mpi4py)",
-        }.get(fld, f"MPI COMM_WORLD (mpi4py)")
+        }.get(fld, "MPI COMM_WORLD (mpi4py)")
         values[fld] = (value, rule)
     return launcher
 

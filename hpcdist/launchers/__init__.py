@@ -29,6 +29,9 @@ from __future__ import annotations
 
 #: The launchers, in the order ``--launcher`` lists them; each is the module of that name.
 NAMES = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
+#: How DeepSpeed's launcher reaches the other nodes (``--deepspeed-runner``): named here so that
+#: the flag's choices need not import :mod:`hpcdist.launchers.deepspeed`, which says what each does.
+DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
 
 _LOADED: dict[str, "Launcher"] = {}
 

@@ -11,9 +11,6 @@ from hpcdist import schedulers
 from hpcdist.launchers import Launcher, exit_why, failure, program
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, var
-
-#: How DeepSpeed's launcher reaches the other nodes (``--deepspeed-runner``).
-DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")
 #: DeepSpeed's name for its runner that starts the nodes with srun.
 SRUN_RUNNER = "slurm"
 

@@ -21,6 +21,9 @@ import functools
 NAMES = ("local", "slurm", "pbs")
 #: Those with a queue: they read directives, a job may go back to them, their ids have a grammar.
 QUEUED = ("slurm", "pbs")
+#: The dialects of a scheduler whose kinds read different directives (what each means is its
+#: module's): named here so that --dialect's choices need not import the module.
+DIALECTS = {"pbs": ("pro", "torque")}
 
 __all__ = ["NAMES", "QUEUED", "get", "all_schedulers", "check_dialect", "check_directive",
            "check_gpu_directives", "check_job_name", "suggest_job_name", "Scheduler"]

@@ -20,7 +20,7 @@ import os
 import re
 
 from hpcdist.schedulers.base import (
-    FINISHED_STATES, IdGrammar, JobId, JobStatus, Pattern, SchedulerOutputError, on_each_node,
+    IdGrammar, JobId, JobStatus, Pattern, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
@@ -65,7 +65,8 @@ DIALECTS = {
                        "Use --nodes and --procs-per-node, or --dialect pro if the server is PBS Pro/OpenPBS."),
         }),
 }
-#: The PBS dialects: PBS Pro / OpenPBS (``select=``) and Torque (``nodes=``).
+#: The PBS dialects: PBS Pro / OpenPBS (``select=``) and Torque (``nodes=``), as the registry
+#: (hpcdist.schedulers.DIALECTS) names them for --dialect.
 PBS_DIALECTS = tuple(DIALECTS)
 _DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pro": "pro", "altair": "pro"}
 
@@ -281,7 +282,7 @@ class Pbs(BatchScheduler):
                 found = parse_qstat_full_text(proc.stdout, job_id)
         if found is not None:
             # Some qstat (Torque, Slurm's wrapper) say "C" with no exit status: the job said it.
-            if found.state in FINISHED_STATES and found.exit_code is None:
+            if found.finished and found.exit_code is None:
                 return recorded_exit(job) or found
             return found
         if parse_qstat_unknown(proc.stderr):

@@ -414,8 +414,10 @@ class Slurm(BatchScheduler):
             found = recorded_exit(job)
             if found is not None:
                 return found
+            # sacct says so when accounting is off (the test cluster's case): say it as a fact.
+            off = "accounting is off" if parse_sacct_disabled(done.stderr) else "is accounting off?"
             return JobStatus(state="UNKNOWN", exit_code=None, raw="",
-                             reason="not in squeue, and sacct has no record (is accounting off?)")
+                             reason=f"not in squeue, and sacct has no record ({off})")
         down = retry.unreachable(queued.stdout + "\n" + queued.stderr)
         if down:
             return self.controller_down(job, f"squeue: {down}")
