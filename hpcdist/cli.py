@@ -388,7 +388,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     port = int(os.environ["MASTER_PORT"]) if os.environ.get("MASTER_PORT", "").isdigit() else (
         port_for_job(job[1]) if job else None)
     report = doctor.check(hosts, port, int(args.ssh_port) if getattr(args, "ssh_port", None) else None)
-    sys.stdout.write(doctor.render(report))
+    sys.stdout.write(doctor.report_text(report))
     return 0 if report.ok else 1
 
 

@@ -199,7 +199,7 @@ def check(hosts: list[str], master_port: int | None, ssh_port: int | None = None
     return report
 
 
-def render(report: Report) -> str:
+def report_text(report: Report) -> str:
     columns = ["NODE", "SSH", "PYTHON", "HPCDIST", "TORCH", "PDSH", "MPI", "GPUS", "PORT"]
     widths = {c: max(len(c), *(len(r.get(c, "")) for r in report.rows)) for c in columns}
     lines = ["  ".join(c.ljust(widths[c]) for c in columns).rstrip()]
