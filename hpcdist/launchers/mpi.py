@@ -45,19 +45,30 @@ class Flavour:
     """
 
     def __init__(self, name: str, program: str, hostfile_flag: str, count_flag: str, hostfile_format: str,
-                 env_flag: str, passes_environment: bool, mapping: tuple = ()):
+                 env_flag: str, passes_environment: bool, mapping: tuple = (), one_per_node: tuple = (),
+                 rank_variable: str = ""):
         self.name, self.program, self.hostfile_flag, self.count_flag = name, program, hostfile_flag, count_flag
         self.hostfile_format, self.env_flag, self.passes_environment = hostfile_format, env_flag, passes_environment
         self.mapping = mapping
+        #: The mapping that puts one process on each host of a hostfile with one line per host
+        #: (for schedulers that spread agents with this mpirun: PBS, with Open MPI's).
+        self.one_per_node = one_per_node
+        #: The variable that holds a process's rank, in the process.
+        self.rank_variable = rank_variable
 
-    def words(self, spec, program: list) -> list:
-        """``mpirun`` (or the site's ``--mpiexec``) starting ``program`` on every slot of the hostfile."""
+    def command(self, program: str, hostfile: str, count: int, mapping: tuple) -> list:
+        """``program`` (mpirun, or the site's ``--mpiexec``) starting ``count`` processes over the
+        hostfile in the variable ``hostfile``, mapped by ``mapping``, with the variables they need."""
         if self.passes_environment:
             env = [w for name in ("MASTER_ADDR", "MASTER_PORT") for w in (self.env_flag, name, var(name))]
         else:
             env = [MPI_EXPORTS]
-        return [spec.mpiexec or self.program, self.hostfile_flag, var("HPCDIST_HOSTFILE"),
-                self.count_flag, str(spec.total_procs), *self.mapping, *env] + program
+        return [program, self.hostfile_flag, var(hostfile), self.count_flag, str(count), *mapping, *env]
+
+    def words(self, spec, program: list) -> list:
+        """``mpirun`` (or the site's ``--mpiexec``) starting ``program`` on every slot of the hostfile."""
+        return self.command(spec.mpiexec or self.program, "HPCDIST_HOSTFILE", spec.total_procs,
+                            self.mapping) + program
 
     def setup(self, spec) -> list[str]:
         return [] if self.passes_environment else [mpi_exports(spec, self.env_flag)]
@@ -109,7 +120,9 @@ class Hydra(Flavour):
 FLAVOURS = {
     "openmpi": OpenMpi("openmpi", program="mpirun", hostfile_flag="--hostfile", count_flag="-np",
                        hostfile_format="openmpi", env_flag="-x", passes_environment=False,
-                       mapping=("--map-by", "slot", "--bind-to", "none")),
+                       mapping=("--map-by", "slot", "--bind-to", "none"),
+                       one_per_node=("--map-by", "ppr:1:node", "--bind-to", "none"),
+                       rank_variable="OMPI_COMM_WORLD_RANK"),
     "mpich": Hydra("mpich", program="mpiexec", hostfile_flag="-f", count_flag="-n",
                    hostfile_format="mpich", env_flag="-genv", passes_environment=True),
 }

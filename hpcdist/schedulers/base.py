@@ -166,23 +166,6 @@ def output_lines(text: str) -> list[str]:
     return [line.strip() for line in text.split("\n") if line.strip()]
 
 
-class Pattern:
-    """A regular expression compiled on first use: importing a scheduler module to render a
-    script (no output to parse) compiles nothing."""
-
-    __slots__ = ("text", "flags", "_compiled")
-
-    def __init__(self, text: str, flags: int = 0) -> None:
-        self.text, self.flags, self._compiled = text, flags, None
-
-    def __getattr__(self, name: str):  # match, fullmatch, search, finditer, sub, ...
-        if self._compiled is None:
-            import re
-
-            self._compiled = re.compile(self.text, self.flags)
-        return getattr(self._compiled, name)
-
-
 # --------------------------------------------------------------------------
 # Job ids
 # --------------------------------------------------------------------------

@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import re
 
+from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
-    IdGrammar, JobId, JobStatus, Pattern, SchedulerOutputError, on_each_node,
+    IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
@@ -247,17 +248,16 @@ class Pbs(BatchScheduler):
     def submit_argv(self, script, log):
         # The log on the command line too: some qsub front ends (Slurm's Torque wrapper)
         # ignore #PBS -o, and the command line wins anyway.
-        return ["qsub", "-o", log, "-j", "oe", script]
+        return [self.submit_program, "-o", log, "-j", "oe", script]
 
     def spread(self, spec, words):
         """Open MPI's mpirun, one process per node (PBS has no srun); mpirun aborts the job when
-        one agent fails."""
-        from hpcdist.launchers.mpi import MPI_EXPORTS, mpi_exports
-        from hpcdist.shell import var
+        one agent fails. Open MPI's syntax is its flavour's (:mod:`hpcdist.launchers.mpi`)."""
+        from hpcdist.launchers.mpi import FLAVOURS
 
-        spread = ["mpirun", "--hostfile", var("HPCDIST_NODEFILE"), "-np", str(spec.nodes),
-                  "--map-by", "ppr:1:node", "--bind-to", "none", MPI_EXPORTS]
-        return [mpi_exports(spec)] + on_each_node(spread, words, "OMPI_COMM_WORLD_RANK")
+        mpi = FLAVOURS["openmpi"]
+        spread = mpi.command(mpi.program, "HPCDIST_NODEFILE", spec.nodes, mpi.one_per_node)
+        return mpi.setup(spec) + on_each_node(spread, words, mpi.rank_variable)
 
     # --- the job -------------------------------------------------------------------
 

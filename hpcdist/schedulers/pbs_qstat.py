@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
     CANCELLED, COMPLETED, FAILED, NODE_FAIL, OUT_OF_MEMORY, PENDING, RUNNING, TIMEOUT, UNKNOWN, JobId, JobStatus,
-    Pattern, SchedulerOutputError, output_text)
+    SchedulerOutputError, output_text)
 
 __all__ = ["parse_qstat_pro_json", "parse_qstat_full_text", "parse_qstat_unknown", "EXEC_CODES"]
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 
+from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
     CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, REQUEUED, RUNNING,
-    TIMEOUT, UNKNOWN, IdGrammar, JobId, JobStatus, Pattern, SchedulerOutputError, on_each_node,
+    TIMEOUT, UNKNOWN, IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, query, recorded_exit, run
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
@@ -352,7 +353,7 @@ class Slurm(BatchScheduler):
 
     def submit_argv(self, script, log):
         # --parsable: the id alone (and the cluster), not a sentence to pick it from.
-        return ["sbatch", "--parsable", script]
+        return [self.submit_program, "--parsable", script]
 
     def spread(self, spec, words):
         """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails."""

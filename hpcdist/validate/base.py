@@ -1,9 +1,7 @@
-"""What every value check shares: :class:`ValidationError`, patterns compiled on first use, and
-the small helpers that word a rule."""
+"""What every value check shares: :class:`ValidationError` and the small helpers that word a
+rule (patterns compiled on first use are :mod:`hpcdist.patterns`')."""
 
 from __future__ import annotations
-
-import re
 
 
 class ValidationError(ValueError):
@@ -29,20 +27,6 @@ class ValidationError(ValueError):
         return (type(self), (self.field, self.value, self.rule, self.fix))
 
 
-class Lazy:
-    """A regular expression compiled on first use (through ``re``'s own
-    cache), so that importing the checks compiles nothing."""
-
-    __slots__ = ("pattern", "flags")
-
-    def __init__(self, pattern: str, flags: int = re.A) -> None:
-        self.pattern = pattern
-        self.flags = flags
-
-    def __getattr__(self, name: str):  # match, fullmatch, sub, ...
-        return getattr(re.compile(self.pattern, self.flags), name)
-
-
 def require_str(value: object, field: str, what: str = "text") -> str:
     """``value`` if it is a str, else ValidationError naming its type."""
     if not isinstance(value, str):
@@ -50,7 +34,7 @@ def require_str(value: object, field: str, what: str = "text") -> str:
     return value
 
 
-def first_bad(text: str, allowed: Lazy) -> tuple[int, str] | None:
+def first_bad(text: str, allowed) -> tuple[int, str] | None:
     for i, ch in enumerate(text):
         if not allowed.fullmatch(ch):
             return i, ch

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from hpcdist.validate.base import Lazy, ValidationError
+from hpcdist.patterns import Pattern
+from hpcdist.validate.base import ValidationError
 
 #: The longest walltime accepted: 365 days, in seconds.
 MAX_WALLTIME = 365 * 86400
@@ -41,11 +42,11 @@ _UNITS = {
     "m": _MINUTE, "min": _MINUTE, "mins": _MINUTE, "minute": _MINUTE, "minutes": _MINUTE,
     "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
 }
-_UNIT_TOKEN = Lazy(rf"\s*({_NUMBER})\s*([a-z]+)\s*", re.I | re.A)
-_BARE_NUMBER = Lazy(rf"\s*{_NUMBER}\s*", re.A)
-_CLOCK = Lazy(r"(?:([0-9]+)-)?([0-9]+):([0-9]+):([0-9]+)", re.A)        # [D-]HH:MM:SS
-_DAY_CLOCK = Lazy(r"([0-9]+)-([0-9]+)(?::([0-9]+))?", re.A)             # D-HH[:MM]
-_ONE_COLON = Lazy(r"([0-9]+):([0-9]+)", re.A)                           # MM:SS (ambiguous)
+_UNIT_TOKEN = Pattern(rf"\s*({_NUMBER})\s*([a-z]+)\s*", re.I | re.A)
+_BARE_NUMBER = Pattern(rf"\s*{_NUMBER}\s*", re.A)
+_CLOCK = Pattern(r"(?:([0-9]+)-)?([0-9]+):([0-9]+):([0-9]+)", re.A)        # [D-]HH:MM:SS
+_DAY_CLOCK = Pattern(r"([0-9]+)-([0-9]+)(?::([0-9]+))?", re.A)             # D-HH[:MM]
+_ONE_COLON = Pattern(r"([0-9]+):([0-9]+)", re.A)                           # MM:SS (ambiguous)
 
 _WALLTIME_FORMS = ("Use units (90m, 1h30m, 2h, 1d12h, 1.5h) or a clock "
                    "(HH:MM:SS such as 01:30:00, or D-HH:MM:SS such as 1-12:00:00).")
@@ -237,7 +238,7 @@ _MEM_UNITS = {
     "g": (1024, 1), "gb": (1024, 1), "gib": (1024, 1),
     "t": (1024 ** 2, 1), "tb": (1024 ** 2, 1), "tib": (1024 ** 2, 1),
 }
-_MEMORY = Lazy(rf"\s*(-?)\s*({_NUMBER})\s*([a-z]*)\s*", re.I | re.A)
+_MEMORY = Pattern(rf"\s*(-?)\s*({_NUMBER})\s*([a-z]*)\s*", re.I | re.A)
 
 
 def parse_memory(text: str, field: str = "--mem") -> int:

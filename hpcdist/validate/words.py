@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import re
 
-from hpcdist.validate.base import Lazy, ValidationError, bad_char_rule, first_bad, require_str
+from hpcdist.patterns import Pattern
+from hpcdist.validate.base import ValidationError, bad_char_rule, first_bad, require_str
 
 
 # --------------------------------------------------------------------------
 # names
 # --------------------------------------------------------------------------
 
-_NAME_CHARS = Lazy(r"[A-Za-z0-9_.@+\-]", re.A)
-_NAME_RUNS = Lazy(r"[^A-Za-z0-9_.@+\-]+", re.A)
+_NAME_CHARS = Pattern(r"[A-Za-z0-9_.@+\-]", re.A)
+_NAME_RUNS = Pattern(r"[^A-Za-z0-9_.@+\-]+", re.A)
 _NAME_MAX = 64
 
 
@@ -62,7 +63,7 @@ def check_positive(value: object, field: str, *, allow_zero: bool = False) -> in
     return number
 
 
-_ENV_NAME = Lazy(r"[A-Za-z_][A-Za-z0-9_]*", re.A)
+_ENV_NAME = Pattern(r"[A-Za-z_][A-Za-z0-9_]*", re.A)
 
 
 def check_env_name(name: str, field: str = "--env") -> str:
@@ -81,7 +82,7 @@ def _env_name_problem(name: str) -> tuple[str, str]:
     if cleaned[0].isdigit():
         cleaned = "_" + cleaned
     fix = f"Try {cleaned}." if cleaned.strip("_") else ""
-    bad = first_bad(name, Lazy(r"[A-Za-z0-9_]"))
+    bad = first_bad(name, Pattern(r"[A-Za-z0-9_]", re.A))
     if bad:
         i, ch = bad
         return f"character {ch!r} at position {i + 1} is not allowed; {what}.", fix
@@ -160,7 +161,7 @@ def check_word(value: str, field: str) -> str:
 #: Words bash reads as its own syntax when they start a command, quoted or not.
 BASH_KEYWORDS = ("!", "[[", "]]", "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for",
                  "function", "if", "in", "select", "then", "time", "until", "while", "{", "}")
-_ASSIGNMENT = Lazy(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=", re.A)
+_ASSIGNMENT = Pattern(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=", re.A)
 
 
 def check_program(value: str, field: str) -> str:
@@ -195,12 +196,12 @@ def check_env_settable(name: str, field: str = "--env") -> str:
     return name
 
 
-_ARRAY_CHARS = Lazy(r"[0-9,:%\-]", re.A)
-_DEPENDENCY_CHARS = Lazy(r"[A-Za-z0-9_.,:?+@\[\]\-]", re.A)
-_MAIL_CHARS = Lazy(r"[A-Za-z0-9_.,%+@\-]", re.A)
+_ARRAY_CHARS = Pattern(r"[0-9,:%\-]", re.A)
+_DEPENDENCY_CHARS = Pattern(r"[A-Za-z0-9_.,:?+@\[\]\-]", re.A)
+_MAIL_CHARS = Pattern(r"[A-Za-z0-9_.,%+@\-]", re.A)
 
 
-def _check_charset(value: object, field: str, allowed: Lazy, what: str, words: str, example: str) -> str:
+def _check_charset(value: object, field: str, allowed: Pattern, what: str, words: str, example: str) -> str:
     value = require_str(value, field)
     if not value:
         raise ValidationError(field, value, "is empty.", f"Write for example {example}, or leave {field} out.")
