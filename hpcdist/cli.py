@@ -238,7 +238,6 @@ def run_status(args: argparse.Namespace) -> int:
         selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
     except jobs.JobNotFound as e:
         raise CommandError(str(e)) from None
-    from hpcdist import schedulers
     from hpcdist.schedulers.batch import UNREACHABLE
 
     rows, down = [], {}
@@ -249,7 +248,7 @@ def run_status(args: argparse.Namespace) -> int:
         where = (job.scheduler, job.record.get("cluster"))
         try:
             if where in down:
-                state = schedulers.get(job.scheduler, job.record.get("dialect")).controller_down(job, down[where])
+                state = sub.scheduler_of(job).controller_down(job, down[where])
             else:
                 state = sub.status(job)
                 if state.raw == UNREACHABLE:

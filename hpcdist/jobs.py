@@ -155,7 +155,7 @@ class Draft:
         return path
 
     def write_spec(self, values: dict) -> str:
-        """``spec.json``: the spec's values (``JobSpec.as_dict()``), read back by :meth:`Job.spec`."""
+        """``spec.json``: the spec's values (``JobSpec.as_dict()``), read back by :meth:`Job.spec_values`."""
         return self.write(SPEC, json.dumps(values, indent=2) + "\n")
 
     def write_script(self, text: str) -> str:

@@ -34,9 +34,14 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
     })
 
 
+def scheduler_of(job: Job):
+    """The scheduler (and PBS dialect) the job was submitted to."""
+    return get_scheduler(job.scheduler, job.record.get("dialect"))
+
+
 def status(job: Job):
     """The job's state; for a job that resubmitted itself (PBS), its newest id's."""
-    scheduler = get_scheduler(job.scheduler, job.record.get("dialect"))
+    scheduler = scheduler_of(job)
     while True:
         asked = job.current_id
         state = scheduler.status(job)
@@ -47,7 +52,7 @@ def status(job: Job):
 
 
 def cancel(job: Job) -> None:
-    get_scheduler(job.scheduler, job.record.get("dialect")).cancel(job)
+    scheduler_of(job).cancel(job)
 
 
 #: How long --wait accepts "unknown" (job out of the queue, no record anywhere) before giving up.

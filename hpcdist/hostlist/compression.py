@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 from hpcdist.hostlist.errors import MAX_DIGITS, MAX_RANGE, HostlistError
+from hpcdist.patterns import Pattern
 
 TYPE_CHECKING = False  # importing typing costs milliseconds; checkers know this idiom
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-class _Regexes:
-    """Compiled on first use: most programs that import hpcdist never compress a list."""
-
-    def __init__(self) -> None:
-        import re
-
-        self.last_number = re.compile(r"(.*?)([0-9]+)([^0-9]*)", re.S)
-        self.bad_name = re.compile(r"[\s\[\]{,]")
-        self.bad_in_joined = re.compile(r"[\s\[\]{]")
-
-
-_RX: _Regexes | None = None
-
-
-def _regexes() -> _Regexes:
-    global _RX
-    if _RX is None:
-        _RX = _Regexes()
-    return _RX
-
+# (?s): "." matches a line break too (re.S, without importing re here).
+_LAST_NUMBER = Pattern(r"(?s)(.*?)([0-9]+)([^0-9]*)")
+_BAD_NAME = Pattern(r"[\s\[\]{,]")
+_BAD_IN_JOINED = Pattern(r"[\s\[\]{]")
 
 
 def compress(hosts: Iterable[str]) -> str:
@@ -50,10 +35,9 @@ def compress(hosts: Iterable[str]) -> str:
     hosts = list(hosts)
     if not hosts:
         return ""
-    rx = _regexes()
     joined = ",".join(hosts)
     if (
-        rx.bad_in_joined.search(joined) is not None
+        _BAD_IN_JOINED.search(joined) is not None
         or joined.count(",") != len(hosts) - 1
         or "" in hosts
     ):
@@ -61,7 +45,7 @@ def compress(hosts: Iterable[str]) -> str:
 
     out: list[str] = []
     append = out.append
-    match = rx.last_number.fullmatch
+    match = _LAST_NUMBER.fullmatch
     # The group being built (when ranges is not empty): names prefix + number
     # + suffix, written prefix[ranges]suffix.  A range is the list
     # [lo_text, hi_text, hi, width, count]; last is the last range.
@@ -126,7 +110,7 @@ def _check_names(hosts: list[str]) -> None:
             raise HostlistError(
                 f"empty host name (item {index})", name, None, what="host name"
             )
-        m = _regexes().bad_name.search(name)
+        m = _BAD_NAME.search(name)
         if m is not None:
             char = m.group()
             kind = "whitespace" if char.isspace() else repr(char)

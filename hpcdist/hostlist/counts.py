@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 from hpcdist.hostlist.errors import MAX_HOSTS, HostlistError
+from hpcdist.patterns import Pattern
 
 #: Most digits in one number of a count list.
 _MAX_COUNT_DIGITS = 20
-_PATTERN = None
-
-
-def _counts_pattern():
-    """Compiled on first use: importing re costs more than the rest of this module."""
-    global _PATTERN
-    if _PATTERN is None:
-        import re
-
-        count = f"[0-9]{{1,{_MAX_COUNT_DIGITS}}}"
-        _PATTERN = re.compile(rf"{count}(?:\(x{count}\))?(?:,{count}(?:\(x{count}\))?)*")
-    return _PATTERN
-
+_COUNT = f"[0-9]{{1,{_MAX_COUNT_DIGITS}}}"
+_COUNTS = Pattern(rf"{_COUNT}(?:\(x{_COUNT}\))?(?:,{_COUNT}(?:\(x{_COUNT}\))?)*")
 
 
 def expand_counts(text: str, *, max_hosts: int = MAX_HOSTS) -> list[int]:
@@ -35,7 +25,7 @@ def expand_counts(text: str, *, max_hosts: int = MAX_HOSTS) -> list[int]:
     """
     if not isinstance(text, str):
         raise TypeError(f"count list must be a str, not {type(text).__name__}")
-    if _counts_pattern().fullmatch(text) is None:
+    if _COUNTS.fullmatch(text) is None:
         _diagnose_counts(text)
     items = text.split(",")
     parsed = []

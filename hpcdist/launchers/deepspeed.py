@@ -121,14 +121,18 @@ class DeepSpeed(Launcher):
             local = int(m["local"])
             # Without pdsh's "host: " prefix the host is known only when there is one.
             host = m["host"] or (next(iter(ranks_on)) if len(ranks_on) == 1 else None)
-            on_host = ranks_on.get(host, [])
             found.append((m.start(), failure(exit_why(int(m["code"])), local_rank=local, host=host,
-                                             source="deepspeed", rank=on_host[local] if local < len(on_host) else None)))
+                                             source="deepspeed", rank=_rank_of(ranks_on, host, local))))
         return found
 
     def global_rank(self, text, host, local_rank):
-        on_host = ranks_by_host(text).get(host, [])
-        return on_host[local_rank] if local_rank < len(on_host) else None
+        return _rank_of(ranks_by_host(text), host, local_rank)
+
+
+def _rank_of(ranks_on: dict, host: str | None, local_rank: int) -> int | None:
+    """The global rank of ``local_rank`` on ``host`` in DeepSpeed's mapping, when it holds one."""
+    on_host = ranks_on.get(host, [])
+    return on_host[local_rank] if local_rank < len(on_host) else None
 
 
 LAUNCHER = DeepSpeed()

@@ -351,7 +351,11 @@ class Scheduler:
         """The job spec's rules for this scheduler, on the checked ``values`` (``given``: as
         given); sets ``values["dialect"]``. :func:`hpcdist.spec.build_spec` runs it."""
         values["dialect"] = self.check_dialect(given.get("dialect"))
+        self.check_values(values, given)
         self.check_elastic(values)
+
+    def check_values(self, values: dict, given: dict) -> None:
+        """This scheduler's own rules (QOS, directives, the log path ...), once the dialect is known."""
 
     def check_dialect(self, dialect) -> str | None:
         """The dialect as the spec holds it; a scheduler without dialects takes none."""

@@ -101,6 +101,16 @@ def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOU
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
+def run_or_fail(argv: list[str], cwd: str | None = None):
+    """:func:`run`, and SubmitError quoting the command's words when it exits non-zero."""
+    proc = run(argv, cwd=cwd)
+    if proc.returncode != 0:
+        import shlex
+
+        raise SubmitError(f"`{shlex.join(argv)}` failed: {(proc.stderr.strip() or proc.stdout.strip())[:500]}")
+    return proc
+
+
 def query(argv: list[str]):
     """A status query, retried while the controller cannot be reached (a query changes nothing)."""
     from hpcdist import retry

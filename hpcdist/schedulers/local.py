@@ -49,15 +49,11 @@ class Local(Scheduler):
 
     # --- the job spec ----------------------------------------------------------
 
-    def check(self, values, given):
+    def check_values(self, values, given):
         from hpcdist import validate as v
 
-        values["dialect"] = self.check_dialect(given.get("dialect"))
         if given.get("directives"):
-            raise v.ValidationError("--directive", str(given["directives"][0]),
-                                    "the local backend has no scheduler to read it.",
-                                    "Drop it, or submit with --scheduler slurm or pbs.")
-        self.check_elastic(values)
+            self.directive(str(given["directives"][0]))
         if values.get("requeue") or "signal_margin_s" in values:
             flag = "--requeue" if values.get("requeue") else "--signal-margin"
             raise v.ValidationError(flag, str(given.get("requeue") or given.get("signal_margin")),

@@ -23,7 +23,7 @@ from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
     IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
-from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run
+from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
 
 __all__ = ["Pbs", "Dialect", "DIALECTS", "PBS_DIALECTS", "PbsIds", "parse_qsub", "format_pbs_walltime",
@@ -202,17 +202,15 @@ class Pbs(BatchScheduler):
 
     # --- the job spec ----------------------------------------------------------
 
-    def check(self, values, given):
+    def check_values(self, values, given):
         from hpcdist import validate as v
-
-        values["dialect"] = self.check_dialect(given.get("dialect"))
-        if "qos" in values:
-            raise v.ValidationError("--qos", values["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
         from hpcdist.schedulers import get
 
+        if "qos" in values:
+            raise v.ValidationError("--qos", values["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
+        # The spec's dialect, which need not be this instance's.
         get(self.name, values["dialect"]).check_gpu_directives(values.get("gpus_per_node", 0),
                                                                list(values.get("directives", ())))
-        self.check_elastic(values)
 
     def check_dialect(self, dialect):
         """``"pro"`` (the default; also for ``openpbs``/``pbspro``) or ``"torque"``."""
@@ -301,9 +299,7 @@ class Pbs(BatchScheduler):
         """``qsub`` the same script as a new job that starts after this one ends (``-W
         depend=afterany:<job>``), with ``HPCDIST_RESTART_COUNT`` counting the restarts and
         ``log`` (``job.restart<n>.log``: PBS would replace the earlier log with it)."""
-        import shlex
-
-        job_id = environ.get(self.job_id_variable, "")
+        job_id = self.job_id_for_requeue(environ)
         # qsub as `hpcdist submit` ran it, with a log of its own on the command line (which front
         # ends such as Slurm's qsub wrapper read instead of the script's #PBS -o), relative to the
         # submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
@@ -311,10 +307,7 @@ class Pbs(BatchScheduler):
         argv = self.submit_argv(script, below(log, workdir)) if log else [self.submit_program, script]
         # -V: the new job gets this job's environment, as a job submitted from here would.
         argv[1:1] = ["-V", "-v", f"{self.restart_variable}={restart}", "-W", f"depend=afterany:{job_id}"]
-        self.job_id_for_requeue(environ)
-        proc = run(argv, cwd=environ.get("PBS_O_WORKDIR"))
-        if proc.returncode != 0:
-            raise SubmitError(f"`{shlex.join(argv)}` failed: {(proc.stderr.strip() or proc.stdout.strip())[:500]}")
+        proc = run_or_fail(argv, cwd=environ.get("PBS_O_WORKDIR"))
         try:
             return parse_qsub(proc.stdout, proc.stderr, proc.returncode).id
         except SchedulerOutputError as e:

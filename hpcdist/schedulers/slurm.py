@@ -19,7 +19,7 @@ from hpcdist.schedulers.base import (
     CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, REQUEUED, RUNNING,
     TIMEOUT, UNKNOWN, IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
-from hpcdist.schedulers.batch import BatchScheduler, SubmitError, query, recorded_exit, run
+from hpcdist.schedulers.batch import BatchScheduler, query, recorded_exit, run_or_fail
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
 
 __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "parse_squeue_unknown",
@@ -312,12 +312,10 @@ class Slurm(BatchScheduler):
 
     # --- the job spec ----------------------------------------------------------
 
-    def check(self, values, given):
-        values["dialect"] = self.check_dialect(given.get("dialect"))
+    def check_values(self, values, given):
         if "output" in values:
             sbatch_value(values["output"], "Choose a log path without '\"'.")
         self.check_gpu_directives(values.get("gpus_per_node", 0), list(values.get("directives", ())))
-        self.check_elastic(values)
 
     def guess_option(self, text):
         return "--" + text
@@ -429,13 +427,7 @@ class Slurm(BatchScheduler):
     def requeue(self, script, restart, log, environ):
         """``scontrol requeue``: the same job id starts the script again (``SLURM_RESTART_COUNT``
         counts the restarts, ``--open-mode=append`` keeps the log)."""
-        import shlex
-
-        job_id = self.job_id_for_requeue(environ)
-        argv = ["scontrol", "requeue", job_id]
-        proc = run(argv)
-        if proc.returncode != 0:
-            raise SubmitError(f"`{shlex.join(argv)}` failed: {(proc.stderr.strip() or proc.stdout.strip())[:500]}")
+        run_or_fail(["scontrol", "requeue", self.job_id_for_requeue(environ)])
         return None
 
 
