@@ -21,6 +21,12 @@ not: torchrun passes on only INT, TERM, HUP and QUIT, NCCL takes USR1), or
 SIGUSR2 or SIGTERM sent to this process (a preempted Slurm job's steps get
 SIGTERM). :meth:`StopRequest.agreed` makes it the same answer on every rank,
 at the same step, so that all of them checkpoint and leave together.
+
+When :meth:`~StopRequest.agreed` says stop, the ranks that can reach the stop
+file's folder (those on the batch node) leave ``<stop file>.stopped`` beside
+it: the job script requeues the job only when the training did stop on the
+request. A training that ends on its own after the warning came (its last
+step was already done) is finished, and must not run again.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ import threading
 
 #: Signals that ask for a stop when they reach a rank.
 STOP_SIGNALS = (signal.SIGUSR2, signal.SIGTERM)
+#: Added to the stop file's name: the training stopped on the request (templates/common/job.sh.j2 reads it).
+STOPPED_SUFFIX = ".stopped"
 
 
 class StopRequest:
@@ -84,7 +92,19 @@ class StopRequest:
                 self.reason = "another rank was asked to stop"
             wanted = flag.item() > 0
         self._agreed = wanted
+        if wanted:
+            self._say_stopped()
         return wanted
 
+    def _say_stopped(self) -> None:
+        """Tell the job script that the training stops on the request (so the job goes back to
+        the queue); only where the stop file's folder is (the batch node's ranks)."""
+        if not self.stop_file or not os.path.isdir(os.path.dirname(self.stop_file) or "."):
+            return
+        try:
+            os.close(os.open(self.stop_file + STOPPED_SUFFIX, os.O_WRONLY | os.O_CREAT, 0o600))
+        except OSError:
+            pass  # the folder went away: the job is ending anyway
 
-__all__ = ["StopRequest", "STOP_SIGNALS"]
+
+__all__ = ["StopRequest", "STOP_SIGNALS", "STOPPED_SUFFIX"]

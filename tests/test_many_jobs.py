@@ -95,13 +95,13 @@ def test_sixteen_local_jobs_at_once_finish_each_on_its_own_port(tmp_path):
         jobs.append(json.loads(out))
     codes = wait_for_jobs([job["folder"] for job in jobs], timeout=1200)
     logs = {job["job_id"]: open(job["log"]).read() for job in jobs}
-    failed = {job["job_id"]: (codes[job["folder"]], logs[job["job_id"]][-2000:]) for job in jobs
+    failed = {job["job_id"]: (codes[job["folder"]], testcluster.log_excerpt(logs[job["job_id"]])) for job in jobs
               if codes[job["folder"]] != "0"}
     assert not failed, f"jobs that failed: {failed}"
     ports = {}
     for job_id, log in logs.items():
         lines = re.findall(r"^job=(\d+) rank=(\d) rendezvous=([^ ]+):(\d+) sum=([0-9.]+)$", log, re.M)
-        assert sorted(rank for _, rank, _, _, _ in lines) == ["0", "1"], log[-2000:]
+        assert sorted(rank for _, rank, _, _, _ in lines) == ["0", "1"], testcluster.log_excerpt(log)
         assert {(j, total) for j, _, _, _, total in lines} == {(job_id, "3.0")}  # both ranks, one all_reduce
         (port,) = {int(p) for _, _, _, p, _ in lines}  # every agent of a job: one port
         # The documented rule: 20000 + job number % 10000 (the local job id is its runner's pid).
@@ -375,7 +375,7 @@ def test_sixteen_slurm_jobs_at_once_on_one_node_each_rendezvous_on_its_own_port(
     assert len({job["job_id"] for job in jobs}) == len({job["folder"] for job in jobs}) == 16
     codes, most, nodes = _wait_on_cluster(env, jobs, timeout=600)
     logs = {job["job_id"]: open(job["log"], errors="replace").read() for job in jobs}
-    failed = {job["job_id"]: (codes[job["folder"]], logs[job["job_id"]][-600:]) for job in jobs
+    failed = {job["job_id"]: (codes[job["folder"]], testcluster.log_excerpt(logs[job["job_id"]])) for job in jobs
               if codes[job["folder"]] != "0"}
     assert not failed, f"jobs that failed: {failed}"
     # They shared the node: every one ran on node1, and Slurm ran several of them at a time.
@@ -385,11 +385,11 @@ def test_sixteen_slurm_jobs_at_once_on_one_node_each_rendezvous_on_its_own_port(
     for job_id, log in logs.items():
         # Both ranks write through srun into one log: their lines may run into each other.
         lines = re.findall(r"job=(\d+) rank=(\d) rendezvous=([^ :]+):(\d+) sum=(\d+\.\d+)", log)
-        assert sorted(rank for _, rank, _, _, _ in lines) == ["0", "1"], log[-2000:]
-        assert {(j, host, total) for j, _, host, _, total in lines} == {(job_id, "node1", "3.0")}, log[-2000:]
+        assert sorted(rank for _, rank, _, _, _ in lines) == ["0", "1"], testcluster.log_excerpt(log)
+        assert {(j, host, total) for j, _, host, _, total in lines} == {(job_id, "node1", "3.0")}, testcluster.log_excerpt(log)
         (port,) = {int(p) for _, _, _, p, _ in lines}
         assert port == port_for_job(job_id) == 20000 + int(job_id) % 10000  # the documented rule
-        assert f"hpcdist: nodes: node1; master: node1:{port}" in log, log[-2000:]
+        assert f"hpcdist: nodes: node1; master: node1:{port}" in log, testcluster.log_excerpt(log)
         ports[job_id] = port
     assert len(set(ports.values())) == 16, f"rendezvous ports shared: {ports}"
     assert _status(env, tmp_path) == {job["job_id"]: ("COMPLETED", 0) for job in jobs}
@@ -437,8 +437,8 @@ def test_eight_sbatch_submits_in_the_same_instant_get_their_own_folder_and_job(c
         assert (record["job_id"], record["scheduler"], record["job_name"]) == (r["job_id"], "slurm", "same")
         with open(r["log"], errors="replace") as f:
             log = f.read()
-        assert f"who={spec_env['WHO']} slurm_job={r['job_id']} name=same\n" in log, log[-2000:]
-        assert log.count("who=") == 1, log[-2000:]
+        assert f"who={spec_env['WHO']} slurm_job={r['job_id']} name=same\n" in log, testcluster.log_excerpt(log)
+        assert log.count("who=") == 1, testcluster.log_excerpt(log)
         who.add(spec_env["WHO"])
     assert who == {str(i) for i in range(8)}
     assert _status(env, tmp_path) == {i: ("COMPLETED", 0) for i in ids}

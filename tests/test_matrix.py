@@ -86,21 +86,21 @@ def test_trains_on_two_nodes_of_two_processes(scheduler, launcher, request, tmp_
     shutil.copy(QUICKSTART, tmp_path)
     proc, job_id = submit(scheduler, launcher, QUICKSTART, ["--steps", "20"], tmp_path, env)
     out = proc.stdout
-    assert proc.returncode == 0, f"{out}\n{proc.stderr}"
+    assert proc.returncode == 0, f"{testcluster.log_excerpt(out)}\n{proc.stderr}"
     seen = re.findall(r"\[([\w.-]+)\] rank (\d)/(\d) local (\d)/(\d) node (\d)", out)
-    assert sorted(int(r[1]) for r in seen) == [0, 1, 2, 3], out
-    assert {r[2] for r in seen} == {"4"}, out
+    assert sorted(int(r[1]) for r in seen) == [0, 1, 2, 3], testcluster.log_excerpt(out)
+    assert {r[2] for r in seen} == {"4"}, testcluster.log_excerpt(out)
     hosts = sorted({r[0] for r in seen})
     if scheduler == "local":
-        assert hosts == [socket.gethostname()], out
+        assert hosts == [socket.gethostname()], testcluster.log_excerpt(out)
         # One host: each "node" (torchrun, accelerate) or the one launcher holds local ranks 0.. in turn.
         for node in {r[5] for r in seen}:
             local = sorted(int(r[3]) for r in seen if r[5] == node)
-            assert local == list(range(len(local))), out
+            assert local == list(range(len(local))), testcluster.log_excerpt(out)
     else:
-        assert hosts == ["node1", "node2"], out
+        assert hosts == ["node1", "node2"], testcluster.log_excerpt(out)
         for host in hosts:
-            assert sorted(int(r[3]) for r in seen if r[0] == host) == [0, 1], out
+            assert sorted(int(r[3]) for r in seen if r[0] == host) == [0, 1], testcluster.log_excerpt(out)
     before, after = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+) on 4 ranks", out).groups())
     assert after < before and "identical on all ranks: True" in out
     assert state_of(job_id, tmp_path, env) == "COMPLETED"
@@ -118,9 +118,9 @@ def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, reque
                           ["--fail-rank", "3", "--how", how, "--others", "sleep"], tmp_path, env)
     ended = time.time()
     out = proc.stdout
-    assert proc.returncode != 0, out
+    assert proc.returncode != 0, testcluster.log_excerpt(out)
     failed_at = float(re.search(r"failing now: ([\d.]+)", out).group(1))
-    assert ended - failed_at < 60, f"the job went on {ended - failed_at:.0f} s after rank 3 failed:\n{out}"
+    assert ended - failed_at < 60, f"the job went on {ended - failed_at:.0f} s after rank 3 failed:\n{testcluster.log_excerpt(out)}"
     testcluster.ARTIFACTS.mkdir(exist_ok=True)
     with open(testcluster.ARTIFACTS / "failure-end-times.tsv", "a") as f:  # for the record, not asserted
         f.write(f"{scheduler}\t{launcher}\t{how}\t{ended - failed_at:.1f}\n")

@@ -9,9 +9,11 @@ deterministic settings. Each job is interrupted mid-training:
 - Slurm, DeepSpeed (pdsh): the walltime warning, sent the way Slurm's
   ``--signal=B:USR2@margin`` sends it (``scancel --batch --signal=USR2``:
   the batch shell only); the script requeues the job (``scontrol requeue``);
-- PBS (the cluster's PBS personality), DDP and DeepSpeed: the real walltime.
-  PBS sends no warning, so the script sends itself one ``--signal-margin``
-  before the walltime, and resubmits itself with ``-W depend=afterany:``.
+- PBS (the cluster's PBS personality), DDP and DeepSpeed: the warning
+  mid-training (as ``qsig -s USR2`` sends it); the script resubmits itself
+  with ``-W depend=afterany:``. The script's own timer (PBS sends no
+  warning: it warns itself ``--signal-margin`` before the walltime) is
+  proven with a real 1-minute walltime and a stand-in training without torch.
 
 Each must finish in the end, with final parameters equal, bit for bit, to
 those of the same training run without interruption, and ``hpcdist status``
@@ -80,7 +82,7 @@ def wait_for_step(job: dict, step: int, timeout: float = 240) -> None:
         if any(int(s) >= step for s in re.findall(LINE + r"step (\d+) epoch", log_of(job), re.M)):
             return
         time.sleep(0.5)
-    pytest.fail(f"the training did not reach step {step} in {timeout} s:\n{log_of(job)[-3000:]}")
+    pytest.fail(f"the training did not reach step {step} in {timeout} s:\n{testcluster.log_excerpt(log_of(job))}")
 
 
 def wait_until_finished(job: dict, cwd, env, timeout: float = 420) -> dict:
@@ -90,7 +92,7 @@ def wait_until_finished(job: dict, cwd, env, timeout: float = 420) -> dict:
         if row["state"] in FINISHED_STATES:
             return row
         time.sleep(2)
-    pytest.fail(f"job {job['job_id']} not finished after {timeout} s: {status(job, cwd, env)}\n{log_of(job)[-3000:]}")
+    pytest.fail(f"job {job['job_id']} not finished after {timeout} s: {status(job, cwd, env)}\n{testcluster.log_excerpt(log_of(job))}")
 
 
 def final_parameters(folder) -> dict:
@@ -112,7 +114,7 @@ def uninterrupted(cluster, tmp_path_factory):
         folder = tmp_path_factory.mktemp(f"reference-{example}")
         job = submit(example, ["--scheduler", "slurm"], [], folder, env, delay=0)
         row = wait_until_finished(job, folder, env)
-        assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), log_of(job)[-3000:]
+        assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log_of(job))
         assert "stopped at step" not in log_of(job)
         results[example] = final_parameters(folder)
     return results
@@ -120,13 +122,22 @@ def uninterrupted(cluster, tmp_path_factory):
 
 def check_resumed(job: dict, row: dict, folder, reference: dict, restarts: str, log: str | None = None) -> None:
     log = log_of(job) if log is None else log
-    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{log[-4000:]}"
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{testcluster.log_excerpt(log)}"
     assert row["restarts"] >= 1 and re.search(restarts, row["reason"] or ""), row
     # The run that was interrupted saved a checkpoint, or was killed before it could; the next
     # run went on from the newest complete one, which was not the last step.
     resumed = [int(s) for s in re.findall(LINE + r"resumed from \S+ at step (\d+)", log, re.M)]
-    assert resumed and 0 < resumed[-1] < STEPS, log[-4000:]
+    assert resumed and 0 < resumed[-1] < STEPS, testcluster.log_excerpt(log)
     assert_bitwise_equal(final_parameters(folder), reference)
+
+
+def send_walltime_warning(job: dict, env) -> None:
+    """The walltime warning, now, to the batch shell only: what Slurm's ``--signal=B:USR2@margin``
+    sends, and what PBS's ``qsig -s USR2`` does (the cluster's PBS personality runs on Slurm, so
+    ``scancel --batch`` stands in for qsig). The test chooses the moment: mid-training, always."""
+    proc = subprocess.run(["scancel", "--batch", "--signal=USR2", job["job_id"]], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_slurm_preemption_requeues_ddp_and_it_finishes_unchanged(cluster, uninterrupted, tmp_path):
@@ -145,42 +156,96 @@ def test_slurm_walltime_warning_checkpoints_and_requeues_deepspeed(cluster, unin
     env = testcluster.client_env(cluster)
     job = submit("deepspeed", ["--scheduler", "slurm"], ["--requeue", "2"], tmp_path, env, delay=0.5)
     wait_for_step(job, 8)
-    # Slurm's --signal=B:USR2@margin, sent now: to the batch shell only.
-    proc = subprocess.run(["scancel", "--batch", "--signal=USR2", job["job_id"]], env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    send_walltime_warning(job, env)
     row = wait_until_finished(job, tmp_path, env)
     log = log_of(job)
     check_resumed(job, row, tmp_path, uninterrupted["deepspeed"], r"restarted 1 time")
     # Asked on the warning, every rank stopped at the same step, after a checkpoint of that step.
     (stopped,) = re.findall(LINE + r"stopped at step (\d+) \(", log, re.M)
-    assert re.search(LINE + rf"resumed from \S+ at step {stopped}$", log, re.M), log[-4000:]
+    assert re.search(LINE + rf"resumed from \S+ at step {stopped}$", log, re.M), testcluster.log_excerpt(log)
     assert "the job was requeued (restart 1 of at most 2)" in log
 
 
 @pytest.mark.parametrize("example,dialect", [("ddp", "pro"), ("deepspeed", "torque")])
-def test_pbs_walltime_deadline_resubmits_and_it_finishes_unchanged(example, dialect, cluster, uninterrupted,
-                                                                  tmp_path):
-    """A real 2-minute walltime: the script warns itself 60 s before it, and resubmits itself.
+def test_pbs_walltime_warning_resubmits_and_it_finishes_unchanged(example, dialect, cluster, uninterrupted,
+                                                                 tmp_path):
+    """The warning mid-training: the script resubmits itself, the new job goes on from the checkpoint.
 
-    40 steps of 1.5 s: the first run cannot finish before its warning; the second, going on
-    from the checkpoint, can, unless it starts more slowly than 30 s (a third run is allowed)."""
+    The walltime (10 min) is never reached: the warning comes from the test, at step 8, so the
+    first run always stops mid-training and the second always finishes (the script's own timer,
+    the margin before the walltime, is proven by the next test)."""
     env = testcluster.client_env(cluster)
     job = submit(example, ["--scheduler", "pbs", "--dialect", dialect],
-                 ["--requeue", "3", "--walltime", "2m", "--signal-margin", "60s"], tmp_path, env, delay=1.5)
+                 ["--requeue", "3", "--walltime", "10m", "--signal-margin", "60s"], tmp_path, env, delay=0.5)
+    wait_for_step(job, 8)
+    send_walltime_warning(job, env)
     row = wait_until_finished(job, tmp_path, env, timeout=600)
     assert row["current_job_id"] != job["job_id"]
     # Each resubmission ran as a new job with a log of its own; `hpcdist logs` shows them all, in turn.
     logs = hpcdist("logs", job["job_id"], cwd=tmp_path, env=env)
     assert logs.returncode == 0, logs.stderr
-    check_resumed(job, row, tmp_path, uninterrupted[example], r"restarted \d time\(s\), now job \d+", logs.stdout)
+    check_resumed(job, row, tmp_path, uninterrupted[example], r"restarted 1 time\(s\), now job \d+", logs.stdout)
     runs = re.split(r"^==> hpcdist: job (\d+), log (.+) <==$", logs.stdout, flags=re.M)
-    assert runs[0] == "" and runs[1] == job["job_id"] and runs[-3] == row["current_job_id"], logs.stdout[-4000:]
+    assert runs[0] == "" and runs[1] == job["job_id"] and runs[-3] == row["current_job_id"], testcluster.log_excerpt(logs.stdout)
+    assert len(runs) == 7, testcluster.log_excerpt(logs.stdout)  # two runs
     first, last = runs[3], runs[-1]
     assert "walltime warning (SIGUSR2)" in first and re.search(LINE + r"stopped at step \d+ \(", first, re.M), first
     assert "resubmitted as job" in first and "resumed from" not in first, first
     assert re.search(LINE + r"resumed from \S+ at step \d+$", last, re.M), last
     assert row["log"] == runs[-2] != job["log"]
+
+
+#: A stand-in training without torch (--launcher none): it stops on the request, or it finishes
+#: after the warning came without stopping on it; a resubmitted run has nothing left to do.
+TRAINING_STUB = """
+import os, sys, time
+from hpcdist.signals import StopRequest
+
+mode = sys.argv[1]
+if int(os.environ.get("HPCDIST_RESTART_COUNT") or 0):
+    print("run 2: nothing left to do", flush=True)
+    sys.exit(0)
+stop = StopRequest()
+for _ in range(1200):
+    if mode == "stops" and stop.agreed():
+        print(f"stopped: {stop.reason}", flush=True)
+        sys.exit(0)
+    if mode == "finishes" and os.path.exists(os.environ["HPCDIST_STOP_FILE"]):
+        print("finished, after the warning came", flush=True)
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit("no warning came in 120 s")
+"""
+
+
+def test_pbs_script_warns_itself_before_the_walltime_and_resubmits_only_a_stopped_training(cluster, tmp_path):
+    """PBS sends no warning: the script's own timer sends it the margin before the walltime (20 s
+    into a 1-minute job here). A training that stopped on it is resubmitted; one that ended on its
+    own after it came (its last step was done) is finished and is not: the job completes once."""
+    env = testcluster.client_env(cluster)
+    (tmp_path / "stub.py").write_text(TRAINING_STUB)
+    jobs = {}
+    for mode in ("stops", "finishes"):
+        folder = tmp_path / mode
+        folder.mkdir()
+        proc = hpcdist("submit", "--scheduler", "pbs", "--launcher", "none", "--requeue", "1", "--walltime", "1m",
+                       "--signal-margin", "40s", "--json", str(tmp_path / "stub.py"), mode, cwd=folder, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        jobs[mode] = json.loads(proc.stdout)
+    rows = {mode: wait_until_finished(job, tmp_path / mode, env, timeout=300) for mode, job in jobs.items()}
+    logs = {mode: hpcdist("logs", job["job_id"], cwd=tmp_path / mode, env=env).stdout for mode, job in jobs.items()}
+
+    stopped, finished = rows["stops"], rows["finishes"]
+    assert (stopped["state"], stopped["exit_code"], stopped["restarts"]) == ("COMPLETED", 0, 1), logs["stops"]
+    assert "walltime warning (SIGUSR2)" in logs["stops"] and "stopped: the job script asked" in logs["stops"]
+    assert "resubmitted as job" in logs["stops"] and "run 2: nothing left to do" in logs["stops"], logs["stops"]
+
+    assert (finished["state"], finished["exit_code"], finished["restarts"]) == ("COMPLETED", 0, 0), logs["finishes"]
+    assert finished["current_job_id"] == jobs["finishes"]["job_id"]
+    assert "finished, after the warning came" in logs["finishes"]
+    assert ("the training ended (exit 0) after the walltime warning without stopping on it: it is finished; "
+            "the job is not requeued.") in logs["finishes"]
+    assert "resubmitted" not in logs["finishes"] and "run 2" not in logs["finishes"], logs["finishes"]
 
 
 def worker_pids(script: str) -> dict[str, int]:
@@ -218,11 +283,11 @@ def test_torchrun_restarts_the_workers_after_a_crash_and_training_goes_on(cluste
     subprocess.run(["kill", "-9", str(pids["1"])], check=True)
     row = wait_until_finished(job, tmp_path, env)
     log = log_of(job)
-    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{log[-4000:]}"
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{testcluster.log_excerpt(log)}"
     # Restarted workers (no requeue: the same run of the job) went on from a checkpoint of the first ones.
     assert row["restarts"] == 0
     resumed = [int(s) for s in re.findall(LINE + r"resumed from \S+ at step (\d+)", log, re.M)]
-    assert resumed and 0 < resumed[-1] < STEPS, log[-4000:]
+    assert resumed and 0 < resumed[-1] < STEPS, testcluster.log_excerpt(log)
     assert_bitwise_equal(final_parameters(tmp_path), final_parameters(tmp_path / "reference"))
 
 
@@ -265,11 +330,11 @@ def test_an_elastic_job_loses_a_node_and_finishes_on_the_one_left(cluster, tmp_p
                        timeout=60)
         testcluster.wait_idle(cluster)
     log = log_of(job)
-    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{log[-4000:]}"
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), f"{row}\n{testcluster.log_excerpt(log)}"
     # The training started on 2 ranks, went on with 1 from a checkpoint, and reached its last step.
     sizes = re.findall(LINE + r"DDP on (\d+) ranks", log, re.M)
-    assert sizes[0] == "2" and sizes[-1] == "1", log[-4000:]
+    assert sizes[0] == "2" and sizes[-1] == "1", testcluster.log_excerpt(log)
     resumed = [int(s) for s in re.findall(LINE + r"resumed from \S+ at step (\d+)", log, re.M)]
-    assert resumed and 0 < resumed[-1] < STEPS, log[-4000:]
-    assert re.search(LINE + rf"step {STEPS} epoch", log, re.M), log[-4000:]
+    assert resumed and 0 < resumed[-1] < STEPS, testcluster.log_excerpt(log)
+    assert re.search(LINE + rf"step {STEPS} epoch", log, re.M), testcluster.log_excerpt(log)
     assert "srun: error: Node failure on node2" in log  # what the user reads of the lost node

@@ -75,6 +75,8 @@ def test_the_job_scripts_stop_file_stops_every_rank_at_the_same_step(tmp_path):
     assert step0 == step1 > 1
     assert why0 == "the job script asked: walltime warning (SIGUSR2)"
     assert why1 == "another rank was asked to stop"
+    # The job script requeues only a training that stopped on the request: it left this file.
+    assert (tmp_path / "stop.stopped").exists()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGUSR2, signal.SIGTERM])
@@ -93,3 +95,21 @@ def test_without_a_process_group_it_answers_for_this_process(tmp_path):
             "import sys; assert 'torch' not in sys.modules\nprint('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_only_a_training_that_stops_on_the_request_says_so_to_the_job_script(tmp_path):
+    """The job script requeues when ``<stop file>.stopped`` exists: a training that ends on its own
+    after the warning came (it never agreed to stop) leaves none, and is not run again."""
+    code = ("import os, sys\nfrom hpcdist.signals import StopRequest\n"
+            "stop = StopRequest(stop_file=sys.argv[1])\n"
+            "assert not stop.agreed() and not os.path.exists(sys.argv[1] + '.stopped')\n"
+            "open(sys.argv[1], 'w').write('walltime warning (SIGUSR2)')\n"
+            "if sys.argv[2] == 'stops':\n    assert stop.agreed()\n"
+            "print('ok')\n")
+    for mode, left in (("stops", True), ("ends on its own", False)):
+        folder = tmp_path / mode.replace(" ", "-")
+        folder.mkdir()
+        proc = subprocess.run([sys.executable, "-c", code, str(folder / "stop"), mode], env=clean_env(),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.stdout.strip() == "ok", proc.stderr
+        assert (folder / "stop.stopped").exists() is left, mode

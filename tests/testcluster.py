@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import time
@@ -133,3 +134,39 @@ def wait_idle(state: pathlib.Path, timeout: float = 120) -> None:
 def queue(state: pathlib.Path) -> str:
     proc = subprocess.run(["squeue", "-h"], env=client_env(state), capture_output=True, text=True, timeout=30)
     return proc.stdout.strip()
+
+
+#: Lines that say nothing about a failure: DeepSpeed's and torch's INFO chatter.
+_NOISE = re.compile(r"\[INFO\]|\bINFO\b|\[(?:default|RANK)\d*\]:?\s*$")
+#: The first line of a failure's story.
+_TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\berror:|\bFAILED\b|"
+                      r"\bKilled\b|Segmentation fault|\bexit(?:ed with| code| status) [1-9]|\btimed? ?out\b", re.I)
+#: hpcdist's own lines (DeepSpeed over pdsh puts "node1: " before its nodes' lines).
+_OWN = re.compile(r"^(?:[\w.-]+: )?hpcdist\b")
+#: Where ``hpcdist logs`` starts each run's log.
+_RUN = re.compile(r"^(==> hpcdist: job \d+, log .+ <==)$", re.M)
+
+
+def log_excerpt(text: str, name: str = "the job's log", tail: int = 25, width: int = 300) -> str:
+    """What a failing test shows of a job's log: for each run's log (named), hpcdist's own lines,
+    the first error with the lines around it, and the last lines that are not INFO chatter.
+    Whole lines, never a cut in the middle of a word."""
+    parts = _RUN.split(text)
+    sections = [(name, text)] if len(parts) == 1 else list(zip(parts[1::2], parts[2::2]))
+    out = []
+    for title, body in sections:
+        lines = body.strip("\n").splitlines()
+        out.append(f"----- {title} ({len(lines)} lines)")
+        own = [line for line in lines if _OWN.match(line)]
+        if own:
+            out.append("hpcdist's lines:")
+            out += ["  " + line[:width] for line in own[-30:]]
+        first = next((i for i, line in enumerate(lines) if _TROUBLE.search(line) and not _NOISE.search(line)), None)
+        if first is not None:
+            out.append(f"the first error, line {first + 1}:")
+            around = [line for line in lines[max(0, first - 3):first + 40] if not _NOISE.search(line)]
+            out += ["  " + line[:width] for line in around[:18]]
+        quiet = [line for line in lines if not _NOISE.search(line)]
+        out.append(f"the last {min(tail, len(quiet))} lines (INFO lines left out):")
+        out += ["  " + line[:width] for line in quiet[-tail:]]
+    return "\n".join(out)

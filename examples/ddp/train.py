@@ -133,8 +133,9 @@ def train(args, env, device) -> None:
             if step == start + 1 or step % args.log_every == 0 or step == args.steps:
                 dist.all_reduce(total)  # the loss averaged over all ranks' batches
                 common.log(f"step {step} epoch {epoch} loss {total.item() / env.world_size:.4f}")
-            # The walltime warning or a preemption: every rank learns it at the same step.
-            stopping = stop.agreed()
+            # The walltime warning or a preemption: every rank learns it at the same step; after the
+            # last step the training is done, whatever came: it is not stopped (so it is not requeued).
+            stopping = step < args.steps and stop.agreed()
             if step % args.save_every == 0 or step == args.steps or stopping:
                 if env.rank == 0:  # the weights and optimizer state are the same on every rank
                     common.atomic_save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),

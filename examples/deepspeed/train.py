@@ -131,7 +131,9 @@ def train(args, config, env) -> None:
                 total = loss.detach().clone()
                 dist.all_reduce(total)
                 common.log(f"step {step} epoch {epoch} loss {total.item() / env.world_size:.4f}")
-            stopping = stop.agreed()  # the walltime warning or a preemption, on every rank at this step
+            # The walltime warning or a preemption, on every rank at this step; after the last step
+            # the training is done, whatever came: it is not stopped (so it is not requeued).
+            stopping = step < args.steps and stop.agreed()
             if step % args.save_every == 0 or step == args.steps or stopping:
                 save(engine, folder, step, env)
             if stopping:

@@ -70,9 +70,15 @@ while :; do
   kill -0 "$hpcdist_launch_pid" 2>/dev/null || break
 done
 if [ "$hpcdist_requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
-  # The training stopped on the warning: requeue or resubmit this job (it records its new start).
-  hpcdist requeue --scheduler pbs --max 0 --script "$0" --job-dir /home/alice/project/.hpcdist/jobs/train-20261122-120000 || status=$?
-  # Requeued: this run's end is not the job's end.
-  [ "$status" != 0 ] || hpcdist_exit_file=""
+  # Its StopRequest leaves "$HPCDIST_STOP_FILE.stopped" when the training stopped on the warning
+  # (hpcdist/signals.py); without it the training ended on its own: it is done, nothing to requeue.
+  if [ -e "$HPCDIST_STOP_FILE.stopped" ]; then
+    # Requeue or resubmit this job (it records its new start).
+    hpcdist requeue --scheduler pbs --max 0 --script "$0" --job-dir /home/alice/project/.hpcdist/jobs/train-20261122-120000 || status=$?
+    # Requeued: this run's end is not the job's end.
+    [ "$status" != 0 ] || hpcdist_exit_file=""
+  else
+    echo "hpcdist: the training ended (exit 0) after the walltime warning without stopping on it: it is finished; the job is not requeued." >&2
+  fi
 fi
 exit "$status"
