@@ -31,8 +31,10 @@ env = hpcdist.env.init_distributed(timeout=60)
 # Rank 1 never sees the file: only the other rank's answer can stop it.
 stop = StopRequest(stop_file=os.environ["STOP_FILE"] if env.rank == 0 else "")
 open(os.path.join(os.environ["READY"], f"{env.rank}.{os.getpid()}"), "w").close()
-for step in range(1, 400):
+for step in range(1, 4000):
     time.sleep(0.05 * (1 + env.rank))  # the ranks reach each check at different times
+    if step == 2:  # the test asks for the stop once every rank is past its first check
+        open(os.path.join(os.environ["READY"], f"step2.{env.rank}"), "w").close()
     if stop.agreed():
         sys.stdout.write(f"rank {env.rank} stopped at step {step}: {stop.reason}\\n")
         sys.stdout.flush()
@@ -52,12 +54,12 @@ def start(tmp_path):
     env = clean_env(STOP_FILE=str(tmp_path / "stop"), READY=str(ready))
     proc = subprocess.Popen(torchrun(2, no_python=False) + [str(script)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while len(os.listdir(ready)) < 2:
+    # Every rank at step 2 (past one check), however slowly the machine runs: no guessed sleep.
+    deadline = time.monotonic() + 300
+    while len(os.listdir(ready)) < 4:
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.1)
-    time.sleep(0.5)  # a few steps
-    return proc, {int(n.split(".")[0]): int(n.split(".")[1]) for n in os.listdir(ready)}
+        time.sleep(0.05)
+    return proc, {int(n.split(".")[0]): int(n.split(".")[1]) for n in os.listdir(ready) if not n.startswith("step")}
 
 
 def stops(proc) -> list[tuple[int, int, str]]:
