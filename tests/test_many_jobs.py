@@ -389,7 +389,7 @@ def test_sixteen_slurm_jobs_at_once_on_one_node_each_rendezvous_on_its_own_port(
         assert {(j, host, total) for j, _, host, _, total in lines} == {(job_id, "node1", "3.0")}, log[-2000:]
         (port,) = {int(p) for _, _, _, p, _ in lines}
         assert port == port_for_job(job_id) == 20000 + int(job_id) % 10000  # the documented rule
-        assert f"hpcdist: nodes: node1; master: node1:{port}" in log, log[-2000:]
+        assert f"hpcdist: nodes: node1; torchrun rendezvous: node1:{port} (" in log, log[-2000:]
         ports[job_id] = port
     assert len(set(ports.values())) == 16, f"rendezvous ports shared: {ports}"
     assert _status(env, tmp_path) == {job["job_id"]: ("COMPLETED", 0) for job in jobs}
