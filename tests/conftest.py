@@ -44,6 +44,12 @@ def pytest_sessionstart(session):
 
     configuration.set_hypothesis_home_dir(_HYPOTHESIS_HOME)
     session.config._hpcdist_in_repo = _in_repo()
+    if not os.environ.get("HPCDIST_INSTALL_RECORD"):
+        # What the test cluster installs during this run, for the closing summary (scripts/test.sh
+        # sets its own, to which scripts/bootstrap.sh has added what it installed).
+        fd, path = tempfile.mkstemp(prefix="hpcdist-installed.")
+        os.close(fd)
+        os.environ["HPCDIST_INSTALL_RECORD"] = session.config._hpcdist_own_record = path
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -64,6 +70,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"The tests must work in temporary folders; these appeared in {ROOT}:")
         for path in left:
             terminalreporter.write_line(f"  {path}")
+    record = os.environ.get("HPCDIST_INSTALL_RECORD")
+    lines = []
+    if record and os.path.exists(record):
+        with open(record, errors="replace") as f:
+            lines = [line.rstrip("\n") for line in f if line.strip()]
+    own = getattr(config, "_hpcdist_own_record", None)
+    if own:
+        os.unlink(own)
+    terminalreporter.section("installed on this machine during this run")
+    if not lines:
+        terminalreporter.write_line("nothing (what the tests need was there already; see README, Set-up)")
+        return
+    for line in lines:
+        terminalreporter.write_line(line)
+    if any("apt-get install" in line and "slurm" in line for line in lines):
+        terminalreporter.write_line(
+            "These stay installed. Slurm's commands (sbatch, squeue, scancel, and its qsub/qstat) have no "
+            "configuration and no controller outside the tests: `hpcdist submit --scheduler slurm|pbs` here says so; "
+            "use --scheduler local. apt also enabled the munge and ssh services (sshd on port 22), which "
+            "a machine running systemd starts; slurmctld and slurmd stay off without /etc/slurm/slurm.conf.")
 
 
 @pytest.fixture(scope="session")

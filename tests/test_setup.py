@@ -1,5 +1,5 @@
-"""The test command itself: a run that leaves files in the clone (jobs in its .hpcdist/, say)
-fails, naming them (tests/conftest.py).
+"""The test command itself: its closing summary says what it installed on this machine, and a
+run that leaves files in the clone (jobs in its .hpcdist/, say) fails, naming them (tests/conftest.py).
 
 Each test runs pytest in a subprocess with this folder's conftest on a small test file of its own.
 """
@@ -25,6 +25,25 @@ def pytest_run(tmp_path, test_text: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
                            "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
                           cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300)
+
+
+def test_the_summary_says_what_was_installed(tmp_path):
+    record = tmp_path / "installed"
+    record.write_text("scripts/bootstrap.sh: apt-get install openmpi-bin libopenmpi-dev (system-wide)\n"
+                      "tests/cluster/cluster.sh (the test cluster): apt-get install slurm-wlm munge (system-wide)\n")
+    proc = pytest_run(tmp_path, "def test_nothing():\n    pass\n", HPCDIST_INSTALL_RECORD=str(record))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = proc.stdout.split("installed on this machine during this run")[1]
+    assert "scripts/bootstrap.sh: apt-get install openmpi-bin libopenmpi-dev (system-wide)" in summary
+    assert "tests/cluster/cluster.sh (the test cluster): apt-get install slurm-wlm munge (system-wide)" in summary
+    assert "no configuration and no controller outside the tests" in summary and "use --scheduler local" in summary
+
+
+def test_the_summary_says_when_nothing_was_installed(tmp_path):
+    proc = pytest_run(tmp_path, "def test_nothing():\n    pass\n")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "installed on this machine during this run" in proc.stdout
+    assert "nothing (what the tests need was there already" in proc.stdout
 
 
 def test_a_job_left_in_the_clones_hpcdist_fails_the_run(tmp_path):
