@@ -178,8 +178,8 @@ def _spec(args: argparse.Namespace, check_files: bool = True):
 
     try:
         # build: a mistake in a profile's value names the file and the key, not a flag nobody typed.
-        spec = build(load_profile(args.profile), {name: getattr(args, name) for name in (*KEYS, "script", "script_args")},
-                     check_files=check_files)
+        flags = {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}
+        spec = build(load_profile(args.profile), flags, check_files=check_files)
     except ProfileError as e:
         raise CommandError(str(e)) from None
     for note in spec.notes:

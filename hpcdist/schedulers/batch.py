@@ -267,7 +267,8 @@ class BatchScheduler(Scheduler):
         if proc.returncode != 0:
             missing = retry.not_configured(proc.stdout + "\n" + proc.stderr)
             if missing:
-                raise SubmitError(f"job {job_id} was not cancelled: {self.cannot_reach(self.cancel_command, missing)}")
+                why = self.cannot_reach(self.cancel_command, missing)
+                raise SubmitError(f"job {job_id} was not cancelled: {why}")
             raise SubmitError(f"{self.cancel_command} {job_id} failed: "
                               f"{proc.stderr.strip() or proc.stdout.strip()}")
 
