@@ -68,13 +68,12 @@ class JobHandle:
 
 def submit(script: str, *script_args: str, profile: str | None = None, **options) -> JobHandle:
     """Render, write and submit a job for ``script``; see the module docstring."""
-    from hpcdist.profiles import load_profile, merge
-    from hpcdist.spec import build_spec
+    from hpcdist.profiles import build, load_profile
 
     if isinstance(options.get("env"), dict):
         options["env"] = [f"{k}={v}" for k, v in options["env"].items()]
-    values = merge(load_profile(profile), {**options, "script": script, "script_args": list(script_args)})
-    return JobHandle(_submission.submit(build_spec(values)))
+    spec = build(load_profile(profile), {**options, "script": script, "script_args": list(script_args)})
+    return JobHandle(_submission.submit(spec))
 
 
 def job(ref: str) -> JobHandle:

@@ -174,15 +174,14 @@ def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
 
 
 def _spec(args: argparse.Namespace, check_files: bool = True):
-    from hpcdist.profiles import KEYS, ProfileError, load_profile, merge
-    from hpcdist.spec import build_spec
+    from hpcdist.profiles import KEYS, ProfileError, build, load_profile
 
     try:
-        profile = load_profile(args.profile)
+        # build: a mistake in a profile's value names the file and the key, not a flag nobody typed.
+        flags = {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}
+        spec = build(load_profile(args.profile), flags, check_files=check_files)
     except ProfileError as e:
         raise CommandError(str(e)) from None
-    spec = build_spec(merge(profile, {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}),
-                      check_files=check_files)
     for note in spec.notes:
         print(f"hpcdist {args.command}: {note}", file=sys.stderr)
     return spec

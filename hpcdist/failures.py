@@ -81,7 +81,7 @@ def report_failures(env) -> None:
 
 
 #: hpcdist's own line in the log (the common template writes it): the job's hosts in order.
-_NODES = re.compile(r"^hpcdist: nodes: (?P<nodes>[^;]*); master: ", re.M)
+_NODES = re.compile(r"^hpcdist: nodes: (?P<nodes>[^;]*); ", re.M)
 
 
 #: What a rank says when another rank died under it.

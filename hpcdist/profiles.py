@@ -38,8 +38,22 @@ KEYS: dict[str, type] = {o.key: o.kind for o in OPTIONS if o.profile}
 LIST_KEYS = tuple(key for key, kind in KEYS.items() if kind in (list, dict))
 
 
+#: Keys whose value is a path relative to the profile's file.
+_PATHS = ("template", "template_dir")
+
+
 class ProfileError(ValueError):
     pass
+
+
+class Profile(dict):
+    """A profile's values (as :func:`load_profile` checked them), and where each was written:
+    ``path``, ``name``, and ``written`` (key -> (the key, the value) as in the file), so that a
+    later error about one of them names the file and the key instead of a flag nobody typed."""
+
+    def __init__(self, values=(), path: str = "", name: str = "", written: dict | None = None):
+        super().__init__(values)
+        self.path, self.name, self.written = path, name, written or {}
 
 
 def user_file() -> str:
@@ -84,7 +98,7 @@ def load_profile(name: str | None, files: list[str] | None = None) -> dict:
         name, chosen_by = next(((data["default"], f" (the default in {path})") for path, data in found
                                 if "default" in data), (None, ""))
         if name is None:
-            return {}
+            return Profile()
     for path, data in found:
         profiles = data.get("profiles", {})
         if name in profiles:
@@ -98,7 +112,7 @@ def _check(table: dict, name: str, path: str) -> dict:
     if not isinstance(table, dict):
         raise ProfileError(f"{path}: profiles.{name} must be a table")
     checks = _value_checks(table)
-    out = {}
+    out, written = {}, {}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
         if key not in KEYS:
@@ -120,10 +134,11 @@ def _check(table: dict, name: str, path: str) -> dict:
                     int: "a whole number", bool: "true or false"}[want]
             raise ProfileError(f"{path}: profiles.{name}.{raw_key} = {value!r} must be {kind}")
         _check_value(key, value, checks, f"{path}: profiles.{name}.{raw_key}")
-        if key in ("template", "template_dir"):
+        written[key] = (raw_key, value)
+        if key in _PATHS:
             value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
         out[key] = value
-    return out
+    return Profile(out, path, name, written)
 
 
 def _value_checks(table: dict) -> dict:
@@ -163,3 +178,57 @@ def merge(profile: dict, flags: dict) -> dict:
     if isinstance(merged.get("env"), dict):
         merged["env"] = [f"{k}={v}" for k, v in merged["env"].items()]
     return merged
+
+
+def build(profile: dict, flags: dict, *, check_files: bool = True):
+    """:func:`hpcdist.spec.build_spec` over the profile and the flags (:func:`merge`). A
+    :class:`~hpcdist.validate.ValidationError` about a value the profile gave (a folder that
+    does not exist, a rule that ties it to a flag) becomes a :class:`ProfileError` naming the
+    file, the key and the value as written there; one about a flag's value stays as it was."""
+    from hpcdist.spec import build_spec
+
+    try:
+        return build_spec(merge(profile, flags), check_files=check_files)
+    except v.ValidationError as e:
+        blamed = _blame(e, profile, flags)
+        if blamed is None:
+            raise
+        raise blamed from None
+
+
+def _blame(error, profile: dict, flags: dict) -> ProfileError | None:
+    """``error`` as the profile's, when the value it names came from the profile; else None."""
+    from hpcdist.options import OPTIONS
+
+    if not isinstance(profile, Profile):
+        return None
+    option = next((o for o in OPTIONS if error.field in o.flags and o.key in profile.written), None)
+    if option is None:
+        return None
+    given = flags.get(option.key)
+    if option.is_list:
+        # Flags add to the profile's list: the item named is the profile's unless a flag gave it.
+        if given and str(error.value) in _items(given):
+            return None
+    elif given is not None:
+        return None
+    raw_key, raw_value = profile.written[option.key]
+    rule, fix = error.rule, error.fix
+    if option.key in _PATHS:
+        if not os.path.isabs(raw_value):
+            rule = f"{rule.rstrip('.')} ({error.value}: a profile's paths are relative to its file)."
+        fix = "Check the path, or remove the line (hpcdist's own templates are used without it)."
+    return ProfileError(f"{profile.path}: profiles.{profile.name}.{raw_key} = {raw_value!r}: {rule}"
+                        + (f" {fix}" if fix else ""))
+
+
+def _items(given) -> set[str]:
+    """The values a list flag gave, as an error may name them (``--env A=b``: also ``A`` and ``b``)."""
+    items = set()
+    for item in (given.items() if isinstance(given, dict) else given):
+        if isinstance(item, tuple):
+            items.update(map(str, item))
+        else:
+            items.add(str(item))
+            items.update(str(item).split("=", 1))
+    return items

@@ -147,6 +147,8 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
         job_dir=job_dir,
         job_files=_job_files(job_dir),
         hostfile_format=launcher.hostfile_format(spec),
+        # What MASTER_ADDR:MASTER_PORT are to the launcher, for the log's "nodes:" line.
+        endpoint=launcher.endpoint,
         propagated=propagated(spec),
         # The launcher's lines for the allocation block (after the hostfile and the master).
         allocation_lines=[Shell(line) for line in launcher.allocation_lines(spec)],

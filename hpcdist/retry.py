@@ -57,6 +57,22 @@ _MAYBE_SENT = re.compile(
 )
 
 
+# The client found no scheduler to talk to at all: no configuration, or a server name that
+# does not resolve. Not transient: no retry, and the user is told what it means (on a login
+# node, a site problem; elsewhere, no cluster is set up here). Slurm's configless look-up
+# (sbatch, squeue, scancel, and the Perl qsub/qstat of Slurm's Torque wrapper, as "perl: ...");
+# Torque's and OpenPBS's clients without a server name or configuration.
+_NOT_CONFIGURED = re.compile(
+    r"Could not establish a configuration source"
+    r"|resolve_ctls_from_dns_srv"
+    r"|Unable to process configuration file"
+    r"|Cannot resolve (?:default|specified) server host"
+    r"|pbsconf error"
+    r"|cannot connect to server (?:\(null\) )?\(errno=",
+    re.I,
+)
+
+
 def _matching_line(pattern: re.Pattern, text: str) -> str | None:
     """The last line of ``text`` where ``pattern`` matches, stripped: the most specific one
     (PBS says "Connection refused", then "qsub: cannot connect to server pbs01")."""
@@ -64,14 +80,26 @@ def _matching_line(pattern: re.Pattern, text: str) -> str | None:
     return found[-1].strip().strip("'\"") if found else None
 
 
+def not_configured(text: str) -> str | None:
+    """The line saying the client has no scheduler to talk to (no configuration, no server name
+    it can resolve), or None: Slurm's ``fatal:`` line (the lines before it are its causes), else
+    the first that matches (PBS names the cause first, then "cannot connect to server")."""
+    lines = [line.strip() for line in (text or "").splitlines() if _NOT_CONFIGURED.search(line)]
+    if not lines:
+        return None
+    fatal = [line for line in (text or "").splitlines() if " fatal: " in line]
+    return fatal[-1].strip() if fatal else lines[0]
+
+
 def not_sent(text: str) -> str | None:
-    """The line saying the request never reached the controller, or None."""
-    return _matching_line(_NOT_SENT, text or "")
+    """The line saying the request never reached the controller, or None (also when no
+    scheduler is configured at all: another try cannot help)."""
+    return None if not_configured(text) else _matching_line(_NOT_SENT, text or "")
 
 
 def maybe_sent(text: str) -> str | None:
     """The line saying the controller did not answer after the request went out, or None."""
-    return _matching_line(_MAYBE_SENT, text or "")
+    return None if not_configured(text) else _matching_line(_MAYBE_SENT, text or "")
 
 
 def unreachable(text: str) -> str | None:

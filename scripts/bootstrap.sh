@@ -4,8 +4,11 @@
 # torch (CPU), mpi4py, DeepSpeed, accelerate, scikit-learn (the examples' data),
 # pytest, hypothesis and hpcdist itself (editable).
 # Safe to run again: it installs only what is missing.
+# HPCDIST_INSTALL_RECORD (set by scripts/test.sh): a file to which each install is added as one
+# line, for the test command's closing summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+record() { if [ -n "${HPCDIST_INSTALL_RECORD:-}" ]; then echo "scripts/bootstrap.sh: $*" >>"$HPCDIST_INSTALL_RECORD"; fi; }
 
 apt_packages=()
 command -v mpirun.openmpi >/dev/null || apt_packages+=(openmpi-bin libopenmpi-dev)
@@ -15,6 +18,7 @@ if ((${#apt_packages[@]})); then
     echo "bootstrap: apt-get install ${apt_packages[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
+    record "apt-get install ${apt_packages[*]} (system-wide)"
   else
     echo "bootstrap: cannot install ${apt_packages[*]} (needs root and apt-get);" \
          "the tests that run MPI will say they are skipped and why" >&2
@@ -34,4 +38,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   pip_install "torch==2.13.0"
   pip_install -e ".[test,mpi,deepspeed,submitit,accelerate,examples]"
   echo "$want" > "$stamp"
+  record "pip install torch==2.13.0 and hpcdist[test,mpi,deepspeed,submitit,accelerate,examples] (into $PWD/.venv)"
 fi

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what it needs, then runs pytest.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k hostlist).
+# What scripts/bootstrap.sh and the test cluster install during the run is recorded in a
+# temporary file (HPCDIST_INSTALL_RECORD), which pytest's closing summary prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+HPCDIST_INSTALL_RECORD=$(mktemp "${TMPDIR:-/tmp}/hpcdist-installed.XXXXXX")
+export HPCDIST_INSTALL_RECORD
+trap 'rm -f "$HPCDIST_INSTALL_RECORD"' EXIT
 bash scripts/bootstrap.sh
-exec .venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "$@"

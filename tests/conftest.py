@@ -1,5 +1,9 @@
 import os
+import pathlib
+import shutil
+import subprocess
 import sys
+import tempfile
 
 # tests/launch.py is imported as a helper module by the tests beside it.
 sys.path.insert(0, os.path.dirname(__file__))
@@ -8,6 +12,84 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pytest  # noqa: E402
 
 import testcluster  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+#: Hypothesis's caches go to a temporary folder, not into the clone's .hypothesis/.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="hpcdist-hypothesis-")
+
+
+# ------------------------------------------------------------------ the suite leaves the clone as it found it
+
+
+def _in_repo() -> set[str]:
+    """What lies in the clone besides its tracked files (ignored files too, by top folder), and
+    the job folders of its own .hpcdist/ (where `hpcdist submit` run there records jobs)."""
+    found = set()
+    jobs = ROOT / ".hpcdist" / "jobs"
+    if jobs.is_dir():
+        found.update(f".hpcdist/jobs/{name}" for name in os.listdir(jobs))
+    elif (ROOT / ".hpcdist").exists():
+        found.add(".hpcdist")
+    if shutil.which("git") and (ROOT / ".git").exists():
+        proc = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=normal"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        found.update(line[3:] for line in proc.stdout.splitlines()
+                     # Python's own caches; and test-output/, where failed cluster tests leave logs on purpose.
+                     if line[:2] in ("??", "!!") and "__pycache__" not in line and "test-output/" not in line)
+    return found
+
+
+def pytest_sessionstart(session):
+    from hypothesis import configuration
+
+    configuration.set_hypothesis_home_dir(_HYPOTHESIS_HOME)
+    session.config._hpcdist_in_repo = _in_repo()
+    if not os.environ.get("HPCDIST_INSTALL_RECORD"):
+        # What the test cluster installs during this run, for the closing summary (scripts/test.sh
+        # sets its own, to which scripts/bootstrap.sh has added what it installed).
+        fd, path = tempfile.mkstemp(prefix="hpcdist-installed.")
+        os.close(fd)
+        os.environ["HPCDIST_INSTALL_RECORD"] = session.config._hpcdist_own_record = path
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_HYPOTHESIS_HOME, ignore_errors=True)
+    before = getattr(session.config, "_hpcdist_in_repo", None)
+    if before is None:
+        return
+    left = sorted(_in_repo() - before)
+    session.config._hpcdist_left = left
+    if left and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    left = getattr(config, "_hpcdist_left", [])
+    if left:
+        terminalreporter.section("files the tests left in the clone", red=True)
+        terminalreporter.write_line(f"The tests must work in temporary folders; these appeared in {ROOT}:")
+        for path in left:
+            terminalreporter.write_line(f"  {path}")
+    record = os.environ.get("HPCDIST_INSTALL_RECORD")
+    lines = []
+    if record and os.path.exists(record):
+        with open(record, errors="replace") as f:
+            lines = [line.rstrip("\n") for line in f if line.strip()]
+    own = getattr(config, "_hpcdist_own_record", None)
+    if own:
+        os.unlink(own)
+    terminalreporter.section("installed on this machine during this run")
+    if not lines:
+        terminalreporter.write_line("nothing (what the tests need was there already; see README, Set-up)")
+        return
+    for line in lines:
+        terminalreporter.write_line(line)
+    if any("apt-get install" in line and "slurm" in line for line in lines):
+        terminalreporter.write_line(
+            "These stay installed. Slurm's commands (sbatch, squeue, scancel, and its qsub/qstat) have no "
+            "configuration and no controller outside the tests: `hpcdist submit --scheduler slurm|pbs` here says so; "
+            "use --scheduler local. apt also enabled the munge and ssh services (sshd on port 22), which "
+            "a machine running systemd starts; slurmctld and slurmd stay off without /etc/slurm/slurm.conf.")
 
 
 @pytest.fixture(scope="session")

@@ -24,9 +24,23 @@ def test_quickstart_trains_and_stays_in_sync(launch):
     assert "identical on all ranks: True" in out
 
 
-def test_the_readme_main_command():
-    """`bash scripts/demo.sh`, as the README says: two local jobs train and complete."""
+def test_the_readme_main_command(tmp_path):
+    """`bash scripts/demo.sh`, as the README says: two local jobs train and complete; it ends saying
+    how to put hpcdist on PATH. Its jobs are submitted from a temporary folder (HPCDIST_DEMO_DIR), so
+    that the clone's own `hpcdist status` lists only the jobs its user submitted."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = run(["bash", os.path.join(root, "scripts", "demo.sh")], clean_env(), timeout=600)
+    proc = run(["bash", os.path.join(root, "scripts", "demo.sh")], clean_env(HPCDIST_DEMO_DIR=str(tmp_path)),
+               timeout=600)
     assert proc.stdout.count("identical on all ranks: True") == 2
     assert proc.stderr.count("is completed") == 2
+    torchrun_job, mpirun_job = proc.stdout.split("== hpcdist submit")[1:3]
+    # Under torchrun the job's MASTER_ADDR:MASTER_PORT is the agents' rendezvous, and said so: the ranks'
+    # master is torchrun's own choice, which they print. Under mpirun the job's master is the ranks'.
+    assert re.search(r"; torchrun rendezvous: 127\.0\.0\.1:\d+ \(torchrun gives the ranks their own master\)\n",
+                     torchrun_job) and "; master: " not in torchrun_job, torchrun_job
+    (master,) = re.findall(r"; master: (\S+)\n", mpirun_job)
+    assert set(re.findall(r"via openmpi \(master (\S+),", mpirun_job)) == {master}, mpirun_job
+    status = proc.stdout.split("== hpcdist status\n")[1].split("\n\n")[0].splitlines()
+    assert len(status) == 3 and all(" completed  0" in line for line in status[1:]), status
+    assert len(os.listdir(tmp_path / ".hpcdist" / "jobs")) == 2
+    assert f"source {root}/.venv/bin/activate" in proc.stdout

@@ -79,11 +79,16 @@ node1: hpcdist: rank 1/4 (local rank 1 on node1) failed at 2026-11-22T13:55:24.0
     ("hpcdist: nodes: node1 node2; master: node1:20017\n" + SRUN_KILLED.replace("task 3", "task 1")
      + DEEPSPEED_KILLED.replace("node2: ", "", 2), True,
      "rank 3 (local rank 1) on node2: killed by signal 9 (SIGKILL) [from deepspeed]"),
+    # torchrun agents spread by mpirun (PBS): mpirun's "rank" 1 is the agent on the second host of the
+    # line a torchrun job writes (its MASTER_ADDR:MASTER_PORT is the rendezvous, not the ranks' master).
+    ("hpcdist: nodes: node1 node2; torchrun rendezvous: node1:20017 (torchrun gives the ranks their own master)\n"
+     + OPENMPI_EXIT.replace("1],3]", "1],1]"), True, "a rank on node2: exit code 3 [from mpirun]"),
     # One host, no pdsh prefix (a local DeepSpeed launch): the mapping's one host.
     (DEEPSPEED_KILLED.replace("node2: ", "").replace("'node1': [0, 1], 'node2': [2, 3]", "'localhost': [0, 1, 2, 3]"),
      False, "rank 1 (local rank 1) on localhost: killed by signal 9 (SIGKILL) [from deepspeed]"),
     ("nothing went wrong\n", False, None),
-], ids=["torchrun", "srun", "openmpi-signal", "openmpi-exit", "mpich", "deepspeed", "agents", "deepspeed-one-host",
+], ids=["torchrun", "srun", "openmpi-signal", "openmpi-exit", "mpich", "deepspeed", "agents", "agents-torchrun",
+         "deepspeed-one-host",
         "none"])
 def test_launcher_lines_name_the_rank(log, agents, expected):
     found = first_failure(log, agents)

@@ -386,10 +386,11 @@ def test_sixteen_slurm_jobs_at_once_on_one_node_each_rendezvous_on_its_own_port(
         # Both ranks write through srun into one log: their lines may run into each other.
         lines = re.findall(r"job=(\d+) rank=(\d) rendezvous=([^ :]+):(\d+) sum=(\d+\.\d+)", log)
         assert sorted(rank for _, rank, _, _, _ in lines) == ["0", "1"], testcluster.log_excerpt(log)
-        assert {(j, host, total) for j, _, host, _, total in lines} == {(job_id, "node1", "3.0")}, testcluster.log_excerpt(log)
+        assert {(j, host, total) for j, _, host, _, total in lines} == {(job_id, "node1", "3.0")}, \
+            testcluster.log_excerpt(log)
         (port,) = {int(p) for _, _, _, p, _ in lines}
         assert port == port_for_job(job_id) == 20000 + int(job_id) % 10000  # the documented rule
-        assert f"hpcdist: nodes: node1; master: node1:{port}" in log, testcluster.log_excerpt(log)
+        assert f"hpcdist: nodes: node1; torchrun rendezvous: node1:{port} (" in log, testcluster.log_excerpt(log)
         ports[job_id] = port
     assert len(set(ports.values())) == 16, f"rendezvous ports shared: {ports}"
     assert _status(env, tmp_path) == {job["job_id"]: ("COMPLETED", 0) for job in jobs}

@@ -120,7 +120,8 @@ def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, reque
     out = proc.stdout
     assert proc.returncode != 0, testcluster.log_excerpt(out)
     failed_at = float(re.search(r"failing now: ([\d.]+)", out).group(1))
-    assert ended - failed_at < 60, f"the job went on {ended - failed_at:.0f} s after rank 3 failed:\n{testcluster.log_excerpt(out)}"
+    assert ended - failed_at < 60, \
+        f"the job went on {ended - failed_at:.0f} s after rank 3 failed:\n{testcluster.log_excerpt(out)}"
     testcluster.ARTIFACTS.mkdir(exist_ok=True)
     with open(testcluster.ARTIFACTS / "failure-end-times.tsv", "a") as f:  # for the record, not asserted
         f.write(f"{scheduler}\t{launcher}\t{how}\t{ended - failed_at:.1f}\n")

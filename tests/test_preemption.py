@@ -92,7 +92,8 @@ def wait_until_finished(job: dict, cwd, env, timeout: float = 420) -> dict:
         if row["state"] in FINISHED_STATES:
             return row
         time.sleep(2)
-    pytest.fail(f"job {job['job_id']} not finished after {timeout} s: {status(job, cwd, env)}\n{testcluster.log_excerpt(log_of(job))}")
+    pytest.fail(f"job {job['job_id']} not finished after {timeout} s: {status(job, cwd, env)}\n"
+                f"{testcluster.log_excerpt(log_of(job))}")
 
 
 def final_parameters(folder) -> dict:
@@ -188,7 +189,8 @@ def test_pbs_walltime_warning_resubmits_and_it_finishes_unchanged(example, diale
     assert logs.returncode == 0, logs.stderr
     check_resumed(job, row, tmp_path, uninterrupted[example], r"restarted 1 time\(s\), now job \d+", logs.stdout)
     runs = re.split(r"^==> hpcdist: job (\d+), log (.+) <==$", logs.stdout, flags=re.M)
-    assert runs[0] == "" and runs[1] == job["job_id"] and runs[-3] == row["current_job_id"], testcluster.log_excerpt(logs.stdout)
+    assert runs[0] == "" and runs[1] == job["job_id"] and runs[-3] == row["current_job_id"], \
+        testcluster.log_excerpt(logs.stdout)
     assert len(runs) == 7, testcluster.log_excerpt(logs.stdout)  # two runs
     first, last = runs[3], runs[-1]
     assert "walltime warning (SIGUSR2)" in first and re.search(LINE + r"stopped at step \d+ \(", first, re.M), first

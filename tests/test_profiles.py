@@ -141,3 +141,69 @@ def test_good_values_pass_unchanged(tmp_path):
         "scheduler": "pbs", "dialect": "openpbs", "walltime": "90m", "mem": "16G", "modules": ["cuda/12.1"],
         "sources": ["site.sh"], "env": {"A": "x y", "B": "2"}, "directives": ["-l place=scatter"],
         "job_name": "train", "mpiexec": "/opt/mpi/bin/mpirun"}
+
+
+def _render(tmp_path, profile_text, *flags):
+    """`hpcdist render` in ``tmp_path`` with ``hpcdist.toml`` holding ``profile_text``: (exit status, stderr)."""
+    import subprocess
+    import sys
+
+    from launch import clean_env
+
+    (tmp_path / "t.py").write_text("")
+    write(tmp_path / "hpcdist.toml", profile_text)
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "none"))
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "render", *flags, "t.py"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("text,flags,message", [
+    # The README's profile, pasted with its template folder missing: it blamed --template-dir.
+    ('default = "mycluster"\n[profiles.mycluster]\nscheduler = "pbs"\ntemplate_dir = "site-templates"\n', [],
+     "hpcdist.toml: profiles.mycluster.template_dir = 'site-templates': is not a folder ({tmp}/site-templates: "
+     "a profile's paths are relative to its file). Check the path, or remove the line (hpcdist's own templates "
+     "are used without it)."),
+    ('[profiles.a]\ntemplate = "site.sh.j2"\n', ["--profile", "a"],
+     "hpcdist.toml: profiles.a.template = 'site.sh.j2': does not exist ({tmp}/site.sh.j2: a profile's paths are "
+     "relative to its file). Check the path, or remove the line (hpcdist's own templates are used without it)."),
+    # Values that only fail once the flags are known: the profile's job name under the flag's scheduler ...
+    ('[profiles.a]\njob_name = "a=b"\n', ["--profile", "a", "--scheduler", "pbs"],
+     "hpcdist.toml: profiles.a.job_name = 'a=b': character '=' at position 2 is not allowed: PBS job names may "
+     "contain only letters, digits and + _ . -. Try a_b."),
+    # ... its processes against the flag's GPUs, its directives under the local backend.
+    ('[profiles.a]\nprocs_per_node = 8\n', ["--profile", "a", "--gpus-per-node", "2"],
+     "hpcdist.toml: profiles.a.procs_per_node = 8: is more than --gpus-per-node 2: several processes would share "
+     "a GPU. Use one process per GPU (leave --procs-per-node out), or ask for more GPUs."),
+    ('[profiles.a]\ndirectives = ["--exclusive"]\n', ["--profile", "a", "--directive=--x"],
+     "hpcdist.toml: profiles.a.directives = ['--exclusive']: the local backend has no scheduler to read it. "
+     "Drop it, or submit with --scheduler slurm or pbs."),
+    # Checked when the file is read.
+    ('[profiles.a]\nwalltime = "90"\n', ["--profile", "a"],
+     "hpcdist.toml: profiles.a.walltime = '90': a bare number is minutes to Slurm but seconds to PBS. "
+     "Write 90m, 90s or 01:30:00."),
+])
+def test_a_bad_profile_value_names_the_file_and_the_key_not_a_flag(tmp_path, text, flags, message):
+    code, stderr = _render(tmp_path, text, *flags)
+    assert code == 1
+    assert stderr == f"hpcdist render: error: {message.format(tmp=tmp_path)}\n"
+
+
+@pytest.mark.parametrize("text,flags,message", [
+    ('[profiles.a]\ntemplate_dir = "."\n', ["--profile", "a", "--template-dir", "site-templates"],
+     "--template-dir 'site-templates': is not a folder. Check the path."),
+    ('[profiles.a]\nscheduler = "pbs"\n', ["--profile", "a", "--job-name", "a=b"],
+     "--job-name 'a=b': character '=' at position 2 is not allowed: PBS job names may contain only letters, "
+     "digits and + _ . -. Try a_b."),
+    ('[profiles.a]\ngpus_per_node = 2\n', ["--profile", "a", "--procs-per-node", "8"],
+     "--procs-per-node '8': is more than --gpus-per-node 2: several processes would share a GPU. Use one process "
+     "per GPU (leave --procs-per-node out), or ask for more GPUs."),
+    ('[profiles.a]\nmodules = ["cuda"]\n', ["--profile", "a", "--directive=--x"],
+     "--directive '--x': the local backend has no scheduler to read it. Drop it, or submit with --scheduler "
+     "slurm or pbs."),
+    ('[profiles.a]\nwalltime = "1h"\n', ["--profile", "a", "--walltime", "90"],
+     "--walltime '90': a bare number is minutes to Slurm but seconds to PBS. Write 90m, 90s or 01:30:00."),
+])
+def test_a_bad_flag_beside_a_profile_is_still_named_by_its_flag(tmp_path, text, flags, message):
+    code, stderr = _render(tmp_path, text, *flags)
+    assert (code, stderr) == (1, f"hpcdist render: error: {message}\n")

@@ -259,6 +259,132 @@ def test_wait_gives_up_on_a_controller_that_stays_down(script, tmp_path, monkeyp
     assert f"`hpcdist status {job.job_id}` tells once the controller is back" in err
 
 
+# ------------------------------------------------------------------ no scheduler set up at all
+
+
+def _real(program: str) -> str:
+    import shutil
+
+    path = shutil.which(program)
+    if path is None or path.startswith(FAKES):
+        pytest.skip(f"no real {program} installed here (the test cluster's set-up installs slurm-wlm)")
+    return path
+
+
+def _without_slurm_conf(tmp_path, **extra) -> dict:
+    env = clean_env(HPCDIST_RETRY_DELAY="0.1")
+    env.pop("SLURM_CONF", None)
+    return {**env, **extra}
+
+
+def _no_slurm_configuration(tmp_path) -> dict:
+    """The environment of a machine with Slurm's commands and no Slurm: no SLURM_CONF, no
+    /etc/slurm/slurm.conf (what `scripts/test.sh` leaves behind), so the real commands fail
+    on their configless DNS look-up."""
+    if os.path.exists("/etc/slurm/slurm.conf"):
+        pytest.skip("this host has /etc/slurm/slurm.conf: its Slurm commands find a configuration")
+    return _without_slurm_conf(tmp_path)
+
+
+NO_SLURM = ("is installed but cannot reach a Slurm controller ({program}: fatal: Could not establish a "
+            "configuration source). On a login node this is a site problem (ask the cluster's admins); on a machine "
+            "with no Slurm cluster set up: use --scheduler local, or set SLURM_CONF to the cluster's slurm.conf.")
+
+
+def test_real_sbatch_with_no_slurm_configured_says_so_once(script, tmp_path):
+    """The REAL sbatch, with no configuration anywhere: it fails on its own DNS SRV look-up."""
+    _real("sbatch")
+    proc = hpcdist("submit", "--scheduler", "slurm", script, cwd=tmp_path, env=_no_slurm_configuration(tmp_path))
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == "hpcdist submit: error: sbatch " + NO_SLURM.format(program="sbatch") + "\n"
+    assert job_folders(tmp_path) == []  # and not retried: nothing said "retrying"
+
+
+def test_real_sbatch_with_an_unusable_slurm_conf_says_so(script, tmp_path):
+    """The REAL sbatch, with SLURM_CONF naming an empty file: no cluster in it."""
+    _real("sbatch")
+    (tmp_path / "slurm.conf").write_text("")
+    env = _without_slurm_conf(tmp_path, SLURM_CONF=str(tmp_path / "slurm.conf"))
+    proc = hpcdist("submit", "--scheduler", "slurm", script, cwd=tmp_path, env=env)
+    assert proc.returncode == 1 and "retrying" not in proc.stderr
+    assert proc.stderr.startswith("hpcdist submit: error: sbatch is installed but cannot reach a Slurm controller "
+                                  "(sbatch: fatal: Unable to process configuration file). On a login node this is "
+                                  "a site problem"), proc.stderr
+    assert job_folders(tmp_path) == []
+
+
+def test_real_sbatch_with_a_controller_that_is_not_there(script, tmp_path):
+    """The REAL sbatch, with a slurm.conf whose controller's port nobody listens on (~9 s: sbatch's own tries)."""
+    import socket
+
+    _real("sbatch")
+    with socket.socket() as s:  # a port free now on this host
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "slurm.conf").write_text(
+        f"ClusterName=nowhere\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\nAuthType=auth/none\n"
+        "NodeName=localhost CPUs=1\nPartitionName=p Nodes=localhost Default=YES\n")
+    env = _without_slurm_conf(tmp_path, SLURM_CONF=str(tmp_path / "slurm.conf"), HPCDIST_SCHEDULER_RETRIES="0")
+    proc = hpcdist("submit", "--scheduler", "slurm", script, cwd=tmp_path, env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(
+        "hpcdist submit: error: sbatch is installed but cannot reach a Slurm controller (sbatch: error: Batch job "
+        "submission failed: Unable to contact slurm controller (connect failure)).\nThe Slurm controller cannot be "
+        "reached: on a login node it may be down or restarting; try again when it is back"), proc.stderr
+    assert "use --scheduler local" in proc.stderr and job_folders(tmp_path) == []
+
+
+def test_real_squeue_and_scancel_with_no_slurm_configured(script, tmp_path):
+    """A job recorded through the FAKE sbatch (no real Slurm can take one here); then the REAL
+    squeue and scancel, with no configuration: status and cancel say what the matter is."""
+    _real("squeue"), _real("scancel")
+    env = _no_slurm_configuration(tmp_path)
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "sbatch").symlink_to(os.path.join(FAKES, "sbatch"))
+    proc = hpcdist("submit", "--scheduler", "slurm", "--json", script, cwd=tmp_path,
+                   env=dict(env, PATH=f"{fake_bin}{os.pathsep}{env['PATH']}"))
+    assert proc.returncode == 0, proc.stderr
+    job_id = json.loads(proc.stdout)["job_id"]
+    (row,) = json.loads(hpcdist("status", "--json", cwd=tmp_path, env=env).stdout)
+    assert row["state"] == "UNKNOWN" and row["reason"] == "squeue " + NO_SLURM.format(program="squeue")
+    proc = hpcdist("cancel", job_id, cwd=tmp_path, env=env)
+    assert proc.returncode == 1
+    assert proc.stderr == (f"hpcdist cancel: error: job {job_id} was not cancelled: scancel "
+                           + NO_SLURM.format(program="scancel") + "\n")
+
+
+def test_real_slurm_qsub_wrapper_with_no_slurm_configured(script, tmp_path):
+    """The REAL qsub of Slurm's Torque wrapper (slurm-wlm-torque, Perl): Slurm's words, as "perl: ..."."""
+    qsub = _real("qsub")
+    with open(qsub, "rb") as f:
+        if b"perl" not in f.readline():
+            pytest.skip(f"{qsub} is not Slurm's Perl qsub wrapper")
+    proc = hpcdist("submit", "--scheduler", "pbs", script, cwd=tmp_path, env=_no_slurm_configuration(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "hpcdist submit: error: qsub is installed but cannot reach a PBS server (perl: fatal: Could not establish a "
+        "configuration source). On a login node this is a site problem (ask the cluster's admins); on a machine with "
+        "no PBS cluster set up: use --scheduler local, or set SLURM_CONF to the cluster's slurm.conf (this qsub is "
+        "Slurm's Torque wrapper).\n")
+
+
+@pytest.mark.parametrize("mode,line", [
+    ("no-conf-openpbs", "pbsconf error: pbs conf variables not found: PBS_HOME"),
+    ("no-server-torque", "qsub: cannot connect to server (null) (errno=15137) could not connect to trqauthd"),
+    ("bad-server-name", "qsub: Cannot resolve default server host 'pbs01' - check server_name file."),
+])
+def test_qsub_with_no_pbs_server_set_up_says_so_once(mode, line, script, tmp_path):
+    """FAKE qsub, a stand-in: no PBS server can run here; it prints what PBS's own clients print (tests/fakes/qsub)."""
+    proc = hpcdist("submit", "--scheduler", "pbs", script, cwd=tmp_path, env=fake_env(tmp_path, HPCDIST_FAKE_QSUB=mode))
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"hpcdist submit: error: qsub is installed but cannot reach a PBS server ({line}). On a login node this is a "
+        "site problem (ask the cluster's admins); on a machine with no PBS cluster set up: use --scheduler local, or "
+        "set PBS_SERVER (PBS Pro, OpenPBS) or PBS_DEFAULT (Torque) to the server's host name.\n")
+    assert len(calls_of(tmp_path, "qsub")) == 1 and job_folders(tmp_path) == []  # not retried: it cannot help
+
+
 # ------------------------------------------------------------------ the retry rules, on their own
 
 
@@ -273,13 +399,19 @@ def test_wait_gives_up_on_a_controller_that_stays_down(script, tmp_path, monkeyp
     ("squeue: error: slurm_receive_msg: Zero Bytes were transmitted or received", "maybe_sent"),
     ("sbatch: error: invalid partition specified: gpu", None),
     ("", None),
+    # No scheduler set up at all: another try cannot help.
+    ("sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+     "sbatch: fatal: Could not establish a configuration source", "not_configured"),
+    ("pbsconf error: pbs conf variables not found: PBS_HOME\nqsub: cannot connect to server (errno=0)",
+     "not_configured"),
 ])
 def test_which_errors_prove_the_request_never_arrived(text, kind):
     from hpcdist import retry
 
     assert bool(retry.not_sent(text)) == (kind == "not_sent")
     assert bool(retry.maybe_sent(text)) == (kind == "maybe_sent")
-    assert bool(retry.unreachable(text)) == (kind is not None)
+    assert bool(retry.unreachable(text)) == (kind in ("not_sent", "maybe_sent"))
+    assert bool(retry.not_configured(text)) == (kind == "not_configured")
 
 
 def test_with_retries_backs_off_and_stops():

@@ -88,6 +88,9 @@ class Launcher:
     """One launcher; the defaults are those of a launcher started once, with no rules of its own."""
 
     name: str
+    #: What ``$MASTER_ADDR:$MASTER_PORT`` are to this launcher, as the job script's log says it
+    #: (shell text inside double quotes): the ranks' master, where their process group meets.
+    endpoint = "master: $MASTER_ADDR:$MASTER_PORT"
 
     def check(self, values: dict) -> None:
         """Refuse option values this launcher cannot run with (raise :class:`~hpcdist.validate.ValidationError`).

@@ -31,6 +31,9 @@ def refuse_settings(values: dict) -> None:
 
 class Torchrun(Launcher):
     name = "torchrun"
+    # The agents meet there (c10d); torchrun then gives its workers a MASTER_ADDR:MASTER_PORT of
+    # its own choosing (the first agent's host name and a free port), which their process group uses.
+    endpoint = "torchrun rendezvous: $MASTER_ADDR:$MASTER_PORT (torchrun gives the ranks their own master)"
 
     def per_node(self, spec):
         return True

@@ -153,6 +153,33 @@ class BatchScheduler(Scheduler):
 
     #: The status commands, as an UNKNOWN state's reason names them.
     status_commands: str = ""
+    #: How a user points the commands at a cluster, for :meth:`cannot_reach`.
+    config_fix: str = ""
+
+    def cannot_reach(self, program: str, line: str) -> str:
+        """The command exists but found no scheduler to talk to (``line``: its own words, from
+        :func:`hpcdist.retry.not_configured`): what that means, on a login node and elsewhere."""
+        return (f"{program} is installed but cannot reach a {self.title} {self.controller} ({line}). On a login "
+                f"node this is a site problem (ask the cluster's admins); on a machine with no {self.title} "
+                f"cluster set up: use --scheduler local, or {self.configure(line)}.")
+
+    def configure(self, line: str) -> str:
+        """How to point the commands at a cluster, given what they said."""
+        return self.config_fix
+
+    def not_configured(self, job, program: str, proc) -> JobStatus | None:
+        """The state when ``program`` (a status command) found no scheduler at all, else None."""
+        from hpcdist import retry
+
+        line = retry.not_configured(proc.stdout + "\n" + proc.stderr) if proc.returncode != 0 else None
+        if line is None:
+            return None
+        why = self.cannot_reach(program, line)
+        found = recorded_exit(job)
+        if found is not None:
+            return JobStatus(state=found.state, exit_code=found.exit_code, raw=found.raw,
+                             reason=f"{found.reason}; {why}")
+        return JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=why)
 
     def controller_down(self, job, why: str) -> JobStatus:
         """The state while the controller cannot be reached: unknown, never "finished",
@@ -212,12 +239,18 @@ class BatchScheduler(Scheduler):
             return (f"{argv[0]} exited 0 but printed no job id, so hpcdist cannot follow the job and recorded "
                     f"nothing; a site wrapper may have swallowed the id, and the job may have been queued "
                     f"anyway: check `{self.queue_command}`.\ncommand: {shlex.join(argv)}\n{error}")
-        lines = [f"{argv[0]} did not submit the job: {error}"]
-        if retry.not_sent(text):
+        missing = retry.not_configured(text)
+        if missing:
+            return self.cannot_reach(argv[0], missing)
+        down = retry.not_sent(text)
+        if down:
             tries = f" after {retries + 1} tries" if retries else ""
-            lines.append(f"The scheduler's controller cannot be reached{tries}; try again when it is back "
-                         f"(more tries: HPCDIST_SCHEDULER_RETRIES, now {retries}).")
-        elif retry.maybe_sent(text):
+            return (f"{argv[0]} is installed but cannot reach a {self.title} {self.controller} ({down}).\n"
+                    f"The {self.title} {self.controller} cannot be reached{tries}: on a login node it may be down or "
+                    f"restarting; try again when it is back (more tries: HPCDIST_SCHEDULER_RETRIES, now {retries}). "
+                    f"On a machine with no {self.title} cluster set up: use --scheduler local, or {self.configure(down)}.")
+        lines = [f"{argv[0]} did not submit the job: {error}"]
+        if retry.maybe_sent(text):
             lines.append(f"The controller did not answer after the request was sent, so the job may have been "
                          f"queued anyway: check `{self.queue_command}` before submitting again "
                          f"(hpcdist does not retry this, and recorded nothing).")
@@ -227,9 +260,15 @@ class BatchScheduler(Scheduler):
         return "\n".join(lines)
 
     def cancel(self, job) -> None:
+        from hpcdist import retry
+
         job_id = job.current_id
         proc = run([self.cancel_command, job_id])
         if proc.returncode != 0:
+            missing = retry.not_configured(proc.stdout + "\n" + proc.stderr)
+            if missing:
+                why = self.cannot_reach(self.cancel_command, missing)
+                raise SubmitError(f"job {job_id} was not cancelled: {why}")
             raise SubmitError(f"{self.cancel_command} {job_id} failed: "
                               f"{proc.stderr.strip() or proc.stdout.strip()}")
 

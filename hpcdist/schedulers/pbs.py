@@ -188,6 +188,7 @@ class Pbs(BatchScheduler):
     queue_command = "qstat -u $USER"
     cancel_command = "qdel"
     status_commands = "qstat"
+    config_fix = "set PBS_SERVER (PBS Pro, OpenPBS) or PBS_DEFAULT (Torque) to the server's host name"
     controller = "server"
     job_id_variable = "PBS_JOBID"
     job_names = JOB_NAMES
@@ -196,6 +197,12 @@ class Pbs(BatchScheduler):
     directive_prefix = "#PBS"
     directive_example = "-l place=scatter"
     filters = {"pbs_walltime": format_pbs_walltime, "pbs_mem": format_pbs_mem}
+
+    def configure(self, line):
+        # Slurm's Torque wrapper (slurm-wlm-torque) is a Perl qsub/qstat: Slurm's words, as "perl: ...".
+        if line.startswith("perl:"):
+            return "set SLURM_CONF to the cluster's slurm.conf (this qsub is Slurm's Torque wrapper)"
+        return self.config_fix
 
     def __init__(self, dialect: Dialect):
         self.dialect = dialect
@@ -272,8 +279,9 @@ class Pbs(BatchScheduler):
             proc = query(["qstat", "-f", "-F", "json", "-x", job_id.id])
             if proc.returncode == 0:
                 found = parse_qstat_pro_json(proc.stdout, job_id)
+        text = "" if proc is None else proc.stdout + "\n" + proc.stderr
         if found is None and (proc is None or (proc.returncode != 0 and not parse_qstat_unknown(proc.stderr)
-                                               and not retry.unreachable(proc.stdout + "\n" + proc.stderr))):
+                                               and not retry.unreachable(text) and not retry.not_configured(text))):
             # Torque, and qstat front ends without -F json or -x: the text form.
             proc = query(["qstat", "-f", job_id.id])
             if proc.returncode == 0:
@@ -283,6 +291,9 @@ class Pbs(BatchScheduler):
             if found.finished and found.exit_code is None:
                 return recorded_exit(job) or found
             return found
+        missing = self.not_configured(job, "qstat", proc)
+        if missing is not None:
+            return missing
         if parse_qstat_unknown(proc.stderr):
             return recorded_exit(job) or JobStatus(
                 state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")

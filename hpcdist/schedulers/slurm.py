@@ -299,6 +299,7 @@ class Slurm(BatchScheduler):
     queue_command = "squeue --me"
     cancel_command = "scancel"
     status_commands = "squeue/sacct"
+    config_fix = "set SLURM_CONF to the cluster's slurm.conf"
     job_id_variable = "SLURM_JOB_ID"
     # Slurm counts the restarts of a requeued job itself.
     restart_variable = "SLURM_RESTART_COUNT"
@@ -402,6 +403,9 @@ class Slurm(BatchScheduler):
             found = parse_squeue(queued.stdout)
             if found is not None:
                 return found
+        missing = self.not_configured(job, "squeue", queued)  # no Slurm here at all: sacct cannot tell either
+        if missing is not None:
+            return missing
         # Left the queue (or squeue refused): accounting knows how it ended, when it is on.
         # (sacct asks slurmdbd, not slurmctld: it may answer while the controller is down.)
         done = query(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode", *cluster])

@@ -37,7 +37,7 @@ hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
 export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
 export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 # For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
-echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
+echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); torchrun rendezvous: $MASTER_ADDR:$MASTER_PORT (torchrun gives the ranks their own master)" >&2
 
 # Start the training on every node.
 pids=()
