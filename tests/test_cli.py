@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from launch import clean_env
 
 
@@ -118,3 +120,30 @@ def test_the_scripts_own_flags_are_never_taken_for_ours(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --nodes=2" in proc.stdout
     assert "train.py --deepspeed --nodes 3\n" in proc.stdout
+
+
+def test_plain_status_is_parsed_as_argparse_would():
+    from hpcdist import cli
+
+    for argv in (["status"], ["status", "12"], ["status", "12", "train-20250101-120000"]):
+        assert vars(cli._plain_status(argv)) == vars(cli.build_parser(argv).parse_args(argv))
+    for argv in ([], ["status", "--json"], ["status", "-h"], ["status", "12", "--json"], ["logs", "12"]):
+        assert cli._plain_status(argv) is None
+
+
+def test_a_subcommand_built_alone_is_the_one_built_among_all(capsys):
+    """`hpcdist NAME ...` builds NAME's parser only; an argv that does not start with a
+    subcommand builds them all (with the job flags of the one named)."""
+    from hpcdist import cli
+
+    def shown(argv):
+        with pytest.raises(SystemExit):
+            cli.build_parser(argv).parse_args(argv)
+        return capsys.readouterr().out
+
+    for name in cli.COMMANDS:
+        alone = shown([name, "--help"])
+        assert alone.startswith(f"usage: hpcdist {name} ")
+        assert alone == shown(["--not-an-option", name, "--help"]), name  # help ends the parse first
+    listed = shown(["--help"])
+    assert all(f"\n    {name}" in listed for name in cli.COMMANDS)
