@@ -15,7 +15,20 @@ class CommandError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _run(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        status = _run(argv)
+        if sys.stdout is not None:  # None: started with stdout closed
+            sys.stdout.flush()  # here, where a closed pipe can still be answered quietly
+        return status
+    except BrokenPipeError:
+        # The reader went away (`hpcdist status | head`): nothing more to say. stdout goes
+        # to devnull so that Python's own flush at exit does not fail again; status as if
+        # SIGPIPE had ended us, as it ends C tools (128 + 13).
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _run(argv: list[str]) -> int:

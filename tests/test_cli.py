@@ -122,6 +122,32 @@ def test_the_scripts_own_flags_are_never_taken_for_ours(tmp_path):
     assert "train.py --deepspeed --nodes 3\n" in proc.stdout
 
 
+def _piped_into_a_closed_reader(*args, cwd):
+    """The real CLI writing into a pipe whose reader has gone (`hpcdist status | head` once head
+    is done): the read end is closed before the command starts, so every write fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "hpcdist", *args], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=60, env=clean_env(), cwd=cwd)
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    job = tmp_path / ".hpcdist" / "jobs" / "train-1"
+    job.mkdir(parents=True)
+    (job / "job.log").write_text("epoch 1\n" * 10000)
+    (job / "record.json").write_text(json.dumps({"job_id": "12", "scheduler": "local", "job_name": "train",
+                                                 "log": str(job / "job.log")}))
+    for args in (["status"], ["status", "--json"], ["logs", "12"],
+                 ["render", "--scheduler", "slurm", "--nodes", "2", "train.py"]):
+        proc = _piped_into_a_closed_reader(*args, cwd=tmp_path)
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (args, proc.stderr)
+        assert proc.returncode == 141, (args, proc.stderr)  # 128 + SIGPIPE, as for a C tool
+
+
 def test_plain_status_is_parsed_as_argparse_would():
     from hpcdist import cli
 
