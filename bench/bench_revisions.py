@@ -44,10 +44,28 @@ def export(commit: str, into: Path) -> Path:
     return tree
 
 
-def timed(python: str, argv: list[str], tree: Path, cwd: Path, cache: Path) -> float:
+def checkouts(base: str, into: Path) -> dict[str, Path]:
+    """``{"base": the commit exported, "this": this checkout's working tree copied}``: the
+    ``hpcdist`` and ``templates`` folders of each, under ``into`` (bench_floor.py uses this too)."""
+    trees = {"base": export(base, into), "this": into / "this"}
+    trees["this"].mkdir()
+    for part in ("hpcdist", "templates"):
+        subprocess.run(["cp", "-r", str(REPO / part), str(trees["this"] / part)], check=True)
+    return trees
+
+
+def tree_env(tree: Path, cache: Path, **extra: str) -> dict[str, str]:
+    """The environment a command runs in: ``tree`` on PYTHONPATH, bytecode cached in a private
+    folder (warm-up runs fill it), jinja2's cache in ``cache``, no scheduler or MPI variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "OMPI_", "PMI"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=str(cache / tree.name), XDG_CACHE_HOME=str(cache))
+    env.update(extra)
+    return env
+
+
+def timed(python: str, argv: list[str], tree: Path, cwd: Path, cache: Path) -> float:
+    env = tree_env(tree, cache)
     start = time.perf_counter()
     proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
@@ -64,18 +82,13 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        base = export(args.base, tmp)
-        here = tmp / "this"
-        here.mkdir()
-        for part in ("hpcdist", "templates"):
-            subprocess.run(["cp", "-r", str(REPO / part), str(here / part)], check=True)
+        trees = checkouts(args.base, tmp)
         work = tmp / "work"
         work.mkdir()
         (work / "train.py").write_text("")
         cache = tmp / "cache"
         cases = {"render": RENDER, "rank": RANK}
         times = {(c, t): [] for c in cases for t in ("base", "this")}
-        trees = {"base": base, "this": here}
         for _ in range(3):  # warm-up: fill the bytecode and template caches
             for case, argv in cases.items():
                 for name, tree in trees.items():

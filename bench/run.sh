@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks for hpcdist (not tests): host lists against python-hostlist,
 # ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env,
-# `hpcdist submit --dry-run` against torchx and submitit, and uneven per-rank
+# `hpcdist submit --dry-run` against torchx and submitit, the CLI against its
+# floors in instructions (valgrind) and wall time, and uneven per-rank
 # batches (hpcdist.data) against torch's even DistributedSampler, and (as root)
 # the launch overhead of hpcdist's job script against a hand-written one on the
 # 2-host test cluster.
@@ -17,6 +18,8 @@
 #   BENCH_UNEVEN_REPS=N     repetitions of the uneven-batch epochs (default 7)
 #   BENCH_LAUNCH_REPS=N     jobs per script in the launch-overhead benchmark (default 5)
 #   BENCH_BASE=COMMIT       the commit this checkout's render and rank lookup are compared with (default HEAD~1)
+#   BENCH_FLOOR_BASE=COMMIT the commit shown beside this checkout against the floors (bench_floor.py;
+#                           default 404c70c, before "the CLI at its floor")
 #   HPCDIST_BENCH_NO_APT=1  never apt-get install slurm-client for scontrol
 #
 # The comparison libraries go into bench/.venv, never into the project's own
@@ -33,7 +36,7 @@ import_args=()
 for arg in "$@"; do
     case "$arg" in
         --hyperfine) import_args+=(--hyperfine) ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown option: $arg" >&2; exit 2 ;;
     esac
 done
@@ -92,6 +95,8 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$py" "$here/bench_submit.py" --reps "${BENCH_SUBMIT_REPS:-30}" --python "$repo/.venv/bin/python"
     echo
     "$repo/.venv/bin/python" "$here/bench_revisions.py" --base "${BENCH_BASE:-HEAD~1}" --reps "${BENCH_IMPORT_REPS:-30}"
+    echo
+    "$repo/.venv/bin/python" "$here/bench_floor.py" --base "${BENCH_FLOOR_BASE:-404c70c}" --reps "${BENCH_IMPORT_REPS:-30}"
     echo
     "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work sleep
     echo

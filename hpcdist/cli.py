@@ -5,8 +5,6 @@ Start-up stays fast: subcommands import what they need when they run.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 from hpcdist import __version__
@@ -18,11 +16,29 @@ class CommandError(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    if not hasattr(args, "run"):
-        parser.print_help()
-        return 2
+    try:
+        status = _run(argv)
+        if sys.stdout is not None:  # None: started with stdout closed
+            sys.stdout.flush()  # here, where a closed pipe can still be answered quietly
+        return status
+    except BrokenPipeError:
+        # The reader went away (`hpcdist status | head`): nothing more to say. stdout goes
+        # to devnull so that Python's own flush at exit does not fail again; status as if
+        # SIGPIPE had ended us, as it ends C tools (128 + 13).
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _run(argv: list[str]) -> int:
+    args = _plain_status(argv)
+    if args is None:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if not hasattr(args, "run"):
+            parser.print_help()
+            return 2
     try:
         return args.run(args) or 0
     except CommandError as e:
@@ -42,112 +58,145 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def _plain_status(argv: list[str]):
+    """``hpcdist status [JOB ...]``, the command typed most, parsed as argparse would
+    (tests/test_cli.py checks): there is nothing to parse, and building any argparse parser
+    costs more than the command itself (it imports shutil and locale)."""
+    if argv[:1] != ["status"] or any(a.startswith("-") for a in argv[1:]):
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(command="status", jobs=argv[1:], json=False, run=run_status)
+
+
 #: Subcommands whose flags need the job spec module (imported only for them).
 _JOB_COMMANDS = ("render", "submit", "doctor")
+#: The subcommands, in the order `hpcdist --help` lists them.
+COMMANDS = ("env", "render", "submit", "status", "logs", "cancel", "hostfile", "doctor", "supervise", "requeue")
 
 
 def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
+    import argparse
+
     # `hpcdist hostfile` and `hpcdist env` run inside every job: they skip the
     # job-spec imports that only render and submit need.
     command = next((a for a in argv if not a.startswith("-")), None)
+    # A subcommand's parser sees only what follows its name: when the name comes first, that
+    # parser is the only one built. `hpcdist --help` (and anything else) gets them all.
+    only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = argparse.ArgumentParser(
         prog="hpcdist",
         description="Distributed PyTorch on PBS and Slurm clusters.",
     )
     parser.add_argument("--version", action="version", version=f"hpcdist {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # prog given: argparse would otherwise format the usage above to find it.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="hpcdist")
 
-    env = sub.add_parser(
-        "env",
-        help="show this process's rank, local rank, world size, node rank and master",
-        description="Resolve the distributed environment the way hpcdist.env does in training code.",
-    )
-    env.add_argument("--json", action="store_true", help="print JSON")
-    env.add_argument(
-        "--explain", action="store_true",
-        help="also list every variable consulted and why each value was chosen",
-    )
-    env.add_argument("--field", choices=("rank", "local_rank", "world_size", "local_world_size",
-                     "node_rank", "master_addr", "master_port", "launcher"),
-                     help="print only this value (for job scripts)")
-    env.set_defaults(run=run_env)
+    if only in (None, "env"):
+        env = sub.add_parser(
+            "env",
+            help="show this process's rank, local rank, world size, node rank and master",
+            description="Resolve the distributed environment the way hpcdist.env does in training code.",
+        )
+        env.add_argument("--json", action="store_true", help="print JSON")
+        env.add_argument(
+            "--explain", action="store_true",
+            help="also list every variable consulted and why each value was chosen",
+        )
+        env.add_argument("--field", choices=("rank", "local_rank", "world_size", "local_world_size",
+                         "node_rank", "master_addr", "master_port", "launcher"),
+                         help="print only this value (for job scripts)")
+        env.set_defaults(run=run_env)
 
     # allow_abbrev=False: the script's own flags (--deepspeed) must never be
     # taken for an abbreviation of ours (--deepspeed-config).
-    render = sub.add_parser("render", help="print the job script for a training script", allow_abbrev=False,
-                            description="Render the job script `hpcdist submit` would submit.")
-    if command in _JOB_COMMANDS:
-        _add_job_flags(render)
-    render.set_defaults(run=run_render)
-    submit = sub.add_parser("submit", help="write the job script and submit it", allow_abbrev=False,
-                            description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
-    if command in _JOB_COMMANDS:
-        _add_job_flags(submit)
-    submit.add_argument("--dry-run", action="store_true", help="print the script and the submit command; submit nothing")
-    submit.add_argument("--wait", action="store_true", help="follow the job to its end; exit with its exit code")
-    submit.add_argument("--json", action="store_true", help="print a JSON object (job_id, scheduler, script)")
-    submit.set_defaults(run=run_submit)
+    if only in (None, "render"):
+        render = sub.add_parser("render", help="print the job script for a training script", allow_abbrev=False,
+                                description="Render the job script `hpcdist submit` would submit.")
+        if command in _JOB_COMMANDS:
+            _add_job_flags(render)
+        render.set_defaults(run=run_render)
+    if only in (None, "submit"):
+        submit = sub.add_parser("submit", help="write the job script and submit it", allow_abbrev=False,
+                                description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
+        if command in _JOB_COMMANDS:
+            _add_job_flags(submit)
+        submit.add_argument("--dry-run", action="store_true",
+                            help="print the script and the submit command; submit nothing")
+        submit.add_argument("--wait", action="store_true", help="follow the job to its end; exit with its exit code")
+        submit.add_argument("--json", action="store_true", help="print a JSON object (job_id, scheduler, script)")
+        submit.set_defaults(run=run_submit)
 
-    status = sub.add_parser("status", help="the state of submitted jobs")
-    status.add_argument("jobs", nargs="*", metavar="JOB", help="job ids or folders (default: all from here)")
-    status.add_argument("--json", action="store_true")
-    status.set_defaults(run=run_status)
-    logs = sub.add_parser("logs", help="a job's output")
-    logs.add_argument("job", metavar="JOB")
-    logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
-    logs.set_defaults(run=run_logs)
-    cancel = sub.add_parser("cancel", help="cancel a job")
-    cancel.add_argument("job", metavar="JOB")
-    cancel.set_defaults(run=run_cancel)
+    if only in (None, "status"):
+        status = sub.add_parser("status", help="the state of submitted jobs")
+        status.add_argument("jobs", nargs="*", metavar="JOB", help="job ids or folders (default: all from here)")
+        status.add_argument("--json", action="store_true")
+        status.set_defaults(run=run_status)
+    if only in (None, "logs"):
+        logs = sub.add_parser("logs", help="a job's output")
+        logs.add_argument("job", metavar="JOB")
+        logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
+        logs.set_defaults(run=run_logs)
+    if only in (None, "cancel"):
+        cancel = sub.add_parser("cancel", help="cancel a job")
+        cancel.add_argument("job", metavar="JOB")
+        cancel.set_defaults(run=run_cancel)
 
-    from hpcdist.allocation import HOSTFILE_FORMATS
+    if only in (None, "hostfile"):
+        from hpcdist.allocation import HOSTFILE_FORMATS
 
-    hostfile = sub.add_parser(
-        "hostfile",
-        help="write the allocation's hostfile (run inside a job)",
-        description="Build a hostfile from $PBS_NODEFILE or SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE.",
-    )
-    hostfile.add_argument(
-        "--format", "-f", choices=HOSTFILE_FORMATS, default="deepspeed",
-        help="deepspeed/openmpi: 'host slots=N'; mpich: 'host:N'; hosts: a line per slot; "
-        "nodes: a line per host (default: deepspeed)",
-    )
-    hostfile.add_argument(
-        "--slots-per-node", type=_positive_int, metavar="N",
-        help="the same N slots on every host (e.g. one per GPU when the allocation counted CPUs)",
-    )
-    hostfile.add_argument("-o", "--output", metavar="FILE", help="write FILE atomically instead of stdout")
-    hostfile.set_defaults(run=run_hostfile)
+        hostfile = sub.add_parser(
+            "hostfile",
+            help="write the allocation's hostfile (run inside a job)",
+            description="Build a hostfile from $PBS_NODEFILE or SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE.",
+        )
+        hostfile.add_argument(
+            "--format", "-f", choices=HOSTFILE_FORMATS, default="deepspeed",
+            help="deepspeed/openmpi: 'host slots=N'; mpich: 'host:N'; hosts: a line per slot; "
+            "nodes: a line per host (default: deepspeed)",
+        )
+        hostfile.add_argument(
+            "--slots-per-node", type=_positive_int, metavar="N",
+            help="the same N slots on every host (e.g. one per GPU when the allocation counted CPUs)",
+        )
+        hostfile.add_argument("-o", "--output", metavar="FILE", help="write FILE atomically instead of stdout")
+        hostfile.set_defaults(run=run_hostfile)
 
-    doctor = sub.add_parser(
-        "doctor", help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
-        description="Inside a job: check every node of the allocation and print what to fix. "
-        "With --scheduler slurm|pbs (and --nodes ...): submit a job that runs this check, and show its answer.")
-    doctor.add_argument("--probe", action="store_true", help="describe this node only, as JSON (used on each node)")
-    if command == "doctor":
-        _add_job_flags(doctor, script=False)
-    doctor.set_defaults(run=run_doctor)
+    if only in (None, "doctor"):
+        doctor = sub.add_parser(
+            "doctor", help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
+            description="Inside a job: check every node of the allocation and print what to fix. "
+            "With --scheduler slurm|pbs (and --nodes ...): submit a job that runs this check, and show its answer.")
+        doctor.add_argument("--probe", action="store_true",
+                            help="describe this node only, as JSON (used on each node)")
+        if command == "doctor":
+            _add_job_flags(doctor, script=False)
+        doctor.set_defaults(run=run_doctor)
 
-    supervise = sub.add_parser(
-        "supervise", help="run a pdsh-based launcher; end it on every node when one node fails (in job scripts)",
-        description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end the launch everywhere.")
-    supervise.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
-    supervise.set_defaults(run=run_supervise)
+    if only in (None, "supervise"):
+        supervise = sub.add_parser(
+            "supervise", help="run a pdsh-based launcher; end it on every node when one node fails (in job scripts)",
+            description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end the launch everywhere.")
+        supervise.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+        supervise.set_defaults(run=run_supervise)
 
-    requeue = sub.add_parser(
-        "requeue", help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
-        description="Put the running job back in the queue, unless it went back --max times already (exit 3).")
-    from hpcdist.schedulers import QUEUED
+    if only in (None, "requeue"):
+        requeue = sub.add_parser(
+            "requeue", help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
+            description="Put the running job back in the queue, unless it went back --max times already (exit 3).")
+        from hpcdist.schedulers import QUEUED
 
-    requeue.add_argument("--scheduler", choices=QUEUED, required=True)
-    requeue.add_argument("--max", type=int, required=True, metavar="N", help="restarts allowed in all")
-    requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
-    requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
-    requeue.set_defaults(run=run_requeue)
+        requeue.add_argument("--scheduler", choices=QUEUED, required=True)
+        requeue.add_argument("--max", type=int, required=True, metavar="N", help="restarts allowed in all")
+        requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
+        requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
+        requeue.set_defaults(run=run_requeue)
     return parser
 
 
 def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
+    import argparse
+
     # The job options' flags, from their table, group by group (the usage line lists them in
     # the order they are added).
     from hpcdist.options import BY_NAME, GROUPS, OPTIONS
@@ -220,6 +269,8 @@ def run_submit(args: argparse.Namespace) -> int:
     except sub.SubmitError as e:
         raise CommandError(str(e)) from None
     if args.json:
+        import json
+
         print(json.dumps({"job_id": job.job_id, "scheduler": job.scheduler, "script": job.script,
                           "folder": job.path, "log": job.log}))
     else:
@@ -231,14 +282,15 @@ def run_submit(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from hpcdist import jobs, submission as sub
+    from hpcdist import jobs
 
     try:
         selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
     except jobs.JobNotFound as e:
         raise CommandError(str(e)) from None
-    from hpcdist.schedulers.batch import UNREACHABLE
-
+    if selected:  # the schedulers' code only for jobs to ask about
+        from hpcdist import submission as sub
+        from hpcdist.schedulers.batch import UNREACHABLE
     rows, down = [], {}
     for job in selected:
         row = {"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler}
@@ -264,6 +316,8 @@ def run_status(args: argparse.Namespace) -> int:
         rows.append({**row, "restarts": runs.restarts, "current_job_id": runs.current_id, "folder": job.path,
                      "log": runs.logs[-1][1]})
     if args.json:
+        import json
+
         print(json.dumps(rows, indent=2))
         return 0
     print(f"{'JOB':<12} {'NAME':<24} {'SCHEDULER':<9} {'STATE':<10} {'EXIT':<5} REASON")
@@ -312,6 +366,8 @@ def _positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
+        import argparse
+
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
     return value
 
@@ -341,6 +397,8 @@ def run_env(args: argparse.Namespace) -> int:
                 "consulted": why.consulted,
                 "warnings": why.warnings,
             }
+        import json
+
         print(json.dumps(data, indent=2))
         return 0
     print(f"launcher          {env.launcher}    ({env.sources['launcher']})")
@@ -364,6 +422,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     from hpcdist import doctor
 
     if args.probe:
+        import json
+
         print(json.dumps(doctor.probe()))
         return 0
     from hpcdist import schedulers

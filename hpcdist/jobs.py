@@ -19,10 +19,9 @@ Its files:
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from typing import NamedTuple
+from collections import namedtuple
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
 
@@ -42,17 +41,21 @@ class JobNotFound(LookupError):
     pass
 
 
-class History(NamedTuple):
-    """A job's runs so far (its folder's ``runs`` file)."""
-    restarts: int
-    current_id: str  # the newest resubmission's id, else the submitted one
-    logs: list[tuple[str, str]]  # (job id, log), oldest first; the last one is being written
+# json and typing are not imported at the top: `hpcdist status` with no job reads no record,
+# and typing alone costs as much as Python's start-up.
+
+#: A job's runs so far (its folder's ``runs`` file): ``restarts``; ``current_id``, the newest
+#: resubmission's id, else the submitted one; ``logs``, ``(job id, log)`` oldest first, the last
+#: one being written.
+History = namedtuple("History", ("restarts", "current_id", "logs"))
 
 
 class Job:
     """A submitted job's folder and its record (``record.json``)."""
 
     def __init__(self, path: str):
+        import json
+
         self.path = path
         with open(os.path.join(path, RECORD), encoding="utf-8") as f:
             self.record = json.load(f)
@@ -113,6 +116,8 @@ class Job:
     def spec_values(self) -> dict:
         """The job spec's values the script was rendered from (``spec.json``), for
         ``JobSpec(**values)``. OSError or ValueError when the file is missing or not JSON."""
+        import json
+
         with open(os.path.join(self.path, SPEC), encoding="utf-8") as f:
             return json.load(f)
 
@@ -156,6 +161,8 @@ class Draft:
 
     def write_spec(self, values: dict) -> str:
         """``spec.json``: the spec's values (``JobSpec.as_dict()``), read back by :meth:`Job.spec_values`."""
+        import json
+
         return self.write(SPEC, json.dumps(values, indent=2) + "\n")
 
     def write_script(self, text: str) -> str:
@@ -174,6 +181,8 @@ class Draft:
 
 def _write_record(folder: str, record: dict) -> None:
     # Whole or not at all: `hpcdist status` in another shell may read it at any moment.
+    import json
+
     from hpcdist.atomic import write_text_atomic
 
     write_text_atomic(os.path.join(folder, RECORD), json.dumps(record, indent=2) + "\n", 0o600)
@@ -184,6 +193,8 @@ def recorded_log(folder: str) -> str | None:
 
     For ``hpcdist requeue``, inside the job, which has the folder's path only.
     """
+    import json
+
     try:
         with open(os.path.join(folder, RECORD), encoding="utf-8") as f:
             log = json.load(f)["log"]

@@ -96,11 +96,28 @@ def _environment(folder: str | None, user_dir: str | None):
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(raw=Shell)
-    # Each scheduler's value formats (slurm_time, pbs_mem ...): a user's template may use any.
-    for scheduler in schedulers.all_schedulers():
-        env.filters.update(scheduler.filters)
+    env.filters = _Filters(env.filters, raw=Shell)
     return env
+
+
+class _Filters(dict):
+    """Jinja's filters, and each scheduler's value formats (slurm_time, pbs_mem ...): a user's
+    template may use any scheduler's. The scheduler rendered for adds its own
+    (:func:`render`); the others' are added the first time a template asks for a name that
+    is missing, so that a render imports no other scheduler's module."""
+
+    def _all(self) -> None:
+        for scheduler in schedulers.all_schedulers():
+            self.update(scheduler.filters)
+
+    def __missing__(self, name):  # a compiled template's lookup
+        self._all()
+        return dict.__getitem__(self, name)
+
+    def get(self, name, default=None):  # the compiler's
+        if name not in self:
+            self._all()
+        return dict.get(self, name, default)
 
 
 def _check_folder(path: str, what: str) -> str:
@@ -134,6 +151,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
             _check_folder(value, name)
     env = environment(spec.template, spec.template_dir)
     scheduler = schedulers.get(spec.scheduler, spec.dialect)
+    env.filters.update(scheduler.filters)
     name = os.path.basename(spec.template) if spec.template else scheduler.template
     template = env.get_template(name)
     launcher = launchers.get(spec.launcher)

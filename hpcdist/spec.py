@@ -10,7 +10,6 @@ rule and the fix; nothing is written before the spec is whole.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
 
 from hpcdist import launchers, schedulers
 from hpcdist import validate as v
@@ -23,24 +22,91 @@ DEFAULT_SIGNAL_MARGIN_S = 300
 MAX_SIGNAL_MARGIN_S = 65535
 
 
-def _option_fields(cls):
-    """The options of :data:`hpcdist.options.OPTIONS` as ``cls``'s first fields, in the
-    table's order, with their types and defaults; the class's own fields follow."""
-    own = cls.__dict__.get("__annotations__", {})
-    cls.__annotations__ = {**{o.name: o.held for o in OPTIONS}, **own}
-    for o in OPTIONS:
-        if o.default is not REQUIRED:
-            setattr(cls, o.name, o.default)
-    return cls
+#: JobSpec's fields: the options, in the table's order, then ``notes``.
+_FIELDS = tuple(o.name for o in OPTIONS) + ("notes",)
+#: The fields equality and hash look at: all but ``notes``.
+_COMPARED = _FIELDS[:-1]
+_DEFAULTS = {**{o.name: o.default for o in OPTIONS if o.default is not REQUIRED}, "notes": ()}
 
 
-@dataclass(frozen=True)
-@_option_fields
+class _DataclassMetadata:
+    """``JobSpec.__dataclass_fields__`` and ``__dataclass_params__``, made by :mod:`dataclasses`
+    the first time something asks (``dataclasses.fields``, ``asdict``, ``replace``): importing
+    dataclasses and making a dataclass of the ~40 options cost `hpcdist render` about 6% of its
+    instructions. (:class:`hpcdist.env.DistEnv` does the same for the rank lookup.)"""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, instance, cls):
+        import dataclasses
+
+        twin = dataclasses.make_dataclass(cls.__name__, [
+            (name, cls.__annotations__[name], dataclasses.field(
+                **({} if name not in _DEFAULTS else {"default": _DEFAULTS[name]}),
+                compare=name in _COMPARED))
+            for name in _FIELDS], frozen=True)
+        for attribute in ("__dataclass_fields__", "__dataclass_params__"):
+            setattr(cls, attribute, getattr(twin, attribute))
+        return getattr(cls, self.name)
+
+
 class JobSpec:
-    """One job, every value checked; its fields are the job options (:mod:`hpcdist.options`)."""
+    """One job, every value checked; its fields are the job options (:mod:`hpcdist.options`).
 
+    A frozen dataclass in all but its making (written out, see :class:`_DataclassMetadata`):
+    keyword or positional fields in the table's order, defaults as class attributes, equality
+    and hash over the options, a repr of every field, immutable, and ``dataclasses.fields``,
+    ``asdict`` and ``replace`` work on it.
+    """
+
+    __annotations__ = {o.name: o.held for o in OPTIONS}
+    __match_args__ = _FIELDS
+    __dataclass_fields__ = _DataclassMetadata()
+    __dataclass_params__ = _DataclassMetadata()
     #: What was understood from values that are easy to misread (walltime, memory).
-    notes: tuple[str, ...] = field(default=(), compare=False)
+    notes: tuple[str, ...]
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(_FIELDS):
+            raise TypeError(f"JobSpec.__init__() takes from 2 to {len(_FIELDS) + 1} positional arguments "
+                            f"but {len(args) + 1} were given")
+        values = dict(zip(_FIELDS, args))
+        for name, value in kwargs.items():
+            if name not in _FIELDS:
+                raise TypeError(f"JobSpec.__init__() got an unexpected keyword argument {name!r}")
+            if name in values:
+                raise TypeError(f"JobSpec.__init__() got multiple values for argument {name!r}")
+            values[name] = value
+        missing = [name for name in _FIELDS if name not in values and name not in _DEFAULTS]
+        if missing:
+            raise TypeError(f"JobSpec.__init__() missing {len(missing)} required positional argument"
+                            f"{'s' if len(missing) > 1 else ''}: {' and '.join(map(repr, missing))}")
+        self.__dict__.update((name, values[name] if name in values else _DEFAULTS[name]) for name in _FIELDS)
+
+    def __setattr__(self, name, value):
+        import dataclasses
+
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        import dataclasses
+
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def _key(self) -> tuple:
+        return tuple(self.__dict__[name] for name in _COMPARED)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return f"{type(self).__qualname__}({', '.join(f'{name}={self.__dict__[name]!r}' for name in _FIELDS)})"
 
     @property
     def total_procs(self) -> int:
@@ -61,11 +127,15 @@ class JobSpec:
         return DEFAULT_SIGNAL_MARGIN_S if self.signal_margin_s is None else self.signal_margin_s
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: self.__dict__[name] for name in _FIELDS}
 
+
+for _name, _default in _DEFAULTS.items():  # as a dataclass has them
+    setattr(JobSpec, _name, _default)
+del _name, _default
 
 #: The keys build_spec takes: each option's as given, and (as before) JobSpec's field names.
-_ACCEPTED = frozenset({o.key for o in OPTIONS} | {f.name for f in fields(JobSpec)})
+_ACCEPTED = frozenset({o.key for o in OPTIONS} | set(_FIELDS))
 
 
 def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from launch import clean_env
 
 
@@ -118,3 +120,56 @@ def test_the_scripts_own_flags_are_never_taken_for_ours(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --nodes=2" in proc.stdout
     assert "train.py --deepspeed --nodes 3\n" in proc.stdout
+
+
+def _piped_into_a_closed_reader(*args, cwd):
+    """The real CLI writing into a pipe whose reader has gone (`hpcdist status | head` once head
+    is done): the read end is closed before the command starts, so every write fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "hpcdist", *args], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=60, env=clean_env(), cwd=cwd)
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    job = tmp_path / ".hpcdist" / "jobs" / "train-1"
+    job.mkdir(parents=True)
+    (job / "job.log").write_text("epoch 1\n" * 10000)
+    (job / "record.json").write_text(json.dumps({"job_id": "12", "scheduler": "local", "job_name": "train",
+                                                 "log": str(job / "job.log")}))
+    for args in (["status"], ["status", "--json"], ["logs", "12"],
+                 ["render", "--scheduler", "slurm", "--nodes", "2", "train.py"]):
+        proc = _piped_into_a_closed_reader(*args, cwd=tmp_path)
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (args, proc.stderr)
+        assert proc.returncode == 141, (args, proc.stderr)  # 128 + SIGPIPE, as for a C tool
+
+
+def test_plain_status_is_parsed_as_argparse_would():
+    from hpcdist import cli
+
+    for argv in (["status"], ["status", "12"], ["status", "12", "train-20250101-120000"]):
+        assert vars(cli._plain_status(argv)) == vars(cli.build_parser(argv).parse_args(argv))
+    for argv in ([], ["status", "--json"], ["status", "-h"], ["status", "12", "--json"], ["logs", "12"]):
+        assert cli._plain_status(argv) is None
+
+
+def test_a_subcommand_built_alone_is_the_one_built_among_all(capsys):
+    """`hpcdist NAME ...` builds NAME's parser only; an argv that does not start with a
+    subcommand builds them all (with the job flags of the one named)."""
+    from hpcdist import cli
+
+    def shown(argv):
+        with pytest.raises(SystemExit):
+            cli.build_parser(argv).parse_args(argv)
+        return capsys.readouterr().out
+
+    for name in cli.COMMANDS:
+        alone = shown([name, "--help"])
+        assert alone.startswith(f"usage: hpcdist {name} ")
+        assert alone == shown(["--not-an-option", name, "--help"]), name  # help ends the parse first
+    listed = shown(["--help"])
+    assert all(f"\n    {name}" in listed for name in cli.COMMANDS)

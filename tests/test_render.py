@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 
 import pytest
 
@@ -146,6 +147,24 @@ def test_template_folder_replaces_ours_and_can_extend_it(tmp_path):
     # The other schedulers still use ours.
     pbs = build_spec(dict(scheduler="pbs", script="t.py", template_dir=str(tmp_path)), check_files=False)
     assert "#PBS -N t" in render(pbs)
+
+
+def test_a_template_may_use_another_schedulers_filters(tmp_path):
+    """Each scheduler's filters are registered when a render first asks for them; the script
+    runs twice in fresh processes (the template compiled, then read from the bytecode cache)."""
+    own = tmp_path / "mine.sh.j2"
+    own.write_text('{% extends "slurm/job.sh.j2" %}\n{% block workdir %}# pbs: {{ spec.walltime_s | pbs_walltime }}\n'
+                   '{{ super() | raw }}{% endblock %}\n')
+    code = ("import sys; from hpcdist.render import render; from hpcdist.spec import build_spec\n"
+            "plain = render(build_spec(dict(scheduler='slurm', script='t.py', walltime='90m'), check_files=False))\n"
+            "assert 'hpcdist.schedulers.pbs' not in sys.modules\n"
+            f"print(render(build_spec(dict(scheduler='slurm', script='t.py', walltime='90m', template={str(own)!r}),"
+            " check_files=False)))")
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+        assert proc.returncode == 0, proc.stderr
+        assert "# pbs: 01:30:00" in proc.stdout and "#SBATCH --time=01:30:00" in proc.stdout
 
 
 def test_deepspeed_pdsh_refuses_values_it_would_expand_on_other_nodes():

@@ -11,12 +11,14 @@ sbatch script still sees the batch step's ``SLURM_*``).
 A launcher's :meth:`Launcher.read` returns what its variables say; values it
 cannot know (a node rank under Open MPI, the master address) are left out
 and filled in by :mod:`hpcdist.env.resolver`.
+
+Each launcher is a :class:`Launcher` instance, with a function where its
+variables alone do not say enough: every rank lookup makes them all, and a
+class costs over ten times an instance to make.
 """
 
-from __future__ import annotations
+from hpcdist.env.model import DistEnvError, EnvReader
 
-from hpcdist.env.model import DistEnvError
-from hpcdist.env.reader import EnvReader
 
 MEANING = {
     "rank": "global rank",
@@ -37,6 +39,7 @@ MPI_MARKERS = (
     "FLUX_TASK_RANK",
 )
 
+
 class Reading:
     """What one launcher's variables say: field -> (value, source)."""
 
@@ -49,19 +52,29 @@ class Reading:
 
 
 class Launcher:
-    name: str
-    #: Variables detect() looks at, for ``hpcdist env --explain``.
-    markers: tuple[str, ...]
-    #: Variables per field, first set wins.
-    variables: dict[str, tuple[str, ...]] = {}
-    #: Fields that must come from variables (the others may be derived).
-    required: tuple[str, ...] = ("rank", "world_size", "local_rank", "local_world_size")
-    #: True for launchers that start this process themselves and set RANK anew:
-    #: an outer launcher's rank variables legitimately differ from theirs.
-    innermost_process_manager: bool = False
+    """One launcher: the variables that mark it and those it sets, per field.
+
+    ``markers``: the variables detect() looks at, for ``hpcdist env --explain``;
+    detect() is true when all are set (``needs``: these instead; ``any_marker``:
+    one is enough), or asks ``detects(env)``. ``variables``: per field, first set
+    wins; ``required``: the fields that must come from variables (the others may
+    be derived). ``completes(env, reading)`` adds what takes more than a variable.
+    ``innermost_process_manager``: the launcher starts this process itself and
+    sets RANK anew, so an outer launcher's rank variables may differ from its own.
+    """
+
+    def __init__(self, name: str, markers: "tuple[str, ...]", variables: "dict[str, tuple[str, ...]]", *,
+                 required=("rank", "world_size", "local_rank", "local_world_size"), needs=None,
+                 any_marker=False, detects=None, completes=None, innermost_process_manager=False):
+        self.name, self.markers, self.variables, self.required = name, markers, variables, required
+        self.needs, self.any_marker, self.detects, self.completes = needs, any_marker, detects, completes
+        self.innermost_process_manager = innermost_process_manager
 
     def detect(self, env: EnvReader) -> bool:
-        raise NotImplementedError
+        if self.detects is not None:
+            return self.detects(env)
+        names = self.markers if self.needs is None else self.needs
+        return env.has_any(*names) if self.any_marker else env.has_all(*names)
 
     def read(self, env: EnvReader) -> Reading:
         reading = Reading(self.name)
@@ -81,6 +94,8 @@ class Launcher:
                 f"unknown. Start it through {self.name} unchanged, or set HPCDIST_LAUNCHER to "
                 f"the launcher really used."
             )
+        if self.completes is not None:
+            self.completes(env, reading)
         return reading
 
     def why(self, env: EnvReader) -> str:
@@ -88,182 +103,154 @@ class Launcher:
         return ", ".join(shown) + (" is set" if len(shown) == 1 else " are set")
 
 
-class Torchrun(Launcher):
-    name = "torchrun"
-    markers = ("TORCHELASTIC_RUN_ID",)
-    innermost_process_manager = True
-    variables = {
+TORCHRUN = Launcher(
+    "torchrun",
+    ("TORCHELASTIC_RUN_ID",),  # set even when empty counts
+    {
         "rank": ("RANK",),
         "world_size": ("WORLD_SIZE",),
         "local_rank": ("LOCAL_RANK",),
         "local_world_size": ("LOCAL_WORLD_SIZE",),
         # GROUP_RANK is the agent's rank from the rendezvous: the node rank.
         "node_rank": ("GROUP_RANK",),
-    }
+    },
+    innermost_process_manager=True,
+)
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.has("TORCHELASTIC_RUN_ID")  # set even when empty counts
-
-
-class DeepSpeed(Launcher):
-    """``deepspeed.launcher.launch`` (pdsh, ssh, ``--no_ssh``) and its MPICH helper."""
-
-    name = "deepspeed"
-    markers = ("LOCAL_SIZE", "CROSS_RANK")
-    innermost_process_manager = True
-    variables = {
+#: ``deepspeed.launcher.launch`` (pdsh, ssh, ``--no_ssh``) and its MPICH helper.
+DEEPSPEED = Launcher(
+    "deepspeed",
+    ("LOCAL_SIZE", "CROSS_RANK"),
+    {
         "rank": ("RANK",),
         "world_size": ("WORLD_SIZE",),
         "local_rank": ("LOCAL_RANK",),
         "local_world_size": ("LOCAL_SIZE",),
         "node_rank": ("CROSS_RANK",),
-    }
+    },
+    # LOCAL_SIZE (not LOCAL_WORLD_SIZE) next to RANK is DeepSpeed's fingerprint.
+    needs=("RANK", "LOCAL_SIZE"),
+    innermost_process_manager=True,
+)
 
-    def detect(self, env: EnvReader) -> bool:
-        # LOCAL_SIZE (not LOCAL_WORLD_SIZE) next to RANK is DeepSpeed's fingerprint.
-        return env.has_all("RANK", "LOCAL_SIZE")
+
+def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
+    path = env.text("LSB_DJOB_RANKFILE")
+    if path is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise DistEnvError(f"LSB_DJOB_RANKFILE={path!r} cannot be read: {e}") from None
+    # Line 1 is the launch node, not a compute node.
+    hosts = list(dict.fromkeys(lines[1:]))
+    if hosts:
+        reading.put("master_addr", hosts[0], f"first compute host in LSB_DJOB_RANKFILE={path}")
+        import socket
+
+        here = socket.gethostname()
+        short = [h.split(".")[0] for h in hosts]
+        if here in hosts or here.split(".")[0] in short:
+            index = hosts.index(here) if here in hosts else short.index(here.split(".")[0])
+            reading.put("node_rank", index, f"position of {here} in LSB_DJOB_RANKFILE={path}")
 
 
-class Lsf(Launcher):
-    """IBM LSF ``jsrun``. Comes before Open MPI: Spectrum MPI sets OMPI_* too."""
-
-    name = "lsf"
-    markers = ("JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE")
-    variables = {
+#: IBM LSF ``jsrun``. Comes before Open MPI: Spectrum MPI sets OMPI_* too.
+LSF = Launcher(
+    "lsf",
+    ("JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE"),
+    {
         "rank": ("JSM_NAMESPACE_RANK",),
         "world_size": ("JSM_NAMESPACE_SIZE",),
         "local_rank": ("JSM_NAMESPACE_LOCAL_RANK",),
         "local_world_size": ("JSM_NAMESPACE_LOCAL_SIZE",),
-    }
+    },
+    completes=_lsf_rankfile,
+)
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.has_all(*self.markers)
-
-    def read(self, env: EnvReader) -> Reading:
-        reading = super().read(env)
-        path = env.text("LSB_DJOB_RANKFILE")
-        if path is None:
-            return reading
-        try:
-            with open(path, encoding="utf-8") as f:
-                lines = [line.strip() for line in f if line.strip()]
-        except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-            raise DistEnvError(f"LSB_DJOB_RANKFILE={path!r} cannot be read: {e}") from None
-        # Line 1 is the launch node, not a compute node.
-        hosts = list(dict.fromkeys(lines[1:]))
-        if hosts:
-            reading.put("master_addr", hosts[0], f"first compute host in LSB_DJOB_RANKFILE={path}")
-            import socket
-
-            here = socket.gethostname()
-            short = [h.split(".")[0] for h in hosts]
-            if here in hosts or here.split(".")[0] in short:
-                index = hosts.index(here) if here in hosts else short.index(here.split(".")[0])
-                reading.put("node_rank", index, f"position of {here} in LSB_DJOB_RANKFILE={path}")
-        return reading
-
-
-class OpenMpi(Launcher):
-    name = "openmpi"
-    markers = ("OMPI_COMM_WORLD_SIZE",)
+OPENMPI = Launcher(
+    "openmpi",
+    ("OMPI_COMM_WORLD_SIZE",),
     # OMPI_COMM_WORLD_NODE_RANK is not a node index: Open MPI documents it as
     # the process's rank on its node across all jobs. It is never read.
-    variables = {
+    {
         "rank": ("OMPI_COMM_WORLD_RANK",),
         "world_size": ("OMPI_COMM_WORLD_SIZE",),
         "local_rank": ("OMPI_COMM_WORLD_LOCAL_RANK",),
         "local_world_size": ("OMPI_COMM_WORLD_LOCAL_SIZE",),
-    }
+    },
+)
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.has("OMPI_COMM_WORLD_SIZE")
-
-
-class Mvapich(Launcher):
-    name = "mvapich"
-    markers = ("MV2_COMM_WORLD_SIZE",)
-    variables = {
+MVAPICH = Launcher(
+    "mvapich",
+    ("MV2_COMM_WORLD_SIZE",),
+    {
         "rank": ("MV2_COMM_WORLD_RANK",),
         "world_size": ("MV2_COMM_WORLD_SIZE",),
         "local_rank": ("MV2_COMM_WORLD_LOCAL_RANK",),
         "local_world_size": ("MV2_COMM_WORLD_LOCAL_SIZE",),
-    }
+    },
+)
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.has("MV2_COMM_WORLD_SIZE")
-
-
-class Pals(Launcher):
-    """HPE Cray PALS (``mpiexec`` on PBS Pro systems, Slurm's cray_shasta). Not proof of PBS."""
-
-    name = "pals"
-    markers = ("PALS_RANKID",)
-    variables = {
+#: HPE Cray PALS (``mpiexec`` on PBS Pro systems, Slurm's cray_shasta). Not proof of PBS.
+PALS = Launcher(
+    "pals",
+    ("PALS_RANKID",),
+    {
         "rank": ("PALS_RANKID", "PMI_RANK"),
         "world_size": ("PMI_SIZE", "PALS_SIZE"),
         "local_rank": ("PALS_LOCAL_RANKID", "PMI_LOCAL_RANK"),
         "local_world_size": ("PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE"),
         "node_rank": ("PALS_NODEID",),
-    }
-
-    def detect(self, env: EnvReader) -> bool:
-        return env.has("PALS_RANKID")
+    },
+)
 
 
-class Flux(Launcher):
-    name = "flux"
-    markers = ("FLUX_TASK_RANK",)
-    required = ("rank", "world_size", "local_rank")
-    variables = {
+def _flux_one_node(env: EnvReader, reading: Reading) -> None:
+    # Flux gives no per-node count; on one node it is the job size.
+    if env.integer("FLUX_JOB_NNODES", "number of nodes") == 1:
+        size, source = reading.values["world_size"]
+        reading.put("local_world_size", size, f"{source} on FLUX_JOB_NNODES=1")
+
+
+FLUX = Launcher(
+    "flux",
+    ("FLUX_TASK_RANK",),
+    {
         "rank": ("FLUX_TASK_RANK",),
         "world_size": ("FLUX_JOB_SIZE",),
         "local_rank": ("FLUX_TASK_LOCAL_ID",),
-    }
+    },
+    required=("rank", "world_size", "local_rank"),
+    completes=_flux_one_node,
+)
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.has("FLUX_TASK_RANK")
-
-    def read(self, env: EnvReader) -> Reading:
-        reading = super().read(env)
-        # Flux gives no per-node count; on one node it is the job size.
-        if env.integer("FLUX_JOB_NNODES", "number of nodes") == 1:
-            size, source = reading.values["world_size"]
-            reading.put("local_world_size", size, f"{source} on FLUX_JOB_NNODES=1")
-        return reading
-
-
-class Mpich(Launcher):
-    """MPICH's Hydra and Intel MPI (``PMI_*``, ``MPI_LOCAL*``)."""
-
-    name = "mpich"
-    markers = ("PMI_RANK", "PMI_SIZE")
-    variables = {
+#: MPICH's Hydra and Intel MPI (``PMI_*``, ``MPI_LOCAL*``).
+MPICH = Launcher(
+    "mpich",
+    ("PMI_RANK", "PMI_SIZE"),
+    {
         "rank": ("PMI_RANK",),
         "world_size": ("PMI_SIZE",),
         "local_rank": ("MPI_LOCALRANKID",),
         "local_world_size": ("MPI_LOCALNRANKS",),
-    }
-    required = ("rank", "world_size")
+    },
+    required=("rank", "world_size"),
+)
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.has_all("PMI_RANK", "PMI_SIZE")
-
-
-class Horovod(Launcher):
-    """``horovodrun --gloo``. Its rendezvous address is the driver, not rank 0."""
-
-    name = "horovod"
-    markers = ("HOROVOD_RANK", "HOROVOD_SIZE")
-    variables = {
+#: ``horovodrun --gloo``. Its rendezvous address is the driver, not rank 0.
+HOROVOD = Launcher(
+    "horovod",
+    ("HOROVOD_RANK", "HOROVOD_SIZE"),
+    {
         "rank": ("HOROVOD_RANK",),
         "world_size": ("HOROVOD_SIZE",),
         "local_rank": ("HOROVOD_LOCAL_RANK",),
         "local_world_size": ("HOROVOD_LOCAL_SIZE",),
         "node_rank": ("HOROVOD_CROSS_RANK",),
-    }
-
-    def detect(self, env: EnvReader) -> bool:
-        return env.has_all(*self.markers)
+    },
+)
 
 
 def in_srun_task(env: EnvReader) -> bool:
@@ -282,64 +269,45 @@ def in_srun_task(env: EnvReader) -> bool:
     return env.get("SLURM_PROCID").strip() not in ("0", "")
 
 
-class Slurm(Launcher):
-    """An ``srun`` task. Step-level variables, never the job-level ones."""
+def _srun_task(env: EnvReader, reading: Reading) -> None:
+    from hpcdist.hostlist import expand, expand_counts
 
-    name = "slurm"
-    markers = ("SLURM_PROCID", "SLURM_STEP_ID")
-    variables = {
-        "rank": ("SLURM_PROCID",),
-        # srun rewrites SLURM_NTASKS to the step's count; STEP_NUM_TASKS is explicit.
-        "world_size": ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
-        "local_rank": ("SLURM_LOCALID",),
-        "node_rank": ("SLURM_NODEID",),
-    }
-    required = ("rank", "world_size", "local_rank", "node_rank")
-
-    def detect(self, env: EnvReader) -> bool:
-        return in_srun_task(env)
-
-    def read(self, env: EnvReader) -> Reading:
-        from hpcdist.hostlist import expand, expand_counts
-
-        reading = super().read(env)
-        node = reading.values["node_rank"][0]
-        gtids = env.text("SLURM_GTIDS")
-        per_node = env.text("SLURM_STEP_TASKS_PER_NODE")
-        if gtids is not None:
-            count = len([t for t in gtids.split(",") if t.strip()])
-            reading.put("local_world_size", count, f"{count} task ids in SLURM_GTIDS={gtids}")
-        elif per_node is not None:
-            counts = _slurm_parse(expand_counts, "SLURM_STEP_TASKS_PER_NODE", per_node)
-            if node >= len(counts):
-                raise DistEnvError(
-                    f"SLURM_NODEID={node} but SLURM_STEP_TASKS_PER_NODE={per_node} lists "
-                    f"{len(counts)} nodes: the variables come from different steps."
-                )
-            reading.put(
-                "local_world_size",
-                counts[node],
-                f"entry {node} (SLURM_NODEID) of SLURM_STEP_TASKS_PER_NODE={per_node}",
-            )
-        else:
+    node = reading.values["node_rank"][0]
+    gtids = env.text("SLURM_GTIDS")
+    per_node = env.text("SLURM_STEP_TASKS_PER_NODE")
+    if gtids is not None:
+        count = len([t for t in gtids.split(",") if t.strip()])
+        reading.put("local_world_size", count, f"{count} task ids in SLURM_GTIDS={gtids}")
+    elif per_node is not None:
+        counts = _slurm_parse(expand_counts, "SLURM_STEP_TASKS_PER_NODE", per_node)
+        if node >= len(counts):
             raise DistEnvError(
-                "an srun task without SLURM_GTIDS or SLURM_STEP_TASKS_PER_NODE: the number "
-                "of tasks on this node is unknown. Start the task with srun itself, or set "
-                "LOCAL_WORLD_SIZE and HPCDIST_LAUNCHER=torchrun with the torch variables."
+                f"SLURM_NODEID={node} but SLURM_STEP_TASKS_PER_NODE={per_node} lists "
+                f"{len(counts)} nodes: the variables come from different steps."
             )
-        # The step's own node list: a sub-step may run on other nodes than the job.
-        for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
-            nodelist = env.text(var)
-            if nodelist is None:
-                continue
-            distribution = (env.get("SLURM_DISTRIBUTION") or "").split(",")[0].split(":")[0]
-            # With arbitrary placement (SLURM_HOSTFILE) rank 0 need not be on the
-            # first host: leave the master to MASTER_ADDR or to the resolver's error.
-            if distribution != "arbitrary":
-                first = _slurm_parse(expand, var, nodelist)[0]
-                reading.put("master_addr", first, f"first host of {var}={nodelist}")
-            break
-        return reading
+        reading.put(
+            "local_world_size",
+            counts[node],
+            f"entry {node} (SLURM_NODEID) of SLURM_STEP_TASKS_PER_NODE={per_node}",
+        )
+    else:
+        raise DistEnvError(
+            "an srun task without SLURM_GTIDS or SLURM_STEP_TASKS_PER_NODE: the number "
+            "of tasks on this node is unknown. Start the task with srun itself, or set "
+            "LOCAL_WORLD_SIZE and HPCDIST_LAUNCHER=torchrun with the torch variables."
+        )
+    # The step's own node list: a sub-step may run on other nodes than the job.
+    for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        nodelist = env.text(var)
+        if nodelist is None:
+            continue
+        distribution = (env.get("SLURM_DISTRIBUTION") or "").split(",")[0].split(":")[0]
+        # With arbitrary placement (SLURM_HOSTFILE) rank 0 need not be on the
+        # first host: leave the master to MASTER_ADDR or to the resolver's error.
+        if distribution != "arbitrary":
+            first = _slurm_parse(expand, var, nodelist)[0]
+            reading.put("master_addr", first, f"first host of {var}={nodelist}")
+        break
 
 
 def _slurm_parse(parse, variable: str, value: str):
@@ -351,166 +319,139 @@ def _slurm_parse(parse, variable: str, value: str):
         raise DistEnvError(f"{variable} cannot be read: {e}") from None
 
 
-class Submitit(Slurm):
-    """An srun task started by submitit's generated sbatch script."""
+_SLURM_VARIABLES = {
+    "rank": ("SLURM_PROCID",),
+    # srun rewrites SLURM_NTASKS to the step's count; STEP_NUM_TASKS is explicit.
+    "world_size": ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
+    "local_rank": ("SLURM_LOCALID",),
+    "node_rank": ("SLURM_NODEID",),
+}
 
-    name = "submitit"
-    markers = ("SUBMITIT_EXECUTOR", "SLURM_PROCID", "SLURM_STEP_ID")
+#: An ``srun`` task. Step-level variables, never the job-level ones.
+SLURM = Launcher("slurm", ("SLURM_PROCID", "SLURM_STEP_ID"), _SLURM_VARIABLES,
+                 required=("rank", "world_size", "local_rank", "node_rank"), detects=in_srun_task,
+                 completes=_srun_task)
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.get("SUBMITIT_EXECUTOR") == "slurm" and in_srun_task(env)
+#: An srun task started by submitit's generated sbatch script.
+SUBMITIT = Launcher("submitit", ("SUBMITIT_EXECUTOR", "SLURM_PROCID", "SLURM_STEP_ID"), _SLURM_VARIABLES,
+                    required=SLURM.required, completes=_srun_task,
+                    detects=lambda env: env.get("SUBMITIT_EXECUTOR") == "slurm" and in_srun_task(env))
 
-
-class SubmititLocal(Launcher):
-    """A task of submitit's LocalExecutor: several tasks on this host."""
-
-    name = "submitit"
-    markers = ("SUBMITIT_EXECUTOR", "SUBMITIT_LOCAL_GLOBALID")
-    variables = {
+#: A task of submitit's LocalExecutor: several tasks on this host.
+SUBMITIT_LOCAL = Launcher(
+    "submitit",
+    ("SUBMITIT_EXECUTOR", "SUBMITIT_LOCAL_GLOBALID"),
+    {
         "rank": ("SUBMITIT_LOCAL_GLOBALID",),
         "world_size": ("SUBMITIT_LOCAL_NTASKS",),
         "local_rank": ("SUBMITIT_LOCAL_LOCALID",),
         # One node: every task of the job runs here.
         "local_world_size": ("SUBMITIT_LOCAL_NTASKS",),
         "node_rank": ("SUBMITIT_LOCAL_NODEID",),
-    }
-
-    def detect(self, env: EnvReader) -> bool:
-        return env.get("SUBMITIT_EXECUTOR") == "local" and env.has("SUBMITIT_LOCAL_GLOBALID")
-
-
-class PbsDsh(Launcher):
-    """A task started by ``pbsdsh``: its slot index into ``$PBS_NODEFILE``.
-
-    ``PBS_TASKNUM`` is the TM task id, not a rank, and is never read.
-    """
-
-    name = "pbs"
-    markers = ("PBS_VNODENUM", "PBS_NODEFILE")
-    variables = {"rank": ("PBS_VNODENUM",)}
-    required = ("rank",)
-
-    def detect(self, env: EnvReader) -> bool:
-        return env.has_all(*self.markers)
-
-    def read(self, env: EnvReader) -> Reading:
-        from hpcdist.allocation import AllocationError, read_pbs_nodefile_lines
-
-        reading = super().read(env)
-        path = env.text("PBS_NODEFILE")
-        try:
-            lines = read_pbs_nodefile_lines(path)
-        except AllocationError as e:
-            raise DistEnvError(str(e)) from None
-        rank = reading.values["rank"][0]
-        if rank >= len(lines):
-            raise DistEnvError(
-                f"PBS_VNODENUM={rank} but PBS_NODEFILE={path} has {len(lines)} lines: the "
-                f"task's slot is not in the node file."
-            )
-        host = lines[rank]
-        hosts = list(dict.fromkeys(lines))
-        where = f"PBS_NODEFILE={path}"
-        reading.put("world_size", len(lines), f"{len(lines)} lines in {where}")
-        reading.put("local_rank", lines[:rank].count(host), f"earlier lines for {host} in {where}")
-        reading.put("local_world_size", lines.count(host), f"lines for {host} in {where}")
-        reading.put("node_rank", hosts.index(host), f"position of {host} among the hosts of {where}")
-        reading.put("master_addr", lines[0], f"first line of {where}")
-        return reading
+    },
+    detects=lambda env: env.get("SUBMITIT_EXECUTOR") == "local" and env.has("SUBMITIT_LOCAL_GLOBALID"),
+)
 
 
-class BareMpi(Launcher):
-    """An MPI launch whose variables give no usable rank (PMIx only, say): ask mpi4py."""
+def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
+    from hpcdist.allocation import AllocationError, read_pbs_nodefile_lines
 
-    name = "mpi4py"
-    markers = ("PMIX_RANK", "PMI_RANK", "PMI_SIZE")
-    variables = {}
-    required = ()
+    path = env.text("PBS_NODEFILE")
+    try:
+        lines = read_pbs_nodefile_lines(path)
+    except AllocationError as e:
+        raise DistEnvError(str(e)) from None
+    rank = reading.values["rank"][0]
+    if rank >= len(lines):
+        raise DistEnvError(
+            f"PBS_VNODENUM={rank} but PBS_NODEFILE={path} has {len(lines)} lines: the "
+            f"task's slot is not in the node file."
+        )
+    host = lines[rank]
+    hosts = list(dict.fromkeys(lines))
+    where = f"PBS_NODEFILE={path}"
+    reading.put("world_size", len(lines), f"{len(lines)} lines in {where}")
+    reading.put("local_rank", lines[:rank].count(host), f"earlier lines for {host} in {where}")
+    reading.put("local_world_size", lines.count(host), f"lines for {host} in {where}")
+    reading.put("node_rank", hosts.index(host), f"position of {host} among the hosts of {where}")
+    reading.put("master_addr", lines[0], f"first line of {where}")
 
-    def detect(self, env: EnvReader) -> bool:
-        return env.has_any(*self.markers)
+
+#: A task started by ``pbsdsh``: its slot index into ``$PBS_NODEFILE``. ``PBS_TASKNUM`` is the
+#: TM task id, not a rank, and is never read.
+PBSDSH = Launcher("pbs", ("PBS_VNODENUM", "PBS_NODEFILE"), {"rank": ("PBS_VNODENUM",)}, required=("rank",),
+                  completes=_pbsdsh_slot)
+
+#: An MPI launch whose variables give no usable rank (PMIx only, say): ask mpi4py.
+BARE_MPI = Launcher("mpi4py", ("PMIX_RANK", "PMI_RANK", "PMI_SIZE"), {}, required=(), any_marker=True)
 
 
-class GenericTorchEnv(Launcher):
-    """torch's env:// variables without a torchrun marker.
+def _torch_env_defaults(env: EnvReader, reading: Reading) -> None:
+    world = reading.values["world_size"][0]
+    for name, default in (("local_rank", 0), ("local_world_size", 1)):
+        if name in reading.values:
+            continue
+        if world == 1:
+            reading.put(name, default, "WORLD_SIZE=1")
+            continue
+        raise DistEnvError(
+            f"RANK={env.get('RANK')} and WORLD_SIZE={world} are set but "
+            f"{' / '.join(GENERIC_TORCH_ENV.variables[name])} not, and no launcher that sets them was "
+            f"found: the {MEANING[name]} would be a guess. Set LOCAL_RANK and "
+            f"LOCAL_WORLD_SIZE as well (one process per node: LOCAL_RANK=0 "
+            f"LOCAL_WORLD_SIZE=1), or start the processes with torchrun, srun or mpirun."
+        )
 
-    torch.distributed.launch, Kubeflow, accelerate, or a hand-written
-    ``export RANK=...``: reported as ``torchrun``, whose protocol this is.
-    """
 
-    name = "torchrun"
-    markers = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-    variables = {
+#: torch's env:// variables without a torchrun marker: torch.distributed.launch, Kubeflow,
+#: accelerate, or a hand-written ``export RANK=...``; reported as ``torchrun``, whose protocol
+#: this is.
+GENERIC_TORCH_ENV = Launcher(
+    "torchrun",
+    ("RANK", "WORLD_SIZE", "LOCAL_RANK"),
+    {
         "rank": ("RANK",),
         "world_size": ("WORLD_SIZE",),
         "local_rank": ("LOCAL_RANK",),
         "local_world_size": ("LOCAL_WORLD_SIZE", "LOCAL_SIZE"),
         "node_rank": ("NODE_RANK", "GROUP_RANK"),
-    }
-    required = ("rank", "world_size")
-
-    def detect(self, env: EnvReader) -> bool:
-        return env.has_any(*self.markers)
-
-    def read(self, env: EnvReader) -> Reading:
-        reading = super().read(env)
-        world = reading.values["world_size"][0]
-        for name, default in (("local_rank", 0), ("local_world_size", 1)):
-            if name in reading.values:
-                continue
-            if world == 1:
-                reading.put(name, default, "WORLD_SIZE=1")
-                continue
-            raise DistEnvError(
-                f"RANK={env.get('RANK')} and WORLD_SIZE={world} are set but "
-                f"{' / '.join(self.variables[name])} not, and no launcher that sets them was "
-                f"found: the {MEANING[name]} would be a guess. Set LOCAL_RANK and "
-                f"LOCAL_WORLD_SIZE as well (one process per node: LOCAL_RANK=0 "
-                f"LOCAL_WORLD_SIZE=1), or start the processes with torchrun, srun or mpirun."
-            )
-        return reading
+    },
+    required=("rank", "world_size"),
+    any_marker=True,
+    completes=_torch_env_defaults,
+)
 
 
-class Single(Launcher):
-    name = "single"
-    markers = ()
-    variables = {}
-    required = ()
+def _one_process(env: EnvReader, reading: Reading) -> None:
+    for name, value in (("rank", 0), ("world_size", 1), ("local_rank", 0), ("local_world_size", 1)):
+        reading.put(name, value, "no launcher found: one process")
 
-    def detect(self, env: EnvReader) -> bool:
-        return True
 
-    def read(self, env: EnvReader) -> Reading:
-        reading = Reading(self.name)
-        reading.put("rank", 0, "no launcher found: one process")
-        reading.put("world_size", 1, "no launcher found: one process")
-        reading.put("local_rank", 0, "no launcher found: one process")
-        reading.put("local_world_size", 1, "no launcher found: one process")
-        return reading
+SINGLE = Launcher("single", (), {}, required=(), detects=lambda env: True, completes=_one_process)
 
 
 #: Innermost first. The first launcher whose detect() is true wins.
-DETECTION_ORDER: tuple[Launcher, ...] = (
-    Torchrun(),
-    DeepSpeed(),
-    Lsf(),
-    OpenMpi(),
-    Mvapich(),
-    Pals(),
-    Flux(),
-    Mpich(),
-    Horovod(),
-    Submitit(),
-    SubmititLocal(),
-    Slurm(),
-    PbsDsh(),
-    GenericTorchEnv(),
-    BareMpi(),
-    Single(),
+DETECTION_ORDER: "tuple[Launcher, ...]" = (
+    TORCHRUN,
+    DEEPSPEED,
+    LSF,
+    OPENMPI,
+    MVAPICH,
+    PALS,
+    FLUX,
+    MPICH,
+    HOROVOD,
+    SUBMITIT,
+    SUBMITIT_LOCAL,
+    SLURM,
+    PBSDSH,
+    GENERIC_TORCH_ENV,
+    BARE_MPI,
+    SINGLE,
 )
 
 #: ``HPCDIST_LAUNCHER=<name>`` picks the first launcher of that name.
-BY_NAME: dict[str, Launcher] = {}
+BY_NAME: "dict[str, Launcher]" = {}
 for _launcher in DETECTION_ORDER:
     BY_NAME.setdefault(_launcher.name, _launcher)
 del _launcher

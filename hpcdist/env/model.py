@@ -1,7 +1,11 @@
-"""What rank resolution produces: :class:`DistEnv`, and its error and warning."""
+"""What rank resolution reads and produces: :class:`EnvReader`, :class:`DistEnv`, and its error
+and warning.
 
-from __future__ import annotations
-
+Every lookup of a launcher variable goes through :class:`EnvReader`, so
+``hpcdist env --explain`` can list each variable that was consulted, set or
+not. (The reader lives here, not in a module of its own: every rank lookup
+needs both, and each module costs the lookup about 1% of Python's start-up.)
+"""
 
 #: The values of :attr:`DistEnv.launcher`: what started this process, as the detectors
 #: (:mod:`hpcdist.env.detectors`) name it. Not the job launchers a script is written for
@@ -109,7 +113,7 @@ class DistEnv(metaclass=_DataclassOnDemand):
     master_addr: str
     master_port: int
     launcher: str
-    sources: Mapping[str, str]
+    sources: "Mapping[str, str]"
 
     def __init__(self, rank, local_rank, world_size, local_world_size, node_rank,
                  master_addr, master_port, launcher, sources=None):
@@ -169,3 +173,64 @@ class DistEnv(metaclass=_DataclassOnDemand):
         out["launcher"] = self.launcher
         out["sources"] = dict(self.sources)
         return out
+
+
+class EnvReader:
+    def __init__(self, environ: "Mapping[str, str]"):
+        self.environ = environ
+        #: name -> value (None when unset), in the order first consulted.
+        self.consulted: dict[str, str | None] = {}
+
+    def get(self, name: str) -> str | None:
+        value = self.environ.get(name)
+        self.consulted.setdefault(name, value)
+        return value
+
+    def has(self, name: str) -> bool:
+        """Set at all, even to an empty string (torchrun's own test does so)."""
+        return self.get(name) is not None
+
+    def has_all(self, *names: str) -> bool:
+        return all([self.has(n) for n in names])  # a list: record every name
+
+    def has_any(self, *names: str) -> bool:
+        return any([self.has(n) for n in names])
+
+    def text(self, name: str) -> str | None:
+        """A string value; set-but-empty is an error, not "unset"."""
+        value = self.get(name)
+        if value is None:
+            return None
+        if not value.strip():
+            raise DistEnvError(
+                f"{name} is set but empty. Unset it, or set it to a value "
+                f"(look for a stray `export {name}=` in the job script)."
+            )
+        return value.strip()
+
+    def integer(self, name: str, meaning: str) -> int | None:
+        """A non-negative integer, or None when unset.
+
+        ``meaning`` says what the variable is read as, for the error message.
+        """
+        value = self.get(name)
+        if value is None:
+            return None
+        text = value.strip()
+        # ASCII digits only: int() would also take "+1", "1_0" and other scripts' digits.
+        if not (text.isascii() and text.isdigit()):
+            raise DistEnvError(
+                f"{name}={value!r} is not a non-negative integer; hpcdist reads it as the "
+                f"{meaning}. It is normally set by the launcher: unset it or fix the "
+                f"job script that sets it."
+            )
+        number = int(text)
+        return number
+
+    def first(self, names: tuple[str, ...], meaning: str) -> tuple[int, str] | None:
+        """The first of ``names`` that is set, as ``(value, "NAME=value")``."""
+        for name in names:
+            number = self.integer(name, meaning)
+            if number is not None:
+                return number, f"{name}={number}"
+        return None

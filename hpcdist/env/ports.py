@@ -11,9 +11,6 @@ ports, so jobs submitted one after another never collide.
 An explicit ``MASTER_PORT`` always wins over this.
 """
 
-from __future__ import annotations
-
-
 PORT_BASE = 20000
 PORT_SPAN = 10000
 DEFAULT_PORT = 29500  # torch's own default, used outside any job
@@ -35,10 +32,10 @@ def port_for_job(job_id: str) -> int:
     return PORT_BASE + number % PORT_SPAN
 
 
-def job_id_from(environ: Mapping[str, str]) -> tuple[str, str] | None:
+def job_id_from(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
     """``(variable, value)`` of the first job id set, or None outside a job.
 
-    ``environ`` needs only ``.get(name)`` (an :class:`~hpcdist.env.reader.EnvReader` will do).
+    ``environ`` needs only ``.get(name)`` (an :class:`~hpcdist.env.model.EnvReader` will do).
     """
     for name in JOB_ID_VARIABLES:
         value = environ.get(name)

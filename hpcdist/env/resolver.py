@@ -19,14 +19,11 @@ the mapping names). mpi4py discovery runs only for the real process
 environment, where it can ask MPI.
 """
 
-from __future__ import annotations
-
 import os
 
 from hpcdist.env import detectors as D
-from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, UndistributedWarning
-from hpcdist.env.ports import DEFAULT_PORT, job_id_from, port_for_job
-from hpcdist.env.reader import EnvReader
+from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, EnvReader, UndistributedWarning
+
 
 #: Variables that also claim a field's value. When present, they must agree.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -67,12 +64,12 @@ class Explanation:
 _warned: set[str] = set()
 
 
-def resolve(environ: Mapping[str, str] | None = None) -> DistEnv:
+def resolve(environ: "Mapping[str, str] | None" = None) -> DistEnv:
     """Resolve ``environ`` (``os.environ`` when None). See the module docstring."""
     return explain(environ)[0]
 
 
-def explain(environ: Mapping[str, str] | None = None) -> tuple[DistEnv, Explanation]:
+def explain(environ: "Mapping[str, str] | None" = None) -> tuple[DistEnv, Explanation]:
     real = environ is None or environ is os.environ
     env = EnvReader(os.environ if environ is None else environ)
     why = Explanation(consulted=env.consulted)
@@ -218,6 +215,9 @@ def _master_port(env: EnvReader) -> tuple[int, str]:
         if port > 65535:
             raise DistEnvError(f"MASTER_PORT={port} is not a TCP port (0-65535).")
         return port, f"MASTER_PORT={port}"
+    # Here, not at the top: torchrun and most launches set MASTER_PORT.
+    from hpcdist.env.ports import DEFAULT_PORT, job_id_from, port_for_job
+
     job = job_id_from(env)
     if job is not None:
         return port_for_job(job[1]), f"derived from the job id {job[0]}={job[1]} (hpcdist.env.ports)"

@@ -48,10 +48,11 @@ class JobNameRules:
             raise v.ValidationError(field, name, "is empty.",
                                     "Give a name, or leave --job-name out to use the script's name.")
         fix = f"Try {self.suggest(name)}."
-        bad = re.search(f"[^{self.chars}]", name, re.A)
+        # The pattern suggest() compiled (a run of bad characters): its first is the first bad one.
+        bad = re.search(f"[^{self.chars}]+", name, re.A)
         if bad:
-            raise v.ValidationError(field, name, v.bad_char_rule((bad.start(), bad.group()), f"{self.title} job names",
-                                                                 self.words), fix)
+            raise v.ValidationError(field, name, v.bad_char_rule((bad.start(), bad.group()[0]),
+                                                                 f"{self.title} job names", self.words), fix)
         if self.leading_dot and name.startswith("."):
             raise v.ValidationError(field, name, self.leading_dot, fix)
         if len(name) > self.longest:

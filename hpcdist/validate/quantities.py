@@ -93,7 +93,10 @@ def parse_walltime(text: str, field: str = "--walltime") -> int:
 
 
 def _walltime_seconds(s: str, raw: str, field: str) -> int:
-    if _BARE_NUMBER.fullmatch(s):
+    # Each form is tried only when ``s`` has the character it needs (a number ends in a digit,
+    # a clock has a colon or a dash): a pattern is compiled when first used, and most
+    # walltimes (90m, 2h) need one only.
+    if s[-1] in "0123456789" and _BARE_NUMBER.fullmatch(s):
         n, d = _decimal(s)
         if n == 0:
             return 0
@@ -101,19 +104,19 @@ def _walltime_seconds(s: str, raw: str, field: str) -> int:
         fix = f"Write {s}m, {s}s" + (f" or {minutes_clock}." if minutes_clock else ".")
         raise ValidationError(field, raw, "a bare number is minutes to Slurm but seconds to PBS.", fix)
 
-    m = _CLOCK.fullmatch(s)
+    m = ":" in s and _CLOCK.fullmatch(s)
     if m:
         days, hours, minutes, secs = (int(g) if g is not None else None for g in m.groups())
         _check_clock(raw, field, days, hours, minutes, secs)
         return (days or 0) * _DAY + hours * _HOUR + minutes * _MINUTE + secs
 
-    m = _DAY_CLOCK.fullmatch(s)
+    m = "-" in s and _DAY_CLOCK.fullmatch(s)
     if m:
         days, hours, minutes = (int(g) if g is not None else None for g in m.groups())
         _check_clock(raw, field, days, hours, minutes or 0, 0)
         return days * _DAY + hours * _HOUR + (minutes or 0) * _MINUTE
 
-    m = _ONE_COLON.fullmatch(s)
+    m = ":" in s and _ONE_COLON.fullmatch(s)
     if m:
         a, b = int(m.group(1)), int(m.group(2))
         if a == 0 and b == 0:
