@@ -58,7 +58,8 @@ def main() -> None:
     sys.stdout.write(env.get_template("slurm/job.sh.j2").render(
         spec=spec, version=version, command_line=command_line, scheduler=SimpleNamespace(name="slurm"),
         submit_command="sbatch", workdir=os.getcwd(), job_dir=None, job_files=None,
-        hostfile_format="deepspeed", propagated=(), allocation_lines=[], launch_lines=[Raw(launch)]))
+        hostfile_format="deepspeed", propagated=(), allocation_lines=[], launch_lines=[Raw(launch)],
+        endpoint="torchrun rendezvous: $MASTER_ADDR:$MASTER_PORT (torchrun gives the ranks their own master)"))
 
 
 if __name__ == "__main__":
