@@ -34,8 +34,10 @@ def _in_repo() -> set[str]:
         proc = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=normal"], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         found.update(line[3:] for line in proc.stdout.splitlines()
-                     # Python's own caches; and test-output/, where failed cluster tests leave logs on purpose.
-                     if line[:2] in ("??", "!!") and "__pycache__" not in line and "test-output/" not in line)
+                     # Python's and pytest's own caches; and test-output/, where failed cluster tests leave
+                     # logs on purpose.
+                     if line[:2] in ("??", "!!") and "__pycache__" not in line and "test-output/" not in line
+                     and not line[3:].startswith(".pytest_cache"))
     return found
 
 

@@ -56,7 +56,9 @@ dist.all_reduce(t)
 with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
     agent = f.read().decode().split("\\0")
 endpoint = next(a.split("=", 1)[1] for a in agent if a.startswith("--rdzv-endpoint="))
-print(f"job={os.environ['HPCDIST_JOB_ID']} rank={env.rank} rendezvous={endpoint} sum={t.item()}", flush=True)
+# One write per line: print() writes the text and its newline apart, and the other rank's
+# line could come between them (both ranks write into the one log).
+os.write(1, f"job={os.environ['HPCDIST_JOB_ID']} rank={env.rank} rendezvous={endpoint} sum={t.item()}\\n".encode())
 dist.barrier()  # gloo can abort a rank whose peer tore the group down first
 dist.destroy_process_group()
 """

@@ -150,7 +150,6 @@ def test_slurm_preemption_requeues_ddp_and_it_finishes_unchanged(cluster, uninte
     # What Slurm's preemption (PreemptMode=REQUEUE) does: SIGTERM to every process, then back in the queue.
     proc = subprocess.run(["scontrol", "requeue", job["job_id"]], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    testcluster.start_requeued_now(cluster, job["job_id"])
     row = wait_until_finished(job, tmp_path, env)
     check_resumed(job, row, tmp_path, uninterrupted["ddp"], r"restarted 1 time")
     assert "SIGTERM" in log_of(job)  # the batch shell asked the training to stop
@@ -161,7 +160,6 @@ def test_slurm_walltime_warning_checkpoints_and_requeues_deepspeed(cluster, unin
     job = submit("deepspeed", ["--scheduler", "slurm"], ["--requeue", "2"], tmp_path, env, delay=0.5)
     wait_for_step(job, 8)
     send_walltime_warning(job, env)
-    testcluster.start_requeued_now(cluster, job["job_id"])  # once the script has requeued it
     row = wait_until_finished(job, tmp_path, env)
     log = log_of(job)
     check_resumed(job, row, tmp_path, uninterrupted["deepspeed"], r"restarted 1 time")

@@ -131,26 +131,6 @@ def wait_idle(state: pathlib.Path, timeout: float = 120) -> None:
         time.sleep(1)
 
 
-def start_requeued_now(state: pathlib.Path, job_id: str, timeout: float = 300) -> None:
-    """Once ``job_id`` is back in the queue, start it now. Slurm lets a requeued job start again
-    only about 2 minutes later (its begin time); a test that is not about that wait asks the
-    controller to start it at once, as an admin may (``scontrol update JobId=N StartTime=now``)."""
-    env = client_env(state)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, capture_output=True, text=True,
-                              timeout=30)
-        if proc.stdout.strip() == "PENDING":
-            update = subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env,
-                                    capture_output=True, text=True, timeout=30)
-            assert update.returncode == 0, update.stderr
-            return
-        if proc.returncode != 0 or not proc.stdout.strip():
-            return  # ended (or never requeued): nothing to start
-        time.sleep(0.5)
-    pytest.fail(f"job {job_id} was not requeued in {timeout} s: {queue(state)}")
-
-
 def queue(state: pathlib.Path) -> str:
     proc = subprocess.run(["squeue", "-h"], env=client_env(state), capture_output=True, text=True, timeout=30)
     return proc.stdout.strip()

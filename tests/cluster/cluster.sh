@@ -191,7 +191,9 @@ SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$STATE/munge/munge.socket
+# cred_expire: also how long a requeued job waits before it may start again (default 120 s;
+# starting it sooner fails with "Job credential revoked"): 30 s keeps the requeue tests short.
+AuthInfo=socket=$STATE/munge/munge.socket,cred_expire=30
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$STATE/ctld
@@ -212,6 +214,8 @@ MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
+# A requeued job becomes startable with no event to wake the scheduler: look every 5 s, not 30.
+SchedulerParameters=bf_interval=5
 ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=60
