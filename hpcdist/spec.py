@@ -13,6 +13,7 @@ import os
 
 from hpcdist import launchers, schedulers
 from hpcdist import validate as v
+from hpcdist.frozen import DataclassFields, Frozen
 from hpcdist.options import BY_NAME, OPTIONS, REQUIRED
 
 #: Time between the walltime warning and the walltime: enough to write a checkpoint of a
@@ -29,43 +30,30 @@ _COMPARED = _FIELDS[:-1]
 _DEFAULTS = {**{o.name: o.default for o in OPTIONS if o.default is not REQUIRED}, "notes": ()}
 
 
-class _DataclassMetadata:
-    """``JobSpec.__dataclass_fields__`` and ``__dataclass_params__``, made by :mod:`dataclasses`
-    the first time something asks (``dataclasses.fields``, ``asdict``, ``replace``): importing
-    dataclasses and making a dataclass of the ~40 options cost `hpcdist render` about 6% of its
-    instructions. (:class:`hpcdist.env.DistEnv` does the same for the rank lookup.)"""
-
-    def __set_name__(self, owner, name):
-        self.name = name
-
-    def __get__(self, instance, cls):
-        import dataclasses
-
-        twin = dataclasses.make_dataclass(cls.__name__, [
-            (name, cls.__annotations__[name], dataclasses.field(
-                **({} if name not in _DEFAULTS else {"default": _DEFAULTS[name]}),
-                compare=name in _COMPARED))
-            for name in _FIELDS], frozen=True)
-        for attribute in ("__dataclass_fields__", "__dataclass_params__"):
-            setattr(cls, attribute, getattr(twin, attribute))
-        return getattr(cls, self.name)
-
-
-class JobSpec:
+class JobSpec(Frozen):
     """One job, every value checked; its fields are the job options (:mod:`hpcdist.options`).
 
-    A frozen dataclass in all but its making (written out, see :class:`_DataclassMetadata`):
-    keyword or positional fields in the table's order, defaults as class attributes, equality
-    and hash over the options, a repr of every field, immutable, and ``dataclasses.fields``,
-    ``asdict`` and ``replace`` work on it.
+    A frozen dataclass in all but its making (:mod:`hpcdist.frozen`): keyword or positional
+    fields in the table's order, defaults as class attributes, equality and hash over the
+    options, a repr of every field, immutable, and ``dataclasses.fields``, ``asdict`` and
+    ``replace`` work on it.
     """
 
     __annotations__ = {o.name: o.held for o in OPTIONS}
     __match_args__ = _FIELDS
-    __dataclass_fields__ = _DataclassMetadata()
-    __dataclass_params__ = _DataclassMetadata()
+    __dataclass_fields__ = DataclassFields()
+    __dataclass_params__ = DataclassFields()
+    _compared = _COMPARED
     #: What was understood from values that are easy to misread (walltime, memory).
     notes: tuple[str, ...]
+
+    @classmethod
+    def _dataclass_twin(cls, dataclasses):
+        return dataclasses.make_dataclass(cls.__name__, [
+            (name, cls.__annotations__[name], dataclasses.field(
+                **({} if name not in _DEFAULTS else {"default": _DEFAULTS[name]}),
+                compare=name in _COMPARED))
+            for name in _FIELDS], frozen=True)
 
     def __init__(self, *args, **kwargs):
         if len(args) > len(_FIELDS):
@@ -83,27 +71,6 @@ class JobSpec:
             raise TypeError(f"JobSpec.__init__() missing {len(missing)} required positional argument"
                             f"{'s' if len(missing) > 1 else ''}: {' and '.join(map(repr, missing))}")
         self.__dict__.update((name, values[name] if name in values else _DEFAULTS[name]) for name in _FIELDS)
-
-    def __setattr__(self, name, value):
-        import dataclasses
-
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name):
-        import dataclasses
-
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def _key(self) -> tuple:
-        return tuple(self.__dict__[name] for name in _COMPARED)
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self):
-        return hash(self._key())
 
     def __repr__(self):
         return f"{type(self).__qualname__}({', '.join(f'{name}={self.__dict__[name]!r}' for name in _FIELDS)})"

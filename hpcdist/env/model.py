@@ -7,6 +7,8 @@ not. (The reader lives here, not in a module of its own: every rank lookup
 needs both, and each module costs the lookup about 1% of Python's start-up.)
 """
 
+from hpcdist.frozen import DataclassFields, Frozen
+
 #: The values of :attr:`DistEnv.launcher`: what started this process, as the detectors
 #: (:mod:`hpcdist.env.detectors`) name it. Not the job launchers a script is written for
 #: (:data:`hpcdist.launchers.NAMES`).
@@ -62,40 +64,14 @@ class _ReadOnlyDict(dict):
         return (_ReadOnlyDict, (dict(self),))
 
 
-class _DataclassOnDemand(type):
-    """Makes :class:`DistEnv` a frozen dataclass without importing :mod:`dataclasses` up front.
-
-    ``import dataclasses`` pulls in inspect, re and enum: about 10 ms, which
-    would triple the cost of ``import hpcdist.env; get_rank()``. The class is
-    written out by hand below, and the dataclass metadata
-    (``__dataclass_fields__``, ``__dataclass_params__``) is built the first
-    time something asks for it, so ``dataclasses.is_dataclass``, ``fields``,
-    ``asdict`` and ``replace`` work as on any frozen dataclass.
-    """
-
-    def __getattr__(cls, name):
-        if name not in ("__dataclass_fields__", "__dataclass_params__"):
-            raise AttributeError(name)
-        import dataclasses
-
-        twin = dataclasses.make_dataclass(
-            cls.__name__,
-            [(f, cls.__annotations__[f]) for f in _INIT_FIELDS[:-1]]
-            + [("sources", cls.__annotations__["sources"],
-                dataclasses.field(default_factory=dict, compare=False, hash=False))],
-            frozen=True,
-        )
-        for attribute in ("__dataclass_fields__", "__dataclass_params__"):
-            type.__setattr__(cls, attribute, getattr(twin, attribute))
-        return getattr(cls, name)
-
-
 _INIT_FIELDS = FIELDS + ("launcher", "sources")
 _COMPARED = FIELDS + ("launcher",)
 
 
-class DistEnv(metaclass=_DataclassOnDemand):
-    """Where this process stands in a distributed run (a frozen dataclass).
+class DistEnv(Frozen):
+    """Where this process stands in a distributed run (a frozen dataclass in all but its
+    making, :mod:`hpcdist.frozen`: ``import dataclasses`` alone would triple the cost of
+    ``import hpcdist.env; get_rank()``).
 
     ``sources`` maps each field (and ``launcher``) to the variable or rule
     that gave its value, e.g. ``{"rank": "OMPI_COMM_WORLD_RANK=3"}``; it is
@@ -104,6 +80,9 @@ class DistEnv(metaclass=_DataclassOnDemand):
 
     __slots__ = _INIT_FIELDS
     __match_args__ = _INIT_FIELDS
+    __dataclass_fields__ = DataclassFields()
+    __dataclass_params__ = DataclassFields()
+    _compared = _COMPARED
 
     rank: int
     local_rank: int
@@ -122,30 +101,15 @@ class DistEnv(metaclass=_DataclassOnDemand):
         for name, value in zip(_INIT_FIELDS, values):
             object.__setattr__(self, name, value)
 
-    def __getattr__(self, name):
-        # Only reached for missing attributes: the dataclass metadata, built on demand.
-        return getattr(type(self), name)
-
-    def __setattr__(self, name, value):
-        import dataclasses
-
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name):
-        import dataclasses
-
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def _key(self) -> tuple:
-        return tuple(getattr(self, name) for name in _COMPARED)
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self):
-        return hash(self._key())
+    @classmethod
+    def _dataclass_twin(cls, dataclasses):
+        return dataclasses.make_dataclass(
+            cls.__name__,
+            [(f, cls.__annotations__[f]) for f in _INIT_FIELDS[:-1]]
+            + [("sources", cls.__annotations__["sources"],
+                dataclasses.field(default_factory=dict, compare=False, hash=False))],
+            frozen=True,
+        )
 
     def __repr__(self):
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _COMPARED)

@@ -19,6 +19,8 @@ whose site wraps ``qsub`` in a script sees what that script said.
 
 from __future__ import annotations
 
+from hpcdist.frozen import Frozen
+
 
 # --------------------------------------------------------------------------
 # States
@@ -44,33 +46,20 @@ STATES = frozenset(
 FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY})
 
 
-class Record:
+class Record(Frozen):
     """A small frozen value (its fields are its ``__slots__``): equality, hash, repr and pickling
-    by value, as a frozen dataclass has them. Written out, not ``@dataclass``: rendering a script
-    imports this module, and making a dataclass costs about 0.7 ms each."""
+    by value, as a frozen dataclass has them (:mod:`hpcdist.frozen`)."""
 
     __slots__ = ()
 
-    def _values(self) -> tuple:
+    def _key(self) -> tuple:
         return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def __eq__(self, other):
-        return self._values() == other._values() if type(other) is type(self) else NotImplemented
-
-    def __hash__(self):
-        return hash(self._values())
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
 
     def __reduce__(self):
-        return (type(self), self._values())
+        return (type(self), self._key())
 
 
 class JobStatus(Record):

@@ -160,8 +160,11 @@ class BatchScheduler(Scheduler):
         """The command exists but found no scheduler to talk to (``line``: its own words, from
         :func:`hpcdist.retry.not_configured`): what that means, on a login node and elsewhere."""
         return (f"{program} is installed but cannot reach a {self.title} {self.controller} ({line}). On a login "
-                f"node this is a site problem (ask the cluster's admins); on a machine with no {self.title} "
-                f"cluster set up: use --scheduler local, or {self.configure(line)}.")
+                f"node this is a site problem (ask the cluster's admins); on {self._no_cluster(line)}")
+
+    def _no_cluster(self, line: str) -> str:
+        """The way out on a machine where the commands are installed but no cluster is set up."""
+        return f"a machine with no {self.title} cluster set up: use --scheduler local, or {self.configure(line)}."
 
     def configure(self, line: str) -> str:
         """How to point the commands at a cluster, given what they said."""
@@ -248,7 +251,7 @@ class BatchScheduler(Scheduler):
             return (f"{argv[0]} is installed but cannot reach a {self.title} {self.controller} ({down}).\n"
                     f"The {self.title} {self.controller} cannot be reached{tries}: on a login node it may be down or "
                     f"restarting; try again when it is back (more tries: HPCDIST_SCHEDULER_RETRIES, now {retries}). "
-                    f"On a machine with no {self.title} cluster set up: use --scheduler local, or {self.configure(down)}.")
+                    f"On {self._no_cluster(down)}")
         lines = [f"{argv[0]} did not submit the job: {error}"]
         if retry.maybe_sent(text):
             lines.append(f"The controller did not answer after the request was sent, so the job may have been "
