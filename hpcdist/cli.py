@@ -277,8 +277,21 @@ def run_submit(args: argparse.Namespace) -> int:
         print(job.job_id)
         print(f"hpcdist submit: {spec.scheduler} job {job.job_id}, script and log in {job.path}", file=sys.stderr)
     if args.wait:
-        return sub.wait(job)
+        return _follow(job)
     return 0
+
+
+def _follow(job, quiet: bool = False) -> int:
+    """``--wait``, ``logs -f`` and ``doctor --submit``: the job to its end; Ctrl-C stops
+    following, not the job."""
+    from hpcdist import submission as sub
+
+    try:
+        return sub.wait(job, quiet=quiet)
+    except KeyboardInterrupt:
+        print(f"\nhpcdist: stopped following job {job.job_id}; the job goes on. Follow it again with "
+              f"`hpcdist logs -f {job.job_id}`, or stop it with `hpcdist cancel {job.job_id}`.", file=sys.stderr)
+        return 130
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -335,7 +348,7 @@ def run_logs(args: argparse.Namespace) -> int:
     except jobs.JobNotFound as e:
         raise CommandError(str(e)) from None
     if args.follow:
-        return sub.wait(job)
+        return _follow(job)
     text = sub.log_text(job)
     if text is None:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
@@ -463,7 +476,7 @@ def _submit_doctor(args: argparse.Namespace) -> int:
         raise CommandError(str(e)) from None
     print(f"hpcdist doctor: {spec.scheduler} job {job.job_id} checks {spec.nodes} node(s); log in {job.log}",
           file=sys.stderr)
-    return sub.wait(job, quiet=True)
+    return _follow(job, quiet=True)
 
 
 def run_supervise(args: argparse.Namespace) -> int:

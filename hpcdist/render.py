@@ -6,6 +6,11 @@ Every value reaches the script shell-quoted (``finalize``), unless it is a
 :mod:`hpcdist.launchers`). Templates are looked up first in the
 user's template folder, then in hpcdist's own (``templates/`` in the
 repository, ``hpcdist/templates`` in the wheel). Undefined names are errors.
+
+Templates run in Jinja's sandbox (:class:`_Sandbox`): a template found in a folder a profile
+names (``./hpcdist.toml`` is picked up by itself) may read values and call filters and
+macros, but not reach Python (``lipsum.__globals__``) nor call hpcdist's own methods (the
+scheduler it gets could otherwise submit or cancel).
 """
 
 from __future__ import annotations
@@ -38,10 +43,11 @@ def templates_dir() -> str:
 def _quote(value) -> str:
     if isinstance(value, Shell):
         return str(value)
-    if value is None:
-        raise ValueError("a template printed None: a value it uses is unset (check the template's `if`s)")
-    if isinstance(value, bool):
-        raise ValueError("a template printed a bool: test it with `if` instead")
+    if value is None or isinstance(value, bool):
+        from jinja2 import TemplateRuntimeError  # jinja2 is loaded: a template is rendering
+
+        raise TemplateRuntimeError("it printed None: a value it uses is unset (check the template's `if`s)"
+                                   if value is None else "it printed a bool: test it with `if` instead")
     return quote(str(value))
 
 
@@ -52,7 +58,9 @@ def _cache_dir() -> str | None:
     shared folder, which anyone can take first (jinja2 then refuses to render).
     """
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "hpcdist", "jinja2")
+    # Not the unsandboxed templates' folder: compiled code records how calls are made
+    # (sandboxed or not), and jinja2's cache keys hold only the template's name and source.
+    path = os.path.join(base, "hpcdist", "jinja2-sandboxed")
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.stat(path)
@@ -75,6 +83,20 @@ def environment(user_template: str | None = None, user_dir: str | None = None):
     return _environment(folder, user_dir)
 
 
+def _sandbox_class():
+    from jinja2.sandbox import SandboxedEnvironment
+
+    class _Sandbox(SandboxedEnvironment):
+        """Jinja's sandbox (no ``_``-attributes, no function internals), and no call to a
+        method of hpcdist's own objects: the values a template gets are to read."""
+
+        def is_safe_callable(self, obj) -> bool:
+            module = getattr(obj, "__module__", None) or ""
+            return super().is_safe_callable(obj) and module.split(".")[0] != "hpcdist"
+
+    return _Sandbox
+
+
 @functools.lru_cache(maxsize=16)
 def _environment(folder: str | None, user_dir: str | None):
     import jinja2
@@ -83,7 +105,7 @@ def _environment(folder: str | None, user_dir: str | None):
     search += [user_dir] if user_dir else []
     ours = jinja2.FileSystemLoader(templates_dir())
     cache = _cache_dir()
-    env = jinja2.Environment(
+    env = _sandbox_class()(
         loader=jinja2.ChoiceLoader([
             jinja2.PrefixLoader({"hpcdist": ours}), jinja2.FileSystemLoader(search), ours]),
         # Compiled templates are cached (in the user's private cache folder): a
@@ -153,9 +175,45 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
     scheduler = schedulers.get(spec.scheduler, spec.dialect)
     env.filters.update(scheduler.filters)
     name = os.path.basename(spec.template) if spec.template else scheduler.template
-    template = env.get_template(name)
     launcher = launchers.get(spec.launcher)
-    return template.render(
+    import jinja2  # imported by environment() already
+
+    try:
+        return env.get_template(name).render(**_context(spec, scheduler, launcher, command_line, workdir, job_dir))
+    except jinja2.TemplateError as e:
+        raise _template_error(e, env, name) from None
+
+
+def _template_error(error, env, name: str) -> validate.ValidationError:
+    """A template that cannot be rendered, as one line: the file, the line, what is wrong."""
+    from jinja2.sandbox import SecurityError
+
+    where, line = getattr(error, "filename", None), getattr(error, "lineno", None)
+    if not where:  # a runtime error: jinja2 put the template's own line in the traceback
+        import traceback
+
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.endswith(".py")]
+        where, line = (frames[-1].filename, frames[-1].lineno) if frames else (_template_file(env, name), None)
+    if isinstance(error, SecurityError):
+        rule = (f"{str(error).rstrip('.')}: a template may read the values it is given and use filters and macros, "
+                "not reach Python or call hpcdist's methods.")
+    else:
+        rule = f"{type(error).__name__}: {error.message or error}."
+    return validate.ValidationError("template", f"{where}:{line}" if line else where, rule,
+                                    "Fix the template (templates/README.md says what it gets), or use hpcdist's own.")
+
+
+def _template_file(env, name: str) -> str:
+    """The file ``name`` was loaded from, for messages (the name itself when not found)."""
+    try:
+        return env.get_template(name).filename or name
+    except Exception:  # noqa: BLE001 - only for the message: the template may not even load
+        return name
+
+
+def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
+    """What a template gets (templates/README.md lists it)."""
+    return dict(
         spec=spec,
         version=__version__,
         command_line=command_line,

@@ -166,7 +166,29 @@ def _rules(out: dict, given: dict, check_files: bool) -> None:
             raise v.ValidationError("--template", out["template"], "does not exist.", "Check the path.")
         if "template_dir" in out and not os.path.isdir(out["template_dir"]):
             raise v.ValidationError("--template-dir", out["template_dir"], "is not a folder.", "Check the path.")
+        _check_output(out)
     _check_restarts(out, given)
+
+
+def _check_output(out: dict) -> None:
+    """The log (``--output``) must not be a file the job reads (it would be overwritten, as
+    ``s.py`` was by ``--output s.py``), nor a folder, nor in a folder that does not exist (the
+    scheduler would not create it: the job would run, or fail, with no log at all)."""
+    log = out.get("output")
+    if not log or "%" in log:  # %j/%x are filled in by the scheduler: it names a file of its own
+        return
+    fix = "Name a new file for the log (e.g. --output logs/train.log), or leave --output out."
+    for name, field in (("script", "SCRIPT"), ("deepspeed_config", "--deepspeed-config"), ("template", "--template")):
+        if name in out and os.path.exists(log) and os.path.exists(out[name]) and os.path.samefile(log, out[name]):
+            raise v.ValidationError("--output", log, f"is {field} {out[name]!r}: the job's log would overwrite it.", fix)
+    if os.path.isdir(log):
+        raise v.ValidationError("--output", log, "is a folder; the log is a file.", fix)
+    folder = os.path.dirname(log) or "."
+    if not os.path.isdir(folder):
+        from hpcdist.shell import quote
+
+        raise v.ValidationError("--output", log, f"is in {folder!r}, which does not exist: the scheduler would not "
+                                "create it, and the job would have no log.", f"Create it first (mkdir -p {quote(folder)}).")
 
 
 def _check_restarts(out: dict, given: dict) -> None:

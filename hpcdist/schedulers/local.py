@@ -120,19 +120,28 @@ class Local(Scheduler):
 
     @staticmethod
     def _runner_alive(job) -> bool:
-        """The runner's pid is alive and is still the runner (pids are reused)."""
+        """The runner's pid is alive and is still the runner (pids are reused): its start time
+        is the recorded one, and it still leads the process group it was started in."""
         from hpcdist import jobs
 
         pid, started = jobs.read_runner(job.path) or (job.job_id, "None")
         try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+            pid = int(pid)
+            if pid <= 1 or os.getpgid(pid) != pid:
+                return False
+        except (ValueError, ProcessLookupError):
             return False
-        return started == "None" or _process_start(int(pid)) == started
+        return started == "None" or _process_start(pid) == started
 
     def cancel(self, job) -> None:
         import signal
 
+        from hpcdist.schedulers.batch import SubmitError
+
+        state = self.status(job)
+        if state.finished:  # its pid may already be another process's: nothing is signalled
+            code = "" if state.exit_code is None else f", exit {state.exit_code}"
+            raise SubmitError(f"job {job.job_id} has already ended ({state.state.lower()}{code}): nothing to cancel")
         job.update(cancelled=True)
         try:
             os.killpg(int(job.job_id), signal.SIGTERM)
