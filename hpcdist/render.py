@@ -52,7 +52,7 @@ def _quote(value) -> str:
 
 
 def _cache_dir() -> str | None:
-    """``$XDG_CACHE_HOME/hpcdist/jinja2`` (``~/.cache/...``), private; None when it cannot be had.
+    """``$XDG_CACHE_HOME/hpcdist/jinja2-sandboxed`` (``~/.cache/...``), private; None when it cannot be had.
 
     Not jinja2's default, ``/tmp/_jinja2-cache-<uid>``: a predictable name in a
     shared folder, which anyone can take first (jinja2 then refuses to render).

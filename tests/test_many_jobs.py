@@ -315,7 +315,7 @@ def test_render_uses_no_predictable_name_in_tmp_and_survives_one_taken(tmp_path)
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and "#SBATCH --job-name=t" in proc.stdout, proc.stderr
     assert os.listdir(shared) == [f"_jinja2-cache-{os.getuid()}"]
-    cache = tmp_path / "cache" / "hpcdist" / "jinja2"
+    cache = tmp_path / "cache" / "hpcdist" / "jinja2-sandboxed"
     assert _mode(cache) == "0o700" and os.listdir(cache)
 
 
