@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -54,3 +55,79 @@ def test_env_refuses_bytes_that_are_not_utf8_naming_the_variable(variable, field
 def test_a_job_id_of_5000_digits_still_gives_a_port():
     proc = hpcdist("env", "--field", "master_port", env=clean_env(SLURM_JOB_ID="1" * 4999 + "2"))
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "21112\n", "")
+
+
+# -- qstat's odd numbers, and an exit_code no shell writes ----------------------------------------
+
+def qstat_json(**attributes: str) -> str:
+    """qstat -F json of one finished job; each value is JSON text, as qstat would print it."""
+    entry = {"job_state": '"F"', "Exit_status": "0", "substate": "92", **attributes}
+    body = ", ".join(f'"{k}": {v}' for k, v in entry.items())
+    return '{"Jobs": {"1.server": {' + body + "}}}"
+
+
+@pytest.mark.parametrize("attributes,state", [
+    ({"substate": "1e999"}, "COMPLETED"),             # only a hint: ignored
+    ({"substate": "-Infinity", "Exit_status": "null"}, "FAILED"),
+    ({"substate": "NaN"}, "COMPLETED"),
+    ({"Exit_status": "1e999"}, None),                 # None: a SchedulerOutputError
+    ({"Exit_status": "1" * 30}, None),
+    ({"Exit_status": "-" + "1" * 30}, None),
+    ({"Exit_status": "2.5"}, None),
+    ({"Exit_status": "[]"}, None),
+])
+def test_qstat_json_with_odd_numbers_is_an_answer_or_an_output_error(attributes, state):
+    from hpcdist.schedulers.base import JobId, SchedulerOutputError
+    from hpcdist.schedulers.pbs_qstat import parse_qstat_pro_json
+
+    text = qstat_json(**attributes)
+    if state is None:
+        with pytest.raises(SchedulerOutputError, match="Exit_status in qstat -F json output is not an integer"):
+            parse_qstat_pro_json(text, JobId("1.server", scheduler="pbs"))
+    else:
+        assert parse_qstat_pro_json(text, JobId("1.server", scheduler="pbs")).state == state
+
+
+def test_status_behind_a_qstat_printing_infinity(tmp_path):
+    """A STAND-IN qstat printing ``"substate": 1e999`` (no PBS server exists here, and a real one
+    prints no such thing on demand); qsub is the fake of tests/fakes."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qstat = bin_dir / "qstat"
+    qstat.write_text("#!/bin/sh\ncat <<'EOF'\n" + qstat_json(substate="1e999").replace("1.server", "12345.server")
+                     + "\nEOF\n")
+    qstat.chmod(0o755)
+    (tmp_path / "train.py").write_text("")
+    env = clean_env(HPCDIST_FAKE_LOG=str(tmp_path / "fake.log"), HPCDIST_FAKE_PBS_SERVER="server")
+    env["PATH"] = os.pathsep.join([str(bin_dir), FAKES, env["PATH"]])
+    proc = hpcdist("submit", "--scheduler", "pbs", "--json", "train.py", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    proc = hpcdist("status", "--json", cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0)
+
+
+def status_once_the_runner_is_gone(cwd) -> dict:
+    """--wait returns once the exit_code file is there; the runner's shell ends a moment later."""
+    deadline = time.monotonic() + 20
+    while True:
+        (row,) = json.loads(hpcdist("status", "--json", cwd=cwd).stdout)
+        if row["state"] != "RUNNING" or time.monotonic() > deadline:
+            return row
+        time.sleep(0.1)
+
+
+def test_an_exit_code_of_256_is_no_record_and_status_and_logs_follow_agree(tmp_path):
+    """A shell's exit status is 0-255: 256 in the file is not one hpcdist's trap wrote. Before,
+    status said failed (exit 256) while `logs -f` exited 256 % 256 = 0."""
+    (tmp_path / "s.py").write_text("print('hello')\n")
+    proc = hpcdist("submit", "--scheduler", "local", "--launcher", "none", "--wait", "s.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = (tmp_path / ".hpcdist" / "jobs").iterdir()
+    (folder / "exit_code").write_text("256\n")
+    row = status_once_the_runner_is_gone(tmp_path)
+    assert row["state"] == "FAILED" and row["exit_code"] is None
+    follow = hpcdist("logs", "-f", row["job_id"], cwd=tmp_path)
+    assert follow.returncode == 1, follow.stderr
+    assert "hello" in follow.stdout
