@@ -237,9 +237,11 @@ def _spec(args: argparse.Namespace, check_files: bool = True):
 
 
 def _command_line() -> str:
-    import shlex
+    """The command as typed, for the script's header: an argument's line break or carriage
+    return is escaped (bash's $'...'), never written raw into the comment."""
+    from hpcdist.shell import words_to_line
 
-    return " ".join(shlex.quote(a) for a in ["hpcdist", *sys.argv[1:]])
+    return words_to_line(["hpcdist", *sys.argv[1:]])
 
 
 def run_render(args: argparse.Namespace) -> int:

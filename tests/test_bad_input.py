@@ -131,3 +131,77 @@ def test_an_exit_code_of_256_is_no_record_and_status_and_logs_follow_agree(tmp_p
     follow = hpcdist("logs", "-f", row["job_id"], cwd=tmp_path)
     assert follow.returncode == 1, follow.stderr
     assert "hello" in follow.stdout
+
+
+# -- accepted but absurd: numbers, directories, a dash, a carriage return ---------------------------
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "s.py").write_text("print('hello')\n")
+    (tmp_path / "folder.py").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--launcher", "deepspeed", "--ssh-port", "99999999999999999"],
+     "--ssh-port '99999999999999999': is more than 65535, the highest TCP port. Give the port sshd listens on"),
+    (["--ssh-port", "65536"], "--ssh-port '65536': is more than 65535"),
+    (["--nodes", "99999999999999999"],
+     "--nodes '99999999999999999': is more than 2147483647, the most a scheduler or launcher reads"),
+    (["--nodes", "1" * 5000], "is more than 2147483647"),
+    (["--scheduler", "slurm", "--nodes", "99999999999999999"], "--nodes '99999999999999999': is more than 2147483647"),
+    (["--scheduler", "pbs", "--nodes", "100000", "--procs-per-node", "100000"],
+     "--nodes '100000': times --procs-per-node 100000 is 10000000000 processes, more than 2147483647"),
+    (["--nodes", "2000"], "--nodes '2000': the local backend would start 2000 processes on this host "
+                          "(2000 node(s) x 1); it starts at most 1024. Ask for fewer, or submit with --scheduler"),
+    (["--nodes", "64", "--procs-per-node", "64"], "--nodes '64': the local backend would start 4096 processes"),
+])
+def test_absurd_numbers_are_refused_in_one_line(workdir, flags, message):
+    proc = hpcdist("render", *flags, "s.py", cwd=workdir)
+    assert message in one_error_line(proc, "render")
+
+
+def test_a_port_and_a_local_size_in_range_are_taken(workdir):
+    proc = hpcdist("render", "--launcher", "deepspeed", "--ssh-port", "65535", "s.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "--ssh_port 65535" in proc.stdout
+    proc = hpcdist("render", "--nodes", "4", "--procs-per-node", "256", "s.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "$(seq 0 3)" in proc.stdout
+
+
+@pytest.mark.parametrize("flags,message", [
+    ([], "SCRIPT 'folder.py': is a directory; it must name a file."),
+    (["--launcher", "deepspeed", "--deepspeed-config", "folder.py"],
+     "--deepspeed-config 'folder.py': is a directory; it must name a file."),
+    (["--template", "folder.py"], "--template 'folder.py': is a directory; it must name a file."),
+])
+def test_a_directory_given_as_a_file_is_called_a_directory(workdir, flags, message):
+    script = "folder.py" if not flags else "s.py"
+    line = one_error_line(hpcdist("render", *flags, script, cwd=workdir), "render")
+    assert message in line and "does not exist" not in line
+
+
+@pytest.mark.parametrize("scheduler", ["local", "slurm", "pbs"])
+def test_a_script_whose_name_starts_with_a_dash_works_after_double_dash(workdir, scheduler):
+    (workdir / "-dash.py").write_text("print('dash ran')\n")
+    proc = hpcdist("render", "--scheduler", scheduler, "--", "-dash.py", "--lr", "1", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert " ./-dash.py --lr 1" in proc.stdout
+    assert "-N -dash" not in proc.stdout and "--job-name=-dash" not in proc.stdout  # named dash.py's way
+
+
+def test_a_script_whose_name_starts_with_a_dash_runs(workdir):
+    (workdir / "-dash.py").write_text("print('dash ran')\n")
+    proc = hpcdist("submit", "--scheduler", "local", "--launcher", "none", "--wait", "--", "-dash.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "dash ran" in proc.stdout
+    (folder,) = (workdir / ".hpcdist" / "jobs").iterdir()
+    assert folder.name.startswith("dash-")
+
+
+def test_a_carriage_return_in_an_argument_is_shown_escaped_in_the_header(workdir):
+    proc = hpcdist("render", "s.py", "a\rb", "x\ny", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stdout
+    assert "#   hpcdist render s.py $'a\\rb' $'x\\ny'\n" in proc.stdout
