@@ -237,9 +237,11 @@ def _spec(args: argparse.Namespace, check_files: bool = True):
 
 
 def _command_line() -> str:
-    import shlex
+    """The command as typed, for the script's header: an argument's line break or carriage
+    return is escaped (bash's $'...'), never written raw into the comment."""
+    from hpcdist.shell import words_to_line
 
-    return " ".join(shlex.quote(a) for a in ["hpcdist", *sys.argv[1:]])
+    return words_to_line(["hpcdist", *sys.argv[1:]])
 
 
 def run_render(args: argparse.Namespace) -> int:
@@ -455,9 +457,11 @@ def run_doctor(args: argparse.Namespace) -> int:
         hosts = [socket.gethostname()]
         print(f"hpcdist doctor: not inside a job ({e}); checking this host only. Run it inside a job, "
               "or give --scheduler slurm --nodes 2 to submit one that runs it.", file=sys.stderr)
+    from hpcdist.env.model import EnvReader
+
     job = job_id_from(os.environ)
-    port = int(os.environ["MASTER_PORT"]) if os.environ.get("MASTER_PORT", "").isdigit() else (
-        port_for_job(job[1]) if job else None)
+    port = (EnvReader(os.environ).integer("MASTER_PORT", "master port")  # too many digits: one line
+            if os.environ.get("MASTER_PORT", "").isdigit() else port_for_job(job[1]) if job else None)
     report = doctor.check(hosts, port, int(args.ssh_port) if getattr(args, "ssh_port", None) else None)
     sys.stdout.write(doctor.report_text(report))
     return 0 if report.ok else 1

@@ -215,13 +215,17 @@ def read_exit_code(folder: str) -> int | None:
     The one rule for every reader: a file that cannot be read or holds no number is no
     record (never taken for a failure: an exit code is evidence, not a guess). Every writer
     writes the file whole (:func:`write_exit_code_shell`), so a reader never sees it half
-    written; one that holds no number was not written by hpcdist.
+    written; one that holds no number was not written by hpcdist, nor one past a shell's exit
+    status (0-255: 256 would be a failure that --wait, exiting with it, turns into 0).
     """
     try:
         with open(exit_code_file(folder)) as f:
-            return int(f.read().strip())
+            text = f.read().strip()
     except (OSError, ValueError):
         return None
+    if not (text.isascii() and text.isdigit() and len(text) <= 3 and int(text) <= 255):
+        return None
+    return int(text)
 
 
 def write_exit_code_shell(target: str) -> str:

@@ -87,6 +87,11 @@ def _at_least_0(x, o, _):
     return v.check_positive(x, o.flag, allow_zero=True)
 
 
+def _port(x, o, _):
+    return v.check_positive(x, o.flag, most=65535, limit="the highest TCP port",
+                            fix="Give the port sshd listens on on the nodes (22 unless your site says otherwise).")
+
+
 def _walltime(x, o, _):
     return v.parse_walltime(str(x), o.flag)
 
@@ -164,7 +169,9 @@ def _script(x, o, _):
     if not x:
         raise v.ValidationError(o.flag, x, "no training script was given.",
                                 "Add the script path: hpcdist submit ... train.py")
-    return v.check_word(x, o.flag)  # a script named -x would be read as the launcher's option
+    # A script named -x (given after `--`) would be read as the launcher's option: it is a
+    # file here, named as one, as _source does.
+    return v.check_word("./" + x if x.startswith("-") else x, o.flag)
 
 
 def _argument(x, o, _):
@@ -225,7 +232,7 @@ OPTIONS = (
     Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE"),
     Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS),
     Option("no_ssh", bool, False, LAUNCH, check=_yes_no, help="DeepSpeed: one launcher per node, no ssh"),
-    Option("ssh_port", int, None, LAUNCH, check=_at_least_1),
+    Option("ssh_port", int, None, LAUNCH, check=_port),
     Option("mpi", str, "openmpi", LAUNCH, check=_one_of, choices=MPI_FLAVOURS,
            help="mpirun flavour (default: openmpi)"),
     # The MPI launcher program; default mpirun (Open MPI) or mpiexec (MPICH).

@@ -156,14 +156,16 @@ def _rules(out: dict, given: dict, check_files: bool) -> None:
             "Use one process per GPU (leave --procs-per-node out), or ask for more GPUs.")
     if "conda" in out and "venv" in out:
         raise v.ValidationError("--venv", out["venv"], "cannot be used together with --conda.", "Pick one environment.")
+    nodes, procs = out.get("nodes", 1), out["procs_per_node"]
+    if nodes * procs > v.MAX_COUNT:
+        raise v.ValidationError("--nodes", str(nodes), f"times --procs-per-node {procs} is {nodes * procs} processes, "
+                                f"more than {v.MAX_COUNT}, the most a scheduler or launcher counts.", "Ask for fewer.")
     if check_files:
-        if not os.path.isfile(out["script"]):
-            raise v.ValidationError("SCRIPT", out["script"], "does not exist (relative to the current directory).",
-                                    "Check the path; the job runs from the directory you submit from.")
-        if "deepspeed_config" in out and not os.path.isfile(out["deepspeed_config"]):
-            raise v.ValidationError("--deepspeed-config", out["deepspeed_config"], "does not exist.", "Check the path.")
-        if "template" in out and not os.path.isfile(out["template"]):
-            raise v.ValidationError("--template", out["template"], "does not exist.", "Check the path.")
+        _check_file("SCRIPT", out["script"], " (relative to the current directory)",
+                    "Check the path; the job runs from the directory you submit from.")
+        for key, flag in (("deepspeed_config", "--deepspeed-config"), ("template", "--template")):
+            if key in out:
+                _check_file(flag, out[key], "", "Check the path.")
         if "template_dir" in out and not os.path.isdir(out["template_dir"]):
             raise v.ValidationError("--template-dir", out["template_dir"], "is not a folder.", "Check the path.")
         _check_output(out)
@@ -189,6 +191,14 @@ def _check_output(out: dict) -> None:
 
         raise v.ValidationError("--output", log, f"is in {folder!r}, which does not exist: the scheduler would not "
                                 "create it, and the job would have no log.", f"Create it first (mkdir -p {quote(folder)}).")
+
+
+def _check_file(flag: str, path: str, where: str, fix: str) -> None:
+    """``path`` is a file (``where`` says relative to what, when the error names it)."""
+    if os.path.isdir(path):
+        raise v.ValidationError(flag, path, "is a directory; it must name a file.", fix)
+    if not os.path.isfile(path):
+        raise v.ValidationError(flag, path, f"does not exist{where}.", fix)
 
 
 def _check_restarts(out: dict, given: dict) -> None:

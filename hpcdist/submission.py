@@ -97,8 +97,9 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             job.update(state=state.state, exit_code=state.exit_code)
             if state.state != "COMPLETED":
                 print_first_failure(job)
-            if state.exit_code is not None:
+            if state.exit_code is not None and 0 <= state.exit_code <= 255:
                 return state.exit_code
+            # None, or a code no exit status can carry (PBS's negative ones): 256 would wrap to 0.
             return 0 if state.state == "COMPLETED" else 1
         time.sleep(poll)
 

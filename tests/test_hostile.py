@@ -136,8 +136,9 @@ def _directive_value(values, value):
 
 FIELDS = [
     Field("job-name", "--job-name", _set("job_name")),
-    Field("script", "SCRIPT", _set("script"), must_accept=lambda p, v: _word(p),
-          must_refuse=lambda p, v: not _word(p), launch=True),
+    # A script named -x is a file, written ./-x (a path, never the launcher's option).
+    Field("script", "SCRIPT", _set("script"), must_accept=lambda p, v: _line(p) and p.value != "",
+          must_refuse=lambda p, v: not (_line(p) and p.value != ""), launch=True),
     Field("script-args", "ARGS", lambda v, x: {**v, "script_args": [x, "--x", x]},
           must_accept=lambda p, v: _text(p), must_refuse=lambda p, v: not _text(p), launch=True),
     Field("env-value", "--env", lambda v, x: {**v, "env": [f"HOSTILE={x}"]},

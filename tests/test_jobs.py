@@ -11,7 +11,8 @@ import pytest
 from hpcdist import jobs
 
 
-@pytest.mark.parametrize("text,code", [(None, None), ("3\n", 3), ("0", 0), ("", None), ("x\n", None)])
+@pytest.mark.parametrize("text,code", [(None, None), ("3\n", 3), ("0", 0), ("", None), ("x\n", None),
+                                       ("255", 255), ("256\n", None), ("-1", None), ("+3", None)])
 def test_an_exit_code_file_without_a_number_is_no_record(tmp_path, text, code):
     if text is not None:
         (tmp_path / jobs.EXIT_CODE).write_text(text)

@@ -308,7 +308,7 @@ def test_name_uses_field():
 
 @pytest.mark.parametrize("value,allow_zero,result", [
     (1, False, 1), (4, False, 4), ("4", False, 4), (" 8 ", False, 8), ("004", False, 4),
-    (0, True, 0), ("0", True, 0), (10 ** 30, False, 10 ** 30),
+    (0, True, 0), ("0", True, 0), (2 ** 31 - 1, False, 2 ** 31 - 1), ("0" * 30 + "7", False, 7),
 ])
 def test_positive_accepted(value, allow_zero, result):
     assert check_positive(value, "--nodes", allow_zero=allow_zero) == result
@@ -320,7 +320,10 @@ def test_positive_accepted(value, allow_zero, result):
     (-1, True, ["at least 0"]), (True, False, ["True"]), (False, True, ["False"]), (2.0, False, ["2.0"]),
     ("2.5", False, ["whole number"]), ("-1", False, ["whole number"]), ("+1", False, ["whole number"]),
     ("", False, ["whole number"]), ("٣", False, ["whole number"]), ("²", False, ["whole number"]),
-    (None, False, ["whole number"]), ("9" * 19, False, ["too large"]), ("1e3", False, ["whole number"]),
+    (None, False, ["whole number"]), ("1e3", False, ["whole number"]),
+    # More than a scheduler or launcher reads, as an int or as digits (int() refuses 4300 of them).
+    ("9" * 19, False, ["is more than 2147483647"]), (10 ** 30, False, ["is more than 2147483647"]),
+    (2 ** 31, False, ["is more than 2147483647"]), ("9" * 5000, False, ["extra digits"]),
 ])
 def test_positive_rejected(value, allow_zero, must):
     e = rejects(check_positive, value, "--nodes", allow_zero=allow_zero, must=must)

@@ -139,6 +139,28 @@ class DistEnv(Frozen):
         return out
 
 
+#: The most digits a launcher's number may have: int64's, far past any rank, size or port, and
+#: well below Python's limit on int() (4300 digits, a ValueError with advice for programmers).
+MAX_DIGITS = 18
+
+
+def shown(value: str, limit: int = 40) -> str:
+    """A variable's value for a message, quoted: escaped where not printable (bytes that are
+    not UTF-8 as ``\\xff``, not as Python's surrogates) and cut after ``limit`` characters."""
+    cut = value[:limit]
+    out = "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else repr(c)[1:-1] for c in cut)
+    return f"'{out}...' ({len(value)} characters)" if len(value) > limit else f"'{out}'"
+
+
+def is_text(value: str) -> bool:
+    """False for a value holding bytes that are not UTF-8 (os.environ keeps them as surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class EnvReader:
     def __init__(self, environ: "Mapping[str, str]"):
         self.environ = environ
@@ -170,6 +192,11 @@ class EnvReader:
                 f"{name} is set but empty. Unset it, or set it to a value "
                 f"(look for a stray `export {name}=` in the job script)."
             )
+        if not is_text(value):
+            raise DistEnvError(
+                f"{name}={shown(value)} is not UTF-8 text. It is normally set by the launcher: "
+                f"unset it or fix the job script that sets it."
+            )
         return value.strip()
 
     def integer(self, name: str, meaning: str) -> int | None:
@@ -184,12 +211,16 @@ class EnvReader:
         # ASCII digits only: int() would also take "+1", "1_0" and other scripts' digits.
         if not (text.isascii() and text.isdigit()):
             raise DistEnvError(
-                f"{name}={value!r} is not a non-negative integer; hpcdist reads it as the "
+                f"{name}={shown(value)} is not a non-negative integer; hpcdist reads it as the "
                 f"{meaning}. It is normally set by the launcher: unset it or fix the "
                 f"job script that sets it."
             )
-        number = int(text)
-        return number
+        if len(text.lstrip("0")) > MAX_DIGITS:
+            raise DistEnvError(
+                f"{name}={shown(value)} is too large for a {meaning} (over {MAX_DIGITS} digits). "
+                f"It is normally set by the launcher: unset it or fix the job script that sets it."
+            )
+        return int(text)
 
     def first(self, names: tuple[str, ...], meaning: str) -> tuple[int, str] | None:
         """The first of ``names`` that is set, as ``(value, "NAME=value")``."""

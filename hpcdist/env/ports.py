@@ -11,6 +11,8 @@ ports, so jobs submitted one after another never collide.
 An explicit ``MASTER_PORT`` always wins over this.
 """
 
+from hpcdist.env.model import DistEnvError, is_text, shown
+
 PORT_BASE = 20000
 PORT_SPAN = 10000
 DEFAULT_PORT = 29500  # torch's own default, used outside any job
@@ -24,7 +26,9 @@ JOB_ID_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "LSB_JOBID", "FL
 def port_for_job(job_id: str) -> int:
     head = job_id.strip().split(".", 1)[0]
     if head.isascii() and head.isdigit():
-        number = int(head)
+        # The last 18 digits give the same remainder (10**18 is a multiple of PORT_SPAN),
+        # and int() refuses over 4300 digits.
+        number = int(head[-18:])
     else:
         import zlib
 
@@ -40,5 +44,10 @@ def job_id_from(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
     for name in JOB_ID_VARIABLES:
         value = environ.get(name)
         if value is not None and value.strip():
+            if not is_text(value):
+                raise DistEnvError(
+                    f"{name}={shown(value)} is not a job id (bytes that are not UTF-8). It is normally "
+                    f"set by the scheduler: unset it or fix the job script that sets it, or set MASTER_PORT."
+                )
             return name, value.strip()
     return None

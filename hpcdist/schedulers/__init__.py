@@ -112,7 +112,7 @@ def suggest_job_name(text: str, scheduler: str) -> str:
     """A valid job name made from ``text`` (typically a script's file name).
 
     Drops a trailing ``.py``, replaces each run of disallowed characters with
-    ``_``, strips leading dots, cuts to the scheduler's limit and falls back
+    ``_``, strips leading dots and dashes, cuts to the scheduler's limit and falls back
     to ``"job"``: ``.train v2.py`` -> ``train_v2``.  The result always passes
     :func:`check_job_name` for ``scheduler``.  Directories are not removed
     (pass ``os.path.basename(path)``); a ``/`` becomes ``_``.

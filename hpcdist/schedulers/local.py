@@ -26,6 +26,11 @@ WAIT_ALL = (
 )
 
 
+#: The most processes the local backend starts (--nodes x --procs-per-node): each "node" is a
+#: background agent on this host, and more than this is a typo, not a workstation's load.
+MAX_LOCAL_PROCESSES = 1024
+
+
 def _process_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (Linux), to tell a reused pid."""
     try:
@@ -54,6 +59,12 @@ class Local(Scheduler):
 
         if given.get("directives"):
             self.directive(str(given["directives"][0]))
+        nodes, procs = values.get("nodes", 1), values["procs_per_node"]
+        if nodes * procs > MAX_LOCAL_PROCESSES:
+            flag, value = ("--procs-per-node", procs) if procs > MAX_LOCAL_PROCESSES else ("--nodes", nodes)
+            raise v.ValidationError(flag, str(value), f"the local backend would start {nodes * procs} processes "
+                                    f"on this host ({nodes} node(s) x {procs}); it starts at most {MAX_LOCAL_PROCESSES}.",
+                                    "Ask for fewer, or submit with --scheduler slurm or pbs.")
         if values.get("requeue") or "signal_margin_s" in values:
             flag = "--requeue" if values.get("requeue") else "--signal-margin"
             raise v.ValidationError(flag, str(given.get("requeue") or given.get("signal_margin")),

@@ -87,13 +87,22 @@ def _pbs_duration(value) -> int | None:
     return hours * 3600 + minutes * 60 + seconds
 
 
+def _c_int(value) -> int | None:
+    """An integer as PBS keeps it (a C int), from JSON's number or a string; None for anything
+    else: a float (``1e999`` is infinity), a bool, a number past a C int."""
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,12}\s*", value):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31:
+        return value
+    return None
+
+
 def _pbs_int(value, name: str, what: str, stdout: str, stderr: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,12}\s*", value):
-        return int(value)
+    number = _c_int(value)
+    if number is not None:
+        return number
     raise SchedulerOutputError(
         f"{name} in {what} output is not an integer: {str(value)[:200]!r}",
         stdout,
@@ -130,11 +139,7 @@ def _pbs_status(attrs: dict, dialect: str, what: str, stdout: str, stderr: str) 
 
     exit_key = "exit_status" if "exit_status" in attrs else "Exit_status"
     exit_status = _pbs_int(attrs.get(exit_key), exit_key, what, stdout, stderr)
-    substate = attrs.get("substate")
-    try:
-        substate = int(substate) if substate is not None and not isinstance(substate, bool) else None
-    except (TypeError, ValueError):
-        substate = None
+    substate = _c_int(attrs.get("substate"))  # only a hint: an odd one is ignored
 
     if exit_status is None:
         if substate == _SUBSTATE_TERMINATED:

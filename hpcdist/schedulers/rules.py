@@ -29,7 +29,7 @@ class JobNameRules:
         if s.lower().endswith(".py"):
             s = s[:-3]
         s = re.sub(f"[^{self.chars}]+", "_", s, flags=re.A)
-        s = s.lstrip(".")
+        s = s.lstrip(".-")  # a name (and the job folder named after it) read as an option
         s = s[:self.longest]
         if not s.strip("_"):
             return "job"

@@ -40,9 +40,17 @@ def check_name(value: str, field: str) -> str:
 # numbers, environment, text
 # --------------------------------------------------------------------------
 
-def check_positive(value: object, field: str, *, allow_zero: bool = False) -> int:
-    """A whole number >= 1 (>= 0 with ``allow_zero``): an ``int`` (not a
-    ``bool``) or a string of ASCII digits (surrounding spaces allowed)."""
+#: The largest count a scheduler or launcher reads: a C int (Slurm's and PBS's node and task
+#: counts, torchrun's); hpcdist refuses more rather than let it wrap or be refused at submission.
+MAX_COUNT = 2**31 - 1
+
+
+def check_positive(value: object, field: str, *, allow_zero: bool = False, most: int = MAX_COUNT,
+                   limit: str = "the most a scheduler or launcher reads (a 32-bit count)",
+                   fix: str = "Check it for extra digits.") -> int:
+    """A whole number >= 1 (>= 0 with ``allow_zero``), at most ``most`` (``limit`` says why,
+    ``fix`` what to give instead): an ``int`` (not a ``bool``) or a string of ASCII digits
+    (surrounding spaces allowed)."""
     low = 0 if allow_zero else 1
     rule = f"must be a whole number of at least {low}."
     if isinstance(value, bool):
@@ -53,13 +61,14 @@ def check_positive(value: object, field: str, *, allow_zero: bool = False) -> in
         s = value.strip()
         if not (s and s.isascii() and s.isdigit()):
             raise ValidationError(field, value, rule)
-        if len(s) > 18:
-            raise ValidationError(field, value, "is too large.")
-        number = int(s)
+        # Counted before int(), which refuses over 4300 digits.
+        number = int(s) if len(s.lstrip("0")) <= len(str(most)) else most + 1
     else:
         raise ValidationError(field, value, rule)
     if number < low:
         raise ValidationError(field, value, rule)
+    if number > most:
+        raise ValidationError(field, value, f"is more than {most}, {limit}.", fix)
     return number
 
 
