@@ -98,7 +98,7 @@ def probe_nodes(hosts: list[str], ssh_port: int | None = None) -> dict[str, dict
         n = str(len(hosts))
         proc = subprocess.run(["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--overlap",
                                *_probe_argv()], capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, errors="replace")  # a site's banner may be Latin-1
         for line in proc.stdout.splitlines():
             try:
                 p = json.loads(line)
