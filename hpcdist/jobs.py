@@ -6,8 +6,9 @@ Its files:
 - ``job.sh`` (:data:`SCRIPT`): the rendered script, as submitted.
 - ``spec.json`` (:data:`SPEC`): the job spec it was rendered from.
 - ``record.json`` (:data:`RECORD`): the scheduler's job id and what ``hpcdist`` needs to follow
-  the job. A job is recorded only when it exists, written (atomically) after the scheduler
-  accepted the job; a submission that fails leaves no folder.
+  the job. Written before the submit command runs, marked :data:`SUBMITTING` (the job may exist
+  from then on), and again with the id once the scheduler gave it; a record still marked is a
+  submission that never finished. A submission the scheduler refused leaves no folder.
 - ``job.log`` (:data:`LOG`): the job's output, unless ``--output`` put it elsewhere; a job that
   resubmitted itself (PBS) writes one log per run (:func:`restart_log`).
 - ``runs`` (:data:`RUNS`): one line per event, appended: ``start <time> <id> <host>`` by each
@@ -32,6 +33,13 @@ LOG = "job.log"
 RUNS = "runs"
 EXIT_CODE = "exit_code"
 RUNNER = "runner"
+
+#: ``record.json``'s key while the submit command runs: ``{"pid": ..., "started": ...}`` of the
+#: ``hpcdist submit`` process. Its id is not known yet; the final record has no such key.
+SUBMITTING = "submitting"
+#: The marked record is padded with spaces (still JSON) to whole pages of this size, with this
+#: much room at least, so that the final one fits in the blocks the file already has.
+RECORD_PAGE, RECORD_ROOM = 4096, 2048
 
 #: The events of the ``runs`` file (its lines' first words).
 START, RESUBMITTED = "start", "resubmitted"
@@ -105,6 +113,12 @@ class Job:
         return self.record["scheduler"]
 
     @property
+    def submitting(self) -> dict | None:
+        """``{"pid", "started"}`` of the ``hpcdist submit`` that never recorded the id, else None."""
+        marked = self.record.get(SUBMITTING)
+        return marked if isinstance(marked, dict) else None
+
+    @property
     def script(self) -> str:
         return os.path.join(self.path, SCRIPT)
 
@@ -130,8 +144,8 @@ class Draft:
     """A job folder being assembled.
 
     The folder's name is reserved with one ``mkdir`` (atomic, so jobs
-    submitted in the same second never share one); the job exists only once
-    :meth:`commit` writes ``record.json``, after the scheduler took it.
+    submitted in the same second never share one); :meth:`write_pending`
+    records the job before the scheduler is asked, :meth:`commit` records its id.
     :meth:`discard` removes every trace of a submission that failed.
     """
 
@@ -169,8 +183,35 @@ class Draft:
         """``job.sh``, executable by its owner only; its path, to submit."""
         return self.write(SCRIPT, text, 0o700)
 
+    def write_pending(self, record: dict, pid: int, started: str | None) -> None:
+        """``record.json`` before the submit command runs, marked :data:`SUBMITTING` by the
+        process ``pid`` (started at ``started``), and padded (:data:`RECORD_ROOM`)."""
+        text = _record_text({**record, SUBMITTING: {"pid": pid, "started": started}})
+        size = -(-(len(text.encode()) + RECORD_ROOM) // RECORD_PAGE) * RECORD_PAGE
+        from hpcdist.atomic import write_text_atomic
+
+        write_text_atomic(os.path.join(self.path, RECORD), text + " " * (size - len(text.encode())))
+
     def commit(self, record: dict) -> Job:
-        _write_record(self.path, record)
+        """The final record. Once the scheduler has the job, the disk may be full: then the
+        padded pending record is overwritten in place, in blocks it already has (not atomic,
+        but a moment's odd read beats a job nobody knows of). OSError when neither works."""
+        text = _record_text(record)
+        path = os.path.join(self.path, RECORD)
+        try:
+            _write_record(self.path, record)
+        except OSError as first:
+            try:
+                with open(path, "r+b") as f:
+                    room = os.fstat(f.fileno()).st_size
+                    data = text.encode()
+                    if len(data) > room:  # would need new blocks: the first error says why not
+                        raise first from None
+                    f.write(data.ljust(room))
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError:
+                raise first from None
         return Job(self.path)
 
     def discard(self) -> None:
@@ -179,13 +220,17 @@ class Draft:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _write_record(folder: str, record: dict) -> None:
-    # Whole or not at all: `hpcdist status` in another shell may read it at any moment.
+def _record_text(record: dict) -> str:
     import json
 
+    return json.dumps(record, indent=2) + "\n"
+
+
+def _write_record(folder: str, record: dict) -> None:
+    # Whole or not at all: `hpcdist status` in another shell may read it at any moment.
     from hpcdist.atomic import write_text_atomic
 
-    write_text_atomic(os.path.join(folder, RECORD), json.dumps(record, indent=2) + "\n", 0o600)
+    write_text_atomic(os.path.join(folder, RECORD), _record_text(record), 0o600)
 
 
 def recorded_log(folder: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -10,11 +11,21 @@ import time
 from hpcdist.jobs import JOBS_DIR, Draft, Job, read_log, read_log_from
 from hpcdist.render import render
 from hpcdist.schedulers import get as get_scheduler
-from hpcdist.schedulers.batch import UNREACHABLE, SubmitError
+from hpcdist.schedulers.base import JobStatus
+from hpcdist.schedulers.batch import UNREACHABLE, MaybeQueued, SubmitError
 from hpcdist.spec import JobSpec
 
+#: hpcdist's own states for a folder whose record has no id yet (:attr:`Job.submitting`).
+SUBMITTING, INTERRUPTED = "SUBMITTING", "SUBMISSION INTERRUPTED"
+
+
 def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_DIR) -> Job:
-    """Write the job folder, submit the script, record the job. Nothing is left when it fails."""
+    """Write the job folder and a record marked "submitting", submit the script, record its id.
+
+    A submission that fails before the scheduler is asked, or that the scheduler refused,
+    leaves nothing; once the scheduler may have the job, its folder stays and ``status``
+    lists it, with its id or as "submission interrupted".
+    """
     scheduler = get_scheduler(spec.scheduler, spec.dialect)
     workdir = os.getcwd()
     draft = Draft(os.path.abspath(root), spec.job_name)
@@ -23,15 +34,77 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
         log = os.path.join(workdir, spec.output)  # where the script really writes (a user's --output too)
         draft.write_spec(spec.as_dict())
         script = draft.write_script(render(spec, command_line=command_line, workdir=workdir, job_dir=draft.path))
-        job_id = scheduler.submit(script, workdir, log)
-    except BaseException:
+        record = {"job_id": "", "cluster": None, "scheduler": spec.scheduler, "dialect": spec.dialect,
+                  "job_name": spec.job_name, "workdir": workdir, "log": log, "submitted_at": time.time(),
+                  "command_line": command_line}
+        draft.write_pending(record, os.getpid(), _process_start(os.getpid()))
+    except BaseException as e:
         draft.discard()
+        if isinstance(e, OSError):
+            raise SubmitError(f"cannot write the job folder {draft.path}: {e.strerror or e}; "
+                              f"nothing was submitted") from None
         raise
-    return draft.commit({
-        "job_id": job_id.id, "cluster": job_id.cluster, "scheduler": spec.scheduler, "dialect": spec.dialect,
-        "job_name": spec.job_name, "workdir": workdir, "log": log.replace("%j", job_id.id).replace("%x", spec.job_name),
-        "submitted_at": time.time(), "command_line": command_line,
-    })
+    with _signals_held(f"{scheduler.submit_program} has answered") as caught:
+        try:
+            job_id = scheduler.submit(script, workdir, log)
+        except MaybeQueued as e:
+            raise MaybeQueued(f"{e}\nIts folder stays, listed by `hpcdist status` as submission interrupted: "
+                              f"{draft.path}") from None
+        except SubmitError:
+            draft.discard()  # refused: no job exists
+            raise
+        record.update(job_id=job_id.id, cluster=job_id.cluster,
+                      log=log.replace("%j", job_id.id).replace("%x", spec.job_name))
+        try:
+            job = draft.commit(record)
+        except OSError as e:
+            raise SubmitError(f"{spec.scheduler} accepted job {job_id.id}, but hpcdist could not record its id in "
+                              f"{draft.path}: {e.strerror or e}. Follow it with `{scheduler.queue_command}`; "
+                              f"`hpcdist status` lists the folder as submission interrupted") from None
+        if caught:
+            print(f"hpcdist submit: job {job.job_id} is recorded in {job.path}; now stopping", file=sys.stderr,
+                  flush=True)
+    return job
+
+
+@contextlib.contextmanager
+def _signals_held(until: str):
+    """SIGTERM, SIGINT and SIGHUP wait while the submit command runs and its id is recorded
+    (one killed in between leaves a queued job nobody knows of); each is delivered again
+    after. Yields the list of those that came. Only the main thread may set handlers."""
+    import signal
+    import threading
+
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def hold(signum, frame):
+        if not caught:
+            print(f"hpcdist submit: {signal.Signals(signum).name} received: stopping once {until} and the job "
+                  f"id is recorded", file=sys.stderr, flush=True)
+        caught.append(signum)
+
+    held = [sig for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if signal.getsignal(sig) != signal.SIG_IGN]
+    before = {sig: signal.signal(sig, hold) for sig in held}
+    try:
+        yield caught
+    except BaseException as e:
+        if caught:  # the signal will end us before the caller could say why
+            print(f"hpcdist submit: error: {e}", file=sys.stderr, flush=True)
+        raise
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
+
+
+def _process_start(pid: int) -> str | None:
+    from hpcdist.schedulers.local import _process_start as start
+
+    return start(pid)
 
 
 def scheduler_of(job: Job):
@@ -39,8 +112,26 @@ def scheduler_of(job: Job):
     return get_scheduler(job.scheduler, job.record.get("dialect"))
 
 
+def unrecorded(job: Job) -> JobStatus | None:
+    """For a folder whose submission never recorded an id (:attr:`Job.submitting`): still
+    submitting, or interrupted with what to check; None for a recorded job."""
+    marked = job.submitting
+    if marked is None:
+        return None
+    pid, started = marked.get("pid"), marked.get("started")
+    if isinstance(pid, int) and pid > 1 and started is not None and _process_start(pid) == str(started):
+        return JobStatus(SUBMITTING, None, "submitting", f"hpcdist submit (pid {pid}) is waiting for the answer")
+    queue = getattr(scheduler_of(job), "queue_command", "")
+    look = f"look for job name {job.record.get('job_name')} in `{queue}`" if queue else "look for its process"
+    return JobStatus(INTERRUPTED, None, "interrupted",
+                     f"hpcdist submit never recorded the job id (stopped, no answer, or a full disk) and the job "
+                     f"may be queued anyway: {look}; once you know, remove {job.path}")
+
+
 def status(job: Job):
     """The job's state; for a job that resubmitted itself (PBS), its newest id's."""
+    if job.submitting is not None:
+        return unrecorded(job)
     scheduler = scheduler_of(job)
     while True:
         asked = job.current_id
@@ -52,6 +143,8 @@ def status(job: Job):
 
 
 def cancel(job: Job) -> None:
+    if job.submitting is not None:
+        raise SubmitError(f"no job id is recorded in {job.path}, so hpcdist cannot cancel it: {unrecorded(job).reason}")
     scheduler_of(job).cancel(job)
 
 
@@ -64,6 +157,9 @@ CONTROLLER_PATIENCE_S = 600.0
 
 def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
     """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
+    if job.submitting is not None:
+        print(f"hpcdist: cannot follow {job.path}: {unrecorded(job).reason}", file=sys.stderr, flush=True)
+        return 1
     last_state, unknown_since = None, None
     follow = _LogFollower(job, out)
     while True:

@@ -1,8 +1,9 @@
 """Scheduler trouble: sbatch/qsub that hang, print no id, meet a controller that is down, or refuse the job.
 
 What a user sees in each case: a non-zero exit, a message naming the command,
-the scheduler's own words and the fix, and no job recorded (no folder left
-under .hpcdist/jobs). Transient controller errors are retried, a bounded
+the scheduler's own words and the fix, and no job recorded: no folder left
+under .hpcdist/jobs when the scheduler refused the job, its folder listed as
+"submission interrupted" when the scheduler may have queued it anyway. Transient controller errors are retried, a bounded
 number of times, saying so.
 
 Two kinds of tests:
@@ -59,6 +60,13 @@ def calls_of(tmp_path, tool: str) -> list[dict]:
     return [c for c in calls if c["tool"] == tool]
 
 
+def assert_kept_as_interrupted(cwd, env) -> None:
+    """The scheduler may have queued the job: its folder stays, and status says what to check."""
+    assert len(job_folders(cwd)) == 1
+    (row,) = json.loads(hpcdist("status", "--json", cwd=cwd, env=env).stdout)
+    assert row["state"] == "SUBMISSION INTERRUPTED" and "job name train in `" in row["reason"], row
+
+
 @pytest.fixture
 def script(tmp_path):
     path = tmp_path / "train.py"
@@ -74,7 +82,7 @@ def script(tmp_path):
     ("slurm", "HPCDIST_FAKE_SBATCH", "hang-child"),  # a site wrapper whose sbatch hangs
     ("pbs", "HPCDIST_FAKE_QSUB", "hang"),
 ])
-def test_a_hanging_submit_command_times_out_and_records_nothing(scheduler, variable, mode, script, tmp_path):
+def test_a_hanging_submit_command_times_out_and_keeps_the_folder_as_interrupted(scheduler, variable, mode, script, tmp_path):
     """FAKE sbatch/qsub: a real one cannot be made to hang on demand (slurmctld down makes it fail
     after ~9 s, tested on the cluster below)."""
     env = fake_env(tmp_path, HPCDIST_SUBMIT_TIMEOUT="2", **{variable: mode})
@@ -88,7 +96,7 @@ def test_a_hanging_submit_command_times_out_and_records_nothing(scheduler, varia
     assert "may have been queued anyway: check `" in proc.stderr
     assert len(calls_of(tmp_path, "sbatch" if scheduler == "slurm" else "qsub")) == 1
     assert "Traceback" not in proc.stderr and took < 20, (took, proc.stderr)
-    assert job_folders(tmp_path) == []
+    assert_kept_as_interrupted(tmp_path, env)
 
 
 def test_the_whole_hanging_wrapper_is_killed(script, tmp_path):
@@ -118,7 +126,7 @@ def test_exit_0_without_a_job_id_names_the_command_and_its_output(script, tmp_pa
     assert "command: sbatch --parsable .hpcdist/jobs/" in proc.stderr                   # the command as run
     assert "Welcome to the GPU cluster" in proc.stderr                    # its own output, quoted
     assert "check `squeue --me`" in proc.stderr and "Traceback" not in proc.stderr
-    assert job_folders(tmp_path) == []
+    assert_kept_as_interrupted(tmp_path, fake_env(tmp_path))
 
 
 @pytest.mark.parametrize("scheduler,variable,modes,tool", [
@@ -161,7 +169,7 @@ def test_a_socket_timeout_is_not_resubmitted(script, tmp_path):
     assert len(calls_of(tmp_path, "sbatch")) == 1 and "retrying" not in proc.stderr
     assert "Socket timed out on send/recv operation" in proc.stderr
     assert "may have been queued anyway: check `squeue --me` before submitting again" in proc.stderr
-    assert job_folders(tmp_path) == []
+    assert_kept_as_interrupted(tmp_path, fake_env(tmp_path))
 
 
 @pytest.mark.parametrize("variable,value", [("HPCDIST_SUBMIT_TIMEOUT", "soon"), ("HPCDIST_SUBMIT_TIMEOUT", "0"),

@@ -28,6 +28,11 @@ class SubmitError(RuntimeError):
     pass
 
 
+class MaybeQueued(SubmitError):
+    """The submit command failed without proving that the job was not queued (no answer in
+    time, no id, or no answer after the request went out): its folder must stay."""
+
+
 class CommandTimeout(SubmitError):
     """A scheduler command did not answer in time."""
 
@@ -216,9 +221,9 @@ class BatchScheduler(Scheduler):
             except CommandTimeout:
                 # Not retried: the request may have reached the controller, which may
                 # have queued the job while we waited; a second try could run it twice.
-                raise SubmitError(
+                raise MaybeQueued(
                     f"`{command}` did not answer within {timeout:g} s (HPCDIST_SUBMIT_TIMEOUT); the controller "
-                    f"may be down or overloaded. Nothing was recorded, but the job may have been queued anyway: "
+                    f"may be down or overloaded. No job id came back, but the job may have been queued anyway: "
                     f"check `{look}` before submitting again.") from None
 
         def transient(proc):
@@ -230,7 +235,9 @@ class BatchScheduler(Scheduler):
         try:
             return self.parse_submission(proc)
         except SchedulerOutputError as e:
-            raise SubmitError(self._explain(argv, proc, e, settings["retries"])) from None
+            said = proc.stdout + "\n" + proc.stderr  # as _explain reads it: "not sent" wins
+            maybe = proc.returncode == 0 or (not retry.not_sent(said) and retry.maybe_sent(said))
+            raise (MaybeQueued if maybe else SubmitError)(self._explain(argv, proc, e, settings["retries"])) from None
 
     def _explain(self, argv, proc, error, retries: int) -> str:
         """Why the submission failed, in the scheduler's words, and what to do."""
@@ -240,8 +247,8 @@ class BatchScheduler(Scheduler):
 
         text = proc.stdout + "\n" + proc.stderr
         if proc.returncode == 0:
-            return (f"{argv[0]} exited 0 but printed no job id, so hpcdist cannot follow the job and recorded "
-                    f"nothing; a site wrapper may have swallowed the id, and the job may have been queued "
+            return (f"{argv[0]} exited 0 but printed no job id, so hpcdist cannot follow the job; "
+                    f"a site wrapper may have swallowed the id, and the job may have been queued "
                     f"anyway: check `{self.queue_command}`.\ncommand: {shlex.join(argv)}\n{error}")
         missing = retry.not_configured(text)
         if missing:
@@ -257,7 +264,7 @@ class BatchScheduler(Scheduler):
         if retry.maybe_sent(text):
             lines.append(f"The controller did not answer after the request was sent, so the job may have been "
                          f"queued anyway: check `{self.queue_command}` before submitting again "
-                         f"(hpcdist does not retry this, and recorded nothing).")
+                         f"(hpcdist does not retry this).")
         advice = retry.hint(text)
         if advice:
             lines.append(f"Fix: {advice}.")
