@@ -270,6 +270,8 @@ def run_submit(args: argparse.Namespace) -> int:
         job = sub.submit(spec, command_line=_command_line())
     except sub.SubmitError as e:
         raise CommandError(str(e)) from None
+    except KeyboardInterrupt:  # Ctrl-C: any job taken is recorded first (submission.py says so)
+        return 130
     if args.json:
         import json
 

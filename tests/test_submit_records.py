@@ -113,13 +113,15 @@ def test_an_id_that_cannot_be_written_is_printed_and_the_folder_shows_as_interru
     (line,) = [line for line in proc.stderr.splitlines() if "4242" in line]
     assert "slurm accepted job 4242" in line and "No space left on device" in line, line
     (row,) = _status(small_disk, env)
-    assert row["state"] == "SUBMISSION INTERRUPTED" and "squeue --me" in row["reason"], row
-    assert "s" in row["reason"] and row["folder"] in row["reason"], row
+    assert row["state"] == "SUBMISSION INTERRUPTED" and "job name s in `squeue --me`" in row["reason"], row
+    assert f"remove {row['folder']}" in row["reason"], row
     table = hpcdist("status", cwd=small_disk, env=env).stdout
     assert "submission interrupted" in table, table
 
 
-def test_sigterm_while_sbatch_runs_waits_for_the_id_records_it_then_stops(tmp_path):
+@pytest.mark.parametrize("sig,ends", [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP),
+                                      (signal.SIGINT, 130)])  # Ctrl-C: exit 130, no traceback
+def test_a_signal_while_sbatch_runs_waits_for_the_id_records_it_then_stops(sig, ends, tmp_path):
     """Stand-in sbatch: a slow one (a busy controller), that says when it started."""
     env = _env(tmp_path)
     _stand_in(tmp_path / "bin", "sbatch", f"touch {tmp_path}/started\nsleep 2\necho 4242")
@@ -130,9 +132,9 @@ def test_sigterm_while_sbatch_runs_waits_for_the_id_records_it_then_stops(tmp_pa
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGTERM, stderr          # it still ends from the signal
+    assert proc.returncode == ends, stderr          # it still ends from the signal
     assert "Traceback" not in stderr and "job 4242 is recorded" in stderr, stderr
     assert _record(tmp_path)["job_id"] == "4242"
     (row,) = _status(tmp_path, env)
