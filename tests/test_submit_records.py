@@ -122,9 +122,11 @@ def test_an_id_that_cannot_be_written_is_printed_and_the_folder_shows_as_interru
 @pytest.mark.parametrize("sig,ends", [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP),
                                       (signal.SIGINT, 130)])  # Ctrl-C: exit 130, no traceback
 def test_a_signal_while_sbatch_runs_waits_for_the_id_records_it_then_stops(sig, ends, tmp_path):
-    """Stand-in sbatch: a slow one (a busy controller), that says when it started."""
+    """Stand-in sbatch: a slow one (a busy controller) that says when it started and answers
+    when the test lets it (after the signal was sent)."""
     env = _env(tmp_path)
-    _stand_in(tmp_path / "bin", "sbatch", f"touch {tmp_path}/started\nsleep 2\necho 4242")
+    _stand_in(tmp_path / "bin", "sbatch", f"touch {tmp_path}/started\n"
+              f"for i in $(seq 600); do [ -e {tmp_path}/go ] && break; sleep 0.05; done\necho 4242")
     (tmp_path / "s.py").write_text("")
     proc = subprocess.Popen([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm", "s.py"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -132,7 +134,11 @@ def test_a_signal_while_sbatch_runs_waits_for_the_id_records_it_then_stops(sig, 
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
+    (row,) = _status(tmp_path, env)  # meanwhile, another shell sees the submission under way
+    assert row["state"] == "SUBMITTING" and f"(pid {proc.pid})" in row["reason"], row
     proc.send_signal(sig)
+    time.sleep(0.3)
+    (tmp_path / "go").touch()
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == ends, stderr          # it still ends from the signal
     assert "Traceback" not in stderr and "job 4242 is recorded" in stderr, stderr
