@@ -141,14 +141,21 @@ def test_pbs_submit_reads_the_job_id(mode, job_id, tmp_path):
     ("pbs", "HPCDIST_FAKE_QSUB", "fail", "Unknown queue"),
     ("pbs", "HPCDIST_FAKE_QSUB", "no-id", "qsub"),
 ])
-def test_failed_submission_records_nothing(scheduler, variable, mode, needle, tmp_path):
+def test_failed_submission_records_no_id(scheduler, variable, mode, needle, tmp_path):
+    """A refusal leaves nothing; exit 0 without an id keeps the folder (the job may exist), its
+    record without an id (tests/test_submit_records.py: status lists it as interrupted)."""
     script = tmp_path / "train.py"
     script.write_text("")
     proc = hpcdist("submit", "--scheduler", scheduler, str(script), cwd=tmp_path,
                    env=fake_env(tmp_path, **{variable: mode}))
     assert proc.returncode == 1
     assert needle in proc.stderr and "Traceback" not in proc.stderr
-    assert recorded_jobs(tmp_path) == []
+    if mode != "no-id":
+        assert recorded_jobs(tmp_path) == []
+        return
+    (folder,) = recorded_jobs(tmp_path)
+    record = json.loads((tmp_path / ".hpcdist" / "jobs" / folder / "record.json").read_text())
+    assert record["job_id"] == "" and "submitting" in record
 
 
 def test_missing_sbatch_is_a_clear_error(tmp_path):
