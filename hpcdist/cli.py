@@ -268,7 +268,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
     try:
         job = sub.submit(spec, command_line=_command_line())
-    except sub.SubmitError as e:
+    except (sub.SubmitError, sub.JobFolderError) as e:
         raise CommandError(str(e)) from None
     if args.json:
         import json
@@ -300,15 +300,18 @@ def run_status(args: argparse.Namespace) -> int:
     from hpcdist import jobs
 
     try:
-        selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
-    except jobs.JobNotFound as e:
+        selected = jobs.select(args.jobs)
+    except (jobs.JobNotFound, jobs.JobFolderError) as e:
         raise CommandError(str(e)) from None
     if selected:  # the schedulers' code only for jobs to ask about
         from hpcdist import submission as sub
         from hpcdist.schedulers.batch import UNREACHABLE
     rows, down = [], {}
     for job in selected:
-        row = {"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler}
+        if isinstance(job, jobs.Broken):  # one row saying what is wrong; the other jobs go on
+            rows.append(job.row())
+            continue
+        row = {"job_id": job.job_id, "name": job.record.get("job_name", ""), "scheduler": job.scheduler}
         # One unreachable controller is enough to know: the next jobs on it would each wait
         # through the same retries (a minute each on Slurm) for the same answer.
         where = (job.scheduler, job.record.get("cluster"))
@@ -347,7 +350,7 @@ def run_logs(args: argparse.Namespace) -> int:
 
     try:
         job = jobs.find(args.job)
-    except jobs.JobNotFound as e:
+    except (jobs.JobNotFound, jobs.JobFolderError) as e:
         raise CommandError(str(e)) from None
     if args.follow:
         return _follow(job)
@@ -370,7 +373,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
     try:
         sub.cancel(jobs.find(args.job))
-    except (jobs.JobNotFound, sub.SubmitError) as e:
+    except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
         raise CommandError(str(e)) from None
     return 0
 
@@ -476,7 +479,7 @@ def _submit_doctor(args: argparse.Namespace) -> int:
     spec = _spec(args, check_files=False)
     try:
         job = sub.submit(spec, command_line=_command_line())
-    except sub.SubmitError as e:
+    except (sub.SubmitError, sub.JobFolderError) as e:
         raise CommandError(str(e)) from None
     print(f"hpcdist doctor: {spec.scheduler} job {job.job_id} checks {spec.nodes} node(s); log in {job.log}",
           file=sys.stderr)

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from hpcdist.jobs import JOBS_DIR, Draft, Job, read_log, read_log_from
+from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_log_from
 from hpcdist.render import render
 from hpcdist.schedulers import get as get_scheduler
 from hpcdist.schedulers.batch import UNREACHABLE, SubmitError
