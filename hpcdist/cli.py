@@ -350,11 +350,11 @@ def run_logs(args: argparse.Namespace) -> int:
 
     try:
         job = jobs.find(args.job)
+        text = None if args.follow else sub.log_text(job)
     except (jobs.JobNotFound, jobs.JobFolderError) as e:
         raise CommandError(str(e)) from None
     if args.follow:
         return _follow(job)
-    text = sub.log_text(job)
     if text is None:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     sys.stdout.write(text)

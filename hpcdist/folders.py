@@ -147,16 +147,15 @@ def unreadable(error: Exception) -> str:
 
 
 def looks_like_id(text) -> bool:
-    """A job id as the schedulers give them (``12345``, ``12345_3``, ``123[].server``): a word
-    that no command reads as an option."""
-    import re
+    """A job id or a cluster's name: a word that no scheduler command reads as an option."""
+    from hpcdist.schedulers.base import is_id_word
 
-    return isinstance(text, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\[\]+@:-]{0,199}", text) is not None
+    return is_id_word(text)
 
 
 def record_problem(record) -> str | None:
     """What makes ``record`` (parsed JSON) not a record hpcdist wrote, or None."""
-    from hpcdist.schedulers import DIALECTS, NAMES
+    from hpcdist.schedulers import DIALECTS, NAMES, get
 
     if not isinstance(record, dict):
         return f"holds a JSON {type(record).__name__}, not the object hpcdist writes"
@@ -166,7 +165,7 @@ def record_problem(record) -> str | None:
     scheduler, job_id = record["scheduler"], record["job_id"]
     if scheduler not in NAMES:
         return f"names the scheduler {scheduler!r}, not one of {', '.join(NAMES)}"
-    if not looks_like_id(job_id) or (scheduler == "local" and not (job_id.isascii() and job_id.isdigit())):
+    if not get(scheduler).is_job_id(job_id):
         return f"holds the job id {job_id!r}, which is not a {scheduler} job id"
     if record.get("dialect") not in (None, *DIALECTS.get(scheduler, ())):
         return f"names the dialect {record['dialect']!r}, not one of {scheduler}'s"

@@ -78,8 +78,9 @@ def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOU
     import subprocess
 
     try:
+        # errors="replace": a site banner in Latin-1 must not lose the answer beside it.
         proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                errors="replace", stdin=subprocess.DEVNULL, start_new_session=True)
     except FileNotFoundError:
         raise SubmitError(f"{argv[0]} is not installed or not on PATH (is this a login node of the cluster?)") from None
     try:

@@ -119,6 +119,10 @@ class Local(Scheduler):
         jobs.write_runner(folder, proc.pid, _process_start(proc.pid))
         return JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
+    def is_job_id(self, text) -> bool:
+        """A local job's id is its runner's pid."""
+        return isinstance(text, str) and text.isascii() and text.isdigit()
+
     def status(self, job) -> JobStatus:
         from hpcdist import jobs
 
