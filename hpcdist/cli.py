@@ -268,7 +268,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
     try:
         job = sub.submit(spec, command_line=_command_line())
-    except sub.SubmitError as e:
+    except (sub.SubmitError, sub.JobFolderError) as e:
         raise CommandError(str(e)) from None
     except KeyboardInterrupt:  # Ctrl-C: any job taken is recorded first (submission.py says so)
         return 130
@@ -302,15 +302,18 @@ def run_status(args: argparse.Namespace) -> int:
     from hpcdist import jobs
 
     try:
-        selected = [jobs.find(ref) for ref in args.jobs] if args.jobs else jobs.all_jobs()
-    except jobs.JobNotFound as e:
+        selected = jobs.select(args.jobs)
+    except (jobs.JobNotFound, jobs.JobFolderError) as e:
         raise CommandError(str(e)) from None
     if selected:  # the schedulers' code only for jobs to ask about
         from hpcdist import submission as sub
         from hpcdist.schedulers.batch import UNREACHABLE
     rows, down = [], {}
     for job in selected:
-        row = {"job_id": job.job_id, "name": job.record["job_name"], "scheduler": job.scheduler}
+        if isinstance(job, jobs.Broken):  # one row saying what is wrong; the other jobs go on
+            rows.append(job.row())
+            continue
+        row = {"job_id": job.job_id, "name": job.record.get("job_name", ""), "scheduler": job.scheduler}
         # One unreachable controller is enough to know: the next jobs on it would each wait
         # through the same retries (a minute each on Slurm) for the same answer.
         where = (job.scheduler, job.record.get("cluster"))
@@ -349,11 +352,11 @@ def run_logs(args: argparse.Namespace) -> int:
 
     try:
         job = jobs.find(args.job)
-    except jobs.JobNotFound as e:
+        text = None if args.follow else sub.log_text(job)
+    except (jobs.JobNotFound, jobs.JobFolderError) as e:
         raise CommandError(str(e)) from None
     if args.follow:
         return _follow(job)
-    text = sub.log_text(job)
     if text is None:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     sys.stdout.write(text)
@@ -372,7 +375,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
     try:
         sub.cancel(jobs.find(args.job))
-    except (jobs.JobNotFound, sub.SubmitError) as e:
+    except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
         raise CommandError(str(e)) from None
     return 0
 
@@ -478,7 +481,7 @@ def _submit_doctor(args: argparse.Namespace) -> int:
     spec = _spec(args, check_files=False)
     try:
         job = sub.submit(spec, command_line=_command_line())
-    except sub.SubmitError as e:
+    except (sub.SubmitError, sub.JobFolderError) as e:
         raise CommandError(str(e)) from None
     print(f"hpcdist doctor: {spec.scheduler} job {job.job_id} checks {spec.nodes} node(s); log in {job.log}",
           file=sys.stderr)

@@ -16,6 +16,10 @@ Its files:
 - ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
   trap and by the local runner; ``hpcdist status`` reads it when the scheduler keeps no record.
 - ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time>`` of the runner process.
+
+A folder whose record cannot be read, is not of the shape hpcdist writes, or that another user
+could have written (:mod:`hpcdist.folders`) is no job: :func:`scan` gives it as a
+:class:`Broken` folder, one row of ``hpcdist status`` saying what is wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 import os
 import time
 from collections import namedtuple
+
+from hpcdist.folders import JobFolderError, check_ours, looks_like_id, record_problem, shown, unreadable, usable_root, word
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
 
@@ -62,11 +68,26 @@ class Job:
     """A submitted job's folder and its record (``record.json``)."""
 
     def __init__(self, path: str):
+        """JobFolderError, naming the file, what is wrong and the fix, for a folder that holds
+        no record hpcdist can follow."""
         import json
 
         self.path = path
-        with open(os.path.join(path, RECORD), encoding="utf-8") as f:
-            self.record = json.load(f)
+        record = os.path.join(path, RECORD)
+        check_ours(path, "the job folder")
+        check_ours(record, "the job record")
+        if os.path.exists(os.path.join(path, RUNNER)):  # it names the pid `hpcdist cancel` signals
+            check_ours(os.path.join(path, RUNNER), "the local job's runner file")
+        try:
+            with open(record, encoding="utf-8") as f:
+                self.record = json.load(f)
+        except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            problem = unreadable(e)
+        else:
+            problem = record_problem(self.record)
+        if problem:
+            raise JobFolderError(f"the job record {shown(record)} {problem}: hpcdist cannot follow this job; "
+                                 f"remove the folder (rm -r {word(path)}) if the job is not needed")
 
     @property
     def job_id(self) -> str:
@@ -86,7 +107,7 @@ class Job:
         # A resubmitted PBS job writes its own log (it would replace the earlier one).
         logs = [(self.job_id, self.record.get("log", ""))]
         for words in lines:
-            if len(words) < 3:
+            if len(words) < 3 or not looks_like_id(words[2]):  # an id goes to the scheduler's commands
                 continue
             if words[0] == START:
                 starts += 1
@@ -150,7 +171,10 @@ class Draft:
     """
 
     def __init__(self, root: str, name: str):
-        _make_private_dirs(root)
+        """JobFolderError when the jobs folder cannot be made or is not the user's alone."""
+        from hpcdist.folders import cannot_create
+
+        root = usable_root(root, create=True)
         base = os.path.join(root, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.path, n = base, 1
         while True:
@@ -160,6 +184,8 @@ class Draft:
             except FileExistsError:
                 n += 1
                 self.path = f"{base}-{n}"
+            except OSError as e:
+                raise JobFolderError(cannot_create(self.path, e)) from None
 
     @property
     def default_log(self) -> str:
@@ -327,7 +353,8 @@ def read_log_from(path: str, offset: int) -> bytes:
 def write_runner(folder: str, pid: int, started: str | None) -> None:
     """``<pid> <start time>`` of a local job's runner: its pid alone could name another process
     once the runner has ended (pids are reused)."""
-    with open(os.path.join(folder, RUNNER), "w") as f:
+    # 0600 whatever the umask: a runner file others could write would name the pid cancel signals.
+    with open(os.open(os.path.join(folder, RUNNER), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(f"{pid} {started}\n")
 
 
@@ -365,37 +392,66 @@ def script_context(folder: str | None) -> dict | None:
     }
 
 
-def _make_private_dirs(path: str) -> None:
-    """Create ``path`` and its missing parents 0700 (``os.makedirs`` gives the parents the
-    umask's mode: with umask 0, a world-writable ``.hpcdist`` where anyone could swap ``jobs``)."""
-    missing, here = [], os.path.abspath(path)
-    while not os.path.isdir(here):
-        missing.append(here)
-        here = os.path.dirname(here)
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, 0o700)
-        except FileExistsError:  # another submit made it meanwhile
-            pass
+class Broken:
+    """A job folder that holds no job hpcdist can follow; ``problem`` says why, and the fix."""
+
+    def __init__(self, path: str, problem: str):
+        self.path, self.problem = path, problem
+
+    def row(self) -> dict:
+        """Its row of ``hpcdist status`` (the keys of a job's row)."""
+        return {"job_id": "-", "name": os.path.basename(self.path), "scheduler": "-", "state": "BROKEN",
+                "exit_code": None, "reason": self.problem, "restarts": 0, "current_job_id": None,
+                "folder": self.path, "log": None}
 
 
 def find(ref: str, root: str = JOBS_DIR) -> Job:
-    """A job by its id, its folder name, or a folder path."""
+    """A job by its id, its folder name, or a folder path. JobNotFound when there is none,
+    JobFolderError when its folder (or the jobs folder) cannot be used."""
+    job = _lookup(ref, root)
+    if isinstance(job, Broken):
+        raise JobFolderError(job.problem)
+    return job
+
+
+def select(refs: list[str], root: str = JOBS_DIR) -> list:
+    """The jobs ``refs`` name (all when none), each a :class:`Job` or a :class:`Broken` folder.
+    JobNotFound for a ref that names none; JobFolderError when the jobs folder cannot be used."""
+    return [_lookup(ref, root) for ref in refs] if refs else scan(root)
+
+
+def _lookup(ref: str, root: str):
     if os.path.isfile(os.path.join(ref, RECORD)):
-        return Job(os.path.abspath(ref))
-    for job in all_jobs(root):
-        if ref in (job.job_id, os.path.basename(job.path)):
+        return _open(os.path.abspath(ref))
+    found = scan(root)
+    for job in found:
+        if ref == os.path.basename(job.path) or (isinstance(job, Job) and ref == job.job_id):
             return job
-    raise JobNotFound(f"no job {ref!r} in {root}: `hpcdist status` lists the jobs submitted from here")
+    broken = sum(isinstance(job, Broken) for job in found)
+    unread = f" ({broken} job folder(s) there cannot be read: `hpcdist status` says why)" if broken else ""
+    raise JobNotFound(f"no job {ref!r} in {root}{unread}: `hpcdist status` lists the jobs submitted from here")
 
 
-def all_jobs(root: str = JOBS_DIR) -> list[Job]:
-    root = os.path.abspath(root)
-    if not os.path.isdir(root):
+def _open(path: str):
+    try:
+        return Job(path)
+    except JobFolderError as e:
+        return Broken(path, str(e))
+
+
+def scan(root: str = JOBS_DIR) -> list:
+    """Every job folder in ``root``, by name: a :class:`Job`, or a :class:`Broken` folder."""
+    root = usable_root(root)
+    if root is None:
         return []
-    jobs = []
+    found = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
         if not name.startswith(".") and os.path.isfile(os.path.join(path, RECORD)):
-            jobs.append(Job(path))
-    return jobs
+            found.append(_open(path))
+    return found
+
+
+def all_jobs(root: str = JOBS_DIR) -> list[Job]:
+    """The jobs in ``root`` that can be followed (:func:`scan` gives the broken folders too)."""
+    return [job for job in scan(root) if isinstance(job, Job)]

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from hpcdist.jobs import JOBS_DIR, Draft, Job, read_log, read_log_from
+from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_log_from
 from hpcdist.render import render
 from hpcdist.schedulers import get as get_scheduler
 from hpcdist.schedulers.base import JobStatus
@@ -212,6 +212,9 @@ def log_text(job: Job) -> str | None:
             text = read_log(path)
         except FileNotFoundError:
             continue
+        except OSError as e:  # a folder, a file this user may not read: one line, not a traceback
+            raise JobFolderError(f"cannot read the log of job {job_id} ({path!r}, as {job.path}/record.json "
+                                 f"names it): {e.strerror or e}") from None
         if parts and not parts[-1].endswith("\n"):
             parts.append("\n")
         if len(logs) > 1:

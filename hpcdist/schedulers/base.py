@@ -139,6 +139,14 @@ class SchedulerOutputError(ValueError):
         )
 
 
+def is_id_word(text) -> bool:
+    """A job id as the schedulers give them (``12345``, ``12345_3``, ``123[].server``), or a
+    cluster's name: one word that no command reads as an option."""
+    import re
+
+    return isinstance(text, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\[\]+@:-]{0,199}", text) is not None
+
+
 def output_text(value) -> str:
     """A command's output as text: str, bytes (decoded as UTF-8, errors replaced) or None."""
     if value is None:
@@ -330,6 +338,10 @@ class Scheduler:
         from hpcdist.schedulers import QUEUED
 
         return self.name in QUEUED
+
+    def is_job_id(self, text) -> bool:
+        """Whether ``text``, read from a job's record, can be one of its job ids."""
+        return is_id_word(text)
 
     def __repr__(self) -> str:
         return f"<{self.title} scheduler{f' ({self.dialect.name})' if self.dialect else ''}>"

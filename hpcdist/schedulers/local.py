@@ -32,12 +32,14 @@ MAX_LOCAL_PROCESSES = 1024
 
 
 def _process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), to tell a reused pid."""
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid; None
+    for a zombie (it has ended: only its parent has not collected it yet)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
+            fields = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return None if fields[:1] == ["Z"] or len(fields) < 20 else fields[19]
 
 
 class Local(Scheduler):
@@ -117,11 +119,15 @@ class Local(Scheduler):
         jobs.write_runner(folder, proc.pid, _process_start(proc.pid))
         return JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
+    def is_job_id(self, text) -> bool:
+        """A local job's id is its runner's pid."""
+        return isinstance(text, str) and text.isascii() and text.isdigit()
+
     def status(self, job) -> JobStatus:
         from hpcdist import jobs
 
         code = jobs.read_exit_code(job.path)
-        if code is None and self._runner_alive(job):
+        if code is None and self._live_runner(job) is not None:
             return JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
         if job.record.get("cancelled"):
             return JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
@@ -130,19 +136,22 @@ class Local(Scheduler):
         return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}", reason=None)
 
     @staticmethod
-    def _runner_alive(job) -> bool:
-        """The runner's pid is alive and is still the runner (pids are reused): its start time
-        is the recorded one, and it still leads the process group it was started in."""
+    def _live_runner(job) -> int | None:
+        """The runner's pid while it is alive and is still the runner (pids are reused): its start
+        time is the recorded one, and it still leads the process group it was started in."""
         from hpcdist import jobs
 
         pid, started = jobs.read_runner(job.path) or (job.job_id, "None")
         try:
             pid = int(pid)
             if pid <= 1 or os.getpgid(pid) != pid:
-                return False
-        except (ValueError, ProcessLookupError):
-            return False
-        return started == "None" or _process_start(pid) == started
+                return None
+        except (ValueError, OverflowError, ProcessLookupError):
+            return None
+        now = _process_start(pid)
+        if now is None:  # no /proc (not Linux): the pid and its group are all there is to go by
+            return pid if started == "None" and not os.path.exists("/proc/self/stat") else None
+        return pid if started == now else None
 
     def cancel(self, job) -> None:
         import signal
@@ -150,12 +159,13 @@ class Local(Scheduler):
         from hpcdist.schedulers.batch import SubmitError
 
         state = self.status(job)
-        if state.finished:  # its pid may already be another process's: nothing is signalled
+        pid = self._live_runner(job)
+        if state.finished or pid is None:  # its pid may already be another process's: nothing is signalled
             code = "" if state.exit_code is None else f", exit {state.exit_code}"
             raise SubmitError(f"job {job.job_id} has already ended ({state.state.lower()}{code}): nothing to cancel")
         job.update(cancelled=True)
         try:
-            os.killpg(int(job.job_id), signal.SIGTERM)
+            os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
 
