@@ -353,7 +353,7 @@ def run_logs(args: argparse.Namespace) -> int:
     try:
         job = jobs.find(args.job)
         text = None if args.follow else sub.log_text(job)
-    except (jobs.JobNotFound, jobs.JobFolderError) as e:
+    except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
         raise CommandError(str(e)) from None
     if args.follow:
         return _follow(job)

@@ -203,6 +203,8 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
 def log_text(job: Job) -> str | None:
     """The job's log; for a job that resubmitted itself, each run's log in turn, each under a
     line that names its job. None while there is none."""
+    if job.submitting is not None:
+        raise SubmitError(f"no job id is recorded in {job.path}, so it has no log: {unrecorded(job).reason}")
     logs: dict[str, str] = {}  # log -> the first job that wrote it
     for job_id, path in job.logs:
         logs.setdefault(path, job_id)

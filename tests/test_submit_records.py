@@ -157,8 +157,10 @@ def test_a_submit_command_that_hangs_keeps_the_folder_as_interrupted(tmp_path):
     assert "submission interrupted" in proc.stderr and len(calls_of(tmp_path, "sbatch")) == 1
     (row,) = _status(tmp_path, env)
     assert row["state"] == "SUBMISSION INTERRUPTED" and "job name s in `squeue --me`" in row["reason"], row
-    cancel = hpcdist("cancel", os.path.basename(row["folder"]), cwd=tmp_path, env=env)
-    assert cancel.returncode == 1 and "squeue --me" in cancel.stderr and "Traceback" not in cancel.stderr
+    for command in ("cancel", "logs"):  # no id: nothing to cancel, no log; each says what to check
+        answer = hpcdist(command, os.path.basename(row["folder"]), cwd=tmp_path, env=env)
+        assert answer.returncode == 1 and "squeue --me" in answer.stderr, (command, answer.stderr)
+        assert "Traceback" not in answer.stderr and "job  " not in answer.stderr, (command, answer.stderr)
 
 
 def test_a_refused_submission_still_leaves_nothing(tmp_path):
