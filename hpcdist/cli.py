@@ -305,25 +305,21 @@ def run_status(args: argparse.Namespace) -> int:
         selected = jobs.select(args.jobs)
     except (jobs.JobNotFound, jobs.JobFolderError) as e:
         raise CommandError(str(e)) from None
+    states = []
     if selected:  # the schedulers' code only for jobs to ask about
         from hpcdist import submission as sub
-        from hpcdist.schedulers.batch import UNREACHABLE
-    rows, down = [], {}
-    for job in selected:
+
+        # All at once: one command per scheduler (and cluster) for many jobs, none for a job whose
+        # end is recorded, and one controller that cannot be reached answers for all its jobs.
+        states = sub.statuses(selected)
+    rows = []
+    for job, state in zip(selected, states):
         if isinstance(job, jobs.Broken):  # one row saying what is wrong; the other jobs go on
             rows.append(job.row())
             continue
         row = {"job_id": job.job_id, "name": job.record.get("job_name", ""), "scheduler": job.scheduler}
-        # One unreachable controller is enough to know: the next jobs on it would each wait
-        # through the same retries (a minute each on Slurm) for the same answer.
-        where = (job.scheduler, job.record.get("cluster"))
         try:
-            if where in down:
-                state = sub.scheduler_of(job).controller_down(job, down[where])
-            else:
-                state = sub.status(job)
-                if state.raw == UNREACHABLE:
-                    down[where] = "as for job " + job.job_id
+            state = sub.status(job) if state is None else state  # None: a record to ask about alone
             row.update(state=state.state, exit_code=state.exit_code, reason=state.reason)
         except sub.SubmitError as e:
             row.update(state="UNKNOWN", exit_code=None, reason=str(e))

@@ -10,9 +10,10 @@ import time
 
 from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_log_from
 from hpcdist.render import render
+from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers import get as get_scheduler
-from hpcdist.schedulers.base import JobStatus
-from hpcdist.schedulers.batch import UNREACHABLE, MaybeQueued, SubmitError
+from hpcdist.schedulers.base import FINISHED_STATES, NODE_FAIL, PREEMPTED, JobStatus
+from hpcdist.schedulers.batch import UNCONFIRMED, UNREACHABLE, MaybeQueued, SubmitError
 from hpcdist.spec import JobSpec
 
 #: hpcdist's own states for a folder whose record has no id yet (:attr:`Job.submitting`).
@@ -142,6 +143,71 @@ def status(job: Job):
             return state
 
 
+def statuses(jobs: list[Job]) -> list:
+    """Each job's state, as :func:`status` gives it, with one scheduler command for many jobs
+    (:meth:`~hpcdist.schedulers.base.Scheduler.statuses`) and none for a job whose end its record
+    keeps (:func:`recorded_end`). One controller that cannot be reached answers for all its jobs.
+    None for a job whose record names no scheduler or id to ask with, or whose scheduler failed
+    for the group: the caller asks :func:`status` about it alone, as about any one job."""
+    answers: list = [recorded_end(job) if isinstance(job, Job) else None for job in jobs]
+    groups: dict = {}  # (scheduler, dialect) -> [(position, job, id asked)]
+    for k, job in enumerate(jobs):
+        if isinstance(job, Job) and job.submitting is not None:  # no id yet: nothing to ask
+            answers[k] = unrecorded(job)
+        elif answers[k] is None and isinstance(job, Job):
+            try:
+                key, asked = (job.scheduler, job.record.get("dialect")), job.current_id
+            except (KeyError, TypeError, AttributeError):
+                continue
+            groups.setdefault(key, []).append((k, job, asked))
+    down: dict = {}
+    for (name, dialect), members in groups.items():
+        try:
+            scheduler = get_scheduler(name, dialect)
+        except (ValueError, KeyError, TypeError):  # a scheduler or dialect hpcdist does not know
+            continue
+        try:
+            found = scheduler.statuses([job for _, job, _ in members], [asked for _, _, asked in members], down)
+        except SubmitError:  # one job's trouble (the local backend asks one at a time): each asked alone
+            continue
+        for (k, job, asked), state in zip(members, found):
+            # As status(): an answer "finished" about an id the job has since resubmitted under
+            # (PBS) belongs to a run that goes on: ask about the new id.
+            resubmitted = state.finished and scheduler.resubmits and job.current_id != asked
+            answers[k] = status(job) if resubmitted else state
+    return answers
+
+
+#: The ends a record may keep for good: nothing runs the job again after them. A job preempted,
+#: or on a node that failed, may be requeued by Slurm itself (PreemptMode=REQUEUE, JobRequeue),
+#: so its recorded end is asked about again.
+FINAL_STATES = FINISHED_STATES - {PREEMPTED, NODE_FAIL}
+
+
+def recorded_end(job: Job):
+    """How the job ended, as ``--wait`` recorded it once the scheduler said so (:func:`wait`), or
+    None: then the scheduler is asked (always, for the local backend, which asks no one).
+
+    What is skipped, and why only that: the job's exit_code file alone is not an end, since a
+    preempted run writes it too before Slurm requeues the job, which then runs again under the
+    same id (the scheduler's answer, PENDING, wins over the file today). An end is final when the
+    scheduler itself said it (not an exit_code file read while the controller could not be
+    asked), it is in :data:`FINAL_STATES`, and it is about the id the job goes on under (a PBS
+    job that resubmitted itself since has a new id, and is asked about again)."""
+    try:  # a damaged record is no end: the scheduler is asked, as about any job
+        if job.scheduler not in QUEUED:  # the local backend asks no one: its answer costs nothing
+            return None
+        record = job.record
+        state, code, reason = record.get("state"), record.get("exit_code"), record.get("reason")
+        if state not in FINAL_STATES or not (code is None or type(code) is int):
+            return None
+        if "ended_id" not in record or record["ended_id"] != job.current_id:
+            return None
+    except (KeyError, TypeError, AttributeError, ValueError, OSError):
+        return None
+    return JobStatus(state=state, exit_code=code, raw="recorded", reason=reason if isinstance(reason, str) else None)
+
+
 def cancel(job: Job) -> None:
     if job.submitting is not None:
         raise SubmitError(f"no job id is recorded in {job.path}, so hpcdist cannot cancel it: {unrecorded(job).reason}")
@@ -190,7 +256,10 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
         if state.finished:
             time.sleep(0.2)
             follow()
-            job.update(state=state.state, exit_code=state.exit_code)
+            end = {"state": state.state, "exit_code": state.exit_code}
+            if not state.raw.endswith(UNCONFIRMED):  # the scheduler's word: `status` needs not ask again
+                end.update(reason=state.reason, ended_id=job.current_id)  # the id it is about (recorded_end)
+            job.update(**end)
             if state.state != "COMPLETED":
                 print_first_failure(job)
             if state.exit_code is not None and 0 <= state.exit_code <= 255:
@@ -282,4 +351,4 @@ def _print_new_log(path: str, offset: int, out) -> int:
     return offset + len(chunk)
 
 
-__all__ = ["submit", "status", "cancel", "wait", "log_text", "first_failure", "SubmitError"]
+__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "log_text", "first_failure", "SubmitError"]

@@ -434,6 +434,12 @@ class Scheduler:
     def status(self, job) -> JobStatus:
         raise NotImplementedError
 
+    def statuses(self, jobs: list, job_ids: list[str], down: dict | None = None) -> list[JobStatus]:
+        """Each job's state, in order (``job_ids``: the id each goes on under, read once). Here
+        one :meth:`status` after another; a scheduler whose commands answer for many jobs at once
+        asks for them together (``down``: see :meth:`hpcdist.schedulers.batch.BatchScheduler.statuses`)."""
+        return [self.status(job) for job in jobs]
+
     def cancel(self, job) -> None:
         raise NotImplementedError
 

@@ -20,8 +20,15 @@ SUBMIT_TIMEOUT = 60.0
 RETRIES = 2
 #: Seconds before the first retry, doubled for each next one (HPCDIST_RETRY_DELAY overrides).
 RETRY_DELAY = 2.0
+#: The most jobs one status command asks about: bounds its argument list (squeue's -j list is one
+#: argument, and Linux takes at most 128 KiB in one; 500 PBS ids with a long server name are
+#: about 20 KB) and the answer it prints, while 2,000 jobs still cost 4 calls of each command.
+CHUNK = 500
 #: JobStatus.raw of an UNKNOWN state whose cause is a controller that cannot be reached.
 UNREACHABLE = "unreachable"
+#: How JobStatus.raw ends for an end read from the job's exit_code file that the scheduler
+#: could not confirm (no controller to ask): a job requeued meanwhile would run again.
+UNCONFIRMED = "unconfirmed"
 
 
 class SubmitError(RuntimeError):
@@ -146,8 +153,62 @@ class BatchScheduler(Scheduler):
         raise NotImplementedError
 
     def query_status(self, job) -> JobStatus:
-        """The job's state from the scheduler's commands (:meth:`status` turns errors into UNKNOWN)."""
+        """The job's state from the scheduler's commands (:meth:`status` turns errors into UNKNOWN):
+        the same question as for many jobs, asked about one."""
+        return self.query_statuses([job], [job.current_id])[0]
+
+    def query_statuses(self, jobs: list, job_ids: list[str]) -> list[JobStatus]:
+        """The states of ``jobs`` (of one :meth:`place`, their ids ``job_ids``, each well formed),
+        asked for together: one command for all, not one per job."""
         raise NotImplementedError
+
+    def place(self, job):
+        """What the jobs asked about together share (Slurm: the cluster); one controller each."""
+        return None
+
+    def statuses(self, jobs: list, job_ids: list[str], down: dict | None = None) -> list[JobStatus]:
+        """Each job's state, as :meth:`status` gives it, asked for :data:`CHUNK` jobs at a time.
+
+        ``down`` (``{(scheduler, place): why}``, shared by the caller across schedulers) is how one
+        controller that cannot be reached answers for the rest: the jobs after the first one it
+        left unanswered are told "as for job <first>", without asking again (each try waits
+        through the retries). A batch whose answer cannot be read is asked again job by job
+        (:meth:`status`): one job's odd line does not cost the others theirs.
+        """
+        down = {} if down is None else down
+        groups: dict = {}
+        for job, job_id in zip(jobs, job_ids):
+            # An id the scheduler would not read (a damaged record) is asked alone.
+            together = self.ids.split(job_id) is not None
+            groups.setdefault((self.name, self.place(job), together), []).append((job, job_id))
+        answers = {}
+        for (name, place, together), members in groups.items():
+            size = CHUNK if together else 1
+            for start in range(0, len(members), size):
+                chunk = members[start:start + size]
+                for (job, _), state in zip(chunk, self._chunk_statuses(chunk, together, down.get((name, place)))):
+                    if state.raw == UNREACHABLE:
+                        if (name, place) in down:
+                            state = self.controller_down(job, down[name, place])
+                        else:
+                            down[name, place] = "as for job " + job.job_id
+                    answers[id(job)] = state
+        return [answers[id(job)] for job in jobs]
+
+    def _chunk_statuses(self, chunk: list, together: bool, down: str | None) -> list[JobStatus]:
+        jobs = [job for job, _ in chunk]
+        if down is not None:
+            return [self.controller_down(job, down) for job in jobs]
+        try:
+            if together:
+                return self.query_statuses(jobs, [job_id for _, job_id in chunk])
+            return [self.status(job) for job in jobs]
+        except SchedulerOutputError:
+            return [self.status(job) for job in jobs]
+        except CommandTimeout as e:
+            return [self.controller_down(job, str(e)) for job in jobs]
+        except SubmitError as e:  # the command cannot be run at all (not installed, a bad setting)
+            return [JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=str(e)) for _ in jobs]
 
     def status(self, job) -> JobStatus:
         try:
@@ -186,7 +247,7 @@ class BatchScheduler(Scheduler):
         why = self.cannot_reach(program, line)
         found = recorded_exit(job)
         if found is not None:
-            return JobStatus(state=found.state, exit_code=found.exit_code, raw=found.raw,
+            return JobStatus(state=found.state, exit_code=found.exit_code, raw=f"{found.raw}, {UNCONFIRMED}",
                              reason=f"{found.reason}; {why}")
         return JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=why)
 
@@ -196,7 +257,7 @@ class BatchScheduler(Scheduler):
         message = f"the {self.title} {self.controller} cannot be reached ({why})"
         found = recorded_exit(job)
         if found is not None:
-            return JobStatus(state=found.state, exit_code=found.exit_code, raw=found.raw,
+            return JobStatus(state=found.state, exit_code=found.exit_code, raw=f"{found.raw}, {UNCONFIRMED}",
                              reason=f"{found.reason}; {message}")
         return JobStatus(state="UNKNOWN", exit_code=None, raw=UNREACHABLE,
                          reason=f"{message}; the job may still be queued or running")

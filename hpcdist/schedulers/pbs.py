@@ -269,23 +269,41 @@ class Pbs(BatchScheduler):
     def parse_submission(self, proc):
         return parse_qsub(proc.stdout, proc.stderr, proc.returncode)
 
-    def query_status(self, job):
+    def query_statuses(self, jobs, job_ids):
+        """One ``qstat -f -F json -x ID...`` for all the jobs (PBS Pro), or ``qstat -f ID...``
+        (Torque, and front ends without -F json or -x) for those it could not answer. Asked about
+        several jobs, qstat lists those it knows and writes "Unknown Job Id ID" (or "ID Job has
+        finished") on stderr for each of the others, exiting non-zero; a job it neither lists nor
+        names there is asked about alone."""
         from hpcdist import retry
-        from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json, parse_qstat_unknown
+        from hpcdist.schedulers.pbs_qstat import (
+            parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_unknown, parse_qstat_unknown_ids)
 
-        job_id = JobId(id=job.current_id, scheduler="pbs")
-        found, proc = None, None
+        ids = [JobId(id=job_id, scheduler="pbs") for job_id in dict.fromkeys(job_ids)]
+        found, proc = {}, None
         if self.dialect.json_status:
-            proc = query(["qstat", "-f", "-F", "json", "-x", job_id.id])
-            if proc.returncode == 0:
-                found = parse_qstat_pro_json(proc.stdout, job_id)
+            proc = query(["qstat", "-f", "-F", "json", "-x", *(job_id.id for job_id in ids)])
+            if proc.returncode == 0 or parse_qstat_unknown(proc.stderr):
+                found = parse_qstat_jobs_json(proc.stdout, ids)
         text = "" if proc is None else proc.stdout + "\n" + proc.stderr
-        if found is None and (proc is None or (proc.returncode != 0 and not parse_qstat_unknown(proc.stderr)
-                                               and not retry.unreachable(text) and not retry.not_configured(text))):
+        if proc is None or (proc.returncode != 0 and not parse_qstat_unknown(proc.stderr)
+                            and not retry.unreachable(text) and not retry.not_configured(text)):
             # Torque, and qstat front ends without -F json or -x: the text form.
-            proc = query(["qstat", "-f", job_id.id])
-            if proc.returncode == 0:
-                found = parse_qstat_full_text(proc.stdout, job_id)
+            proc = query(["qstat", "-f", *(job_id.id for job_id in ids if job_id.id not in found)])
+            if proc.returncode == 0 or parse_qstat_unknown(proc.stderr):
+                found.update(parse_qstat_jobs_text(proc.stdout, ids))
+        unknown = parse_qstat_unknown_ids(proc.stderr, ids) if len(ids) > 1 else None
+        # An answer about some of the jobs: one it left out for no reason it gave is asked alone.
+        partial = unknown is not None and bool(proc.returncode == 0 or found or unknown)
+        return [self._judged(job, job_id, found.get(job_id), proc, unknown, partial)
+                for job, job_id in zip(jobs, job_ids)]
+
+    def _judged(self, job, job_id, found, proc, unknown, partial):
+        """One job's state from what qstat listed for it (or None) and the run that did not list
+        it; ``unknown``: the ids its stderr says it does not know, when several were asked about."""
+        from hpcdist import retry
+        from hpcdist.schedulers.pbs_qstat import parse_qstat_unknown
+
         if found is not None:
             # Some qstat (Torque, Slurm's wrapper) say "C" with no exit status: the job said it.
             if found.finished and found.exit_code is None:
@@ -294,12 +312,14 @@ class Pbs(BatchScheduler):
         missing = self.not_configured(job, "qstat", proc)
         if missing is not None:
             return missing
-        if parse_qstat_unknown(proc.stderr):
+        if parse_qstat_unknown(proc.stderr) if unknown is None else job_id in unknown:
             return recorded_exit(job) or JobStatus(
                 state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
         down = retry.unreachable(proc.stdout + "\n" + proc.stderr)
         if down:
             return self.controller_down(job, f"qstat: {down}")
+        if partial:
+            return self.status(job)
         first = (proc.stderr.strip().splitlines() or [""])[0]
         return JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"qstat: {first}" if first else None)
 

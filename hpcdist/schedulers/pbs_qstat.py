@@ -13,9 +13,10 @@ import re
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
     CANCELLED, COMPLETED, FAILED, NODE_FAIL, OUT_OF_MEMORY, PENDING, RUNNING, TIMEOUT, UNKNOWN, JobId, JobStatus,
-    SchedulerOutputError, output_text)
+    SchedulerOutputError, output_lines, output_text)
 
-__all__ = ["parse_qstat_pro_json", "parse_qstat_full_text", "parse_qstat_unknown", "EXEC_CODES"]
+__all__ = ["parse_qstat_pro_json", "parse_qstat_jobs_json", "parse_qstat_full_text", "parse_qstat_jobs_text", "parse_qstat_unknown",
+           "parse_qstat_unknown_ids", "EXEC_CODES"]
 
 # job_state letters.  PBS Pro/OpenPBS: B E F H M Q R S T U W X; Torque:
 # C E H Q R T W S.  No letter means different things in the two.
@@ -179,14 +180,19 @@ def _pbs_status(attrs: dict, dialect: str, what: str, stdout: str, stderr: str) 
     return JobStatus(FAILED, exit_status, letter, comment)
 
 
-def _pbs_pick(jobs: dict, job_id: JobId):
-    """The entry of ``jobs`` (id -> attributes) for ``job_id``, or None."""
-    if job_id.id in jobs:
-        return jobs[job_id.id]
-    for key, value in jobs.items():
-        if job_id.matches(key):
-            return value
-    return None
+def _pbs_picks(jobs, job_ids: list):
+    """``(job id, its entry)`` for each of ``job_ids`` that ``jobs`` (``[(id, attributes)]``, or
+    a dict) lists: the entry under the same id, else the first whose id :meth:`JobId.matches`."""
+    jobs = list(jobs.items()) if isinstance(jobs, dict) else jobs
+    exact = {}
+    for key, value in jobs:
+        exact.setdefault(key, value)
+    for job_id in job_ids:
+        entry = exact.get(job_id.id)
+        if entry is None:
+            entry = next((value for key, value in jobs if job_id.matches(key)), None)
+        if entry is not None:
+            yield job_id, entry
 
 
 def _flatten_pbs_json(entry: dict) -> dict:
@@ -305,10 +311,15 @@ def _salvage_pbs_json(text: str) -> dict | None:
 
 
 def parse_qstat_pro_json(stdout, job_id: JobId, *, stderr: str = "") -> JobStatus | None:
-    """The state from ``qstat -f -F json -x ID`` (PBS Pro/OpenPBS only).
+    """The state from ``qstat -f -F json -x ID`` (PBS Pro/OpenPBS only): see :func:`parse_qstat_jobs_json`."""
+    return parse_qstat_jobs_json(stdout, [job_id], stderr=stderr).get(job_id.id)
 
-    Returns ``None`` when the output is empty or lists no matching job
-    (check stderr with :func:`parse_qstat_unknown`).  The job is found with
+
+def parse_qstat_jobs_json(stdout, job_ids: list, *, stderr: str = "") -> dict:
+
+    """Each job's state from ``qstat -f -F json -x ID...`` (PBS Pro/OpenPBS only): ``{id: JobStatus}``.
+
+    A job the output does not list is left out (check stderr with :func:`parse_qstat_unknown`).  The job is found with
     :meth:`JobId.matches`.  States: Q H W T S U -> PENDING (``raw`` keeps
     the letter), R E B -> RUNNING, M -> UNKNOWN, F X -> by ``Exit_status``:
     0 COMPLETED; 256+N killed by signal N (CANCELLED for 9 and 15, or
@@ -321,7 +332,7 @@ def parse_qstat_pro_json(stdout, job_id: JobId, *, stderr: str = "") -> JobStatu
 
     stdout, stderr = output_text(stdout), output_text(stderr)
     if not stdout.strip():
-        return None
+        return {}
     unloaded = object()
     data = unloaded
     try:
@@ -338,23 +349,23 @@ def parse_qstat_pro_json(stdout, job_id: JobId, *, stderr: str = "") -> JobStatu
             )
         jobs = data.get("Jobs")
         if jobs is None:
-            return None
+            return {}
         if not isinstance(jobs, dict):
             raise SchedulerOutputError(
                 "'Jobs' in qstat -F json output is not an object", stdout, stderr, None, "qstat"
             )
-        entry = _pbs_pick(jobs, job_id)
-        if entry is None:
-            return None
-        if not isinstance(entry, dict):
-            raise SchedulerOutputError(
-                f"the entry for job {job_id.id} in qstat -F json output is not an object",
-                stdout,
-                stderr,
-                None,
-                "qstat",
-            )
-        return _pbs_status(_flatten_pbs_json(entry), "pro", "qstat -F json", stdout, stderr)
+        found = {}
+        for job_id, entry in _pbs_picks(jobs, job_ids):
+            if not isinstance(entry, dict):
+                raise SchedulerOutputError(
+                    f"the entry for job {job_id.id} in qstat -F json output is not an object",
+                    stdout,
+                    stderr,
+                    None,
+                    "qstat",
+                )
+            found[job_id.id] = _pbs_status(_flatten_pbs_json(entry), "pro", "qstat -F json", stdout, stderr)
+        return found
     jobs = _salvage_pbs_json(stdout)
     if jobs is None:
         raise SchedulerOutputError(
@@ -364,10 +375,8 @@ def parse_qstat_pro_json(stdout, job_id: JobId, *, stderr: str = "") -> JobStatu
             None,
             "qstat",
         )
-    entry = _pbs_pick(jobs, job_id)
-    if entry is None:
-        return None
-    return _pbs_status(entry, "pro", "qstat -F json (malformed)", stdout, stderr)
+    return {job_id.id: _pbs_status(entry, "pro", "qstat -F json (malformed)", stdout, stderr)
+            for job_id, entry in _pbs_picks(jobs, job_ids)}
 
 
 _QSTAT_JOB_ID_LINE = Pattern(r"Job Id:\s*(\S+)\s*")
@@ -418,20 +427,25 @@ def _qstat_text_jobs(text: str) -> list[tuple[str, dict]] | None:
 
 
 def parse_qstat_full_text(stdout, job_id: JobId, *, stderr: str = "") -> JobStatus | None:
-    """The state from ``qstat -f ID`` text (PBS Pro/OpenPBS, with ``-x``, or Torque).
+    """The state from ``qstat -f ID`` text: see :func:`parse_qstat_jobs_text`."""
+    return parse_qstat_jobs_text(stdout, [job_id], stderr=stderr).get(job_id.id)
+
+
+def parse_qstat_jobs_text(stdout, job_ids: list, *, stderr: str = "") -> dict:
+    """Each job's state from ``qstat -f ID...`` text (PBS Pro/OpenPBS, with ``-x``, or Torque):
+    ``{id: JobStatus}``, a job the output does not list left out.
 
     The text is ``Job Id: 123.server`` followed by ``    key = value``
     lines; long values continue on lines that start with a tab.  PBS Pro
     prints ``Exit_status``, Torque ``exit_status`` (and ``job_state = C``
     for completed jobs); states and exit statuses map as in
-    :func:`parse_qstat_pro_json`, except that negative exit statuses are
+    :func:`parse_qstat_jobs_json`, except that negative exit statuses are
     read as Torque's (``-11`` walltime, ``-10`` memory) when the lowercase
-    ``exit_status`` shows the text is Torque's.  Returns ``None`` when the
-    output is empty or lists no matching job.
+    ``exit_status`` shows the text is Torque's.
     """
     stdout, stderr = output_text(stdout), output_text(stderr)
     if not stdout.strip():
-        return None
+        return {}
     jobs = _qstat_text_jobs(stdout)
     if jobs is None:
         raise SchedulerOutputError(
@@ -442,20 +456,11 @@ def parse_qstat_full_text(stdout, job_id: JobId, *, stderr: str = "") -> JobStat
             None,
             "qstat",
         )
-    chosen = None
-    for key, attrs in jobs:
-        if key == job_id.id:
-            chosen = attrs
-            break
-    if chosen is None:
-        for key, attrs in jobs:
-            if job_id.matches(key):
-                chosen = attrs
-                break
-    if chosen is None:
-        return None
-    dialect = "torque" if "exit_status" in chosen or chosen.get("job_state", "").strip() == "C" else "pro"
-    return _pbs_status(chosen, dialect, "qstat -f", stdout, stderr)
+    found = {}
+    for job_id, chosen in _pbs_picks(jobs, job_ids):
+        dialect = "torque" if "exit_status" in chosen or chosen.get("job_state", "").strip() == "C" else "pro"
+        found[job_id.id] = _pbs_status(chosen, dialect, "qstat -f", stdout, stderr)
+    return found
 
 
 _QSTAT_UNKNOWN = Pattern(r"Unknown Job Id|\bhas finished\b", re.I)
@@ -476,3 +481,15 @@ def parse_qstat_unknown(stderr) -> bool:
     except TypeError:
         return False
     return _QSTAT_UNKNOWN.search(text) is not None
+
+
+def parse_qstat_unknown_ids(stderr, job_ids: list) -> set:
+    """The ids among ``job_ids`` that qstat's stderr says are unknown or finished (as
+    :func:`parse_qstat_unknown`): asked about several jobs, qstat lists those it knows and
+    writes one such line for each of the others, naming it as it was given."""
+    try:
+        lines = [line for line in output_lines(output_text(stderr)) if _QSTAT_UNKNOWN.search(line)]
+    except TypeError:
+        return set()
+    words = {word for line in lines for word in line.replace(":", " ").split()}
+    return {job_id.id for job_id in job_ids if job_id.id in words or any(job_id.matches(w) for w in words)}

@@ -16,14 +16,16 @@ import re
 
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
-    CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, REQUEUED, RUNNING,
-    TIMEOUT, UNKNOWN, IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
+    IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, query, recorded_exit, run_or_fail
+from hpcdist.schedulers.slurm_queue import (
+    parse_sacct, parse_sacct_disabled, parse_sacct_jobs, parse_squeue, parse_squeue_jobs, parse_squeue_unknown)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
 
 __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "parse_squeue_unknown",
-           "parse_sacct_disabled", "format_slurm_time", "format_slurm_mem", "sbatch_value", "JOB_NAMES"]
+           "parse_sacct_disabled", "parse_squeue_jobs", "parse_sacct_jobs",
+           "format_slurm_time", "format_slurm_mem", "sbatch_value", "JOB_NAMES"]
 
 # --------------------------------------------------------------------------
 # Job ids
@@ -89,165 +91,6 @@ def parse_sbatch(stdout, stderr="", returncode: int | None = 0) -> JobId:
         returncode,
         "sbatch",
     )
-
-
-# --------------------------------------------------------------------------
-# Job status
-# --------------------------------------------------------------------------
-
-# Slurm's state words (job_state_string() and the flag words), as %T and
-# sacct print them.
-_SLURM_STATE_MAP = {
-    "PENDING": PENDING,
-    "REQUEUE_HOLD": PENDING,
-    "REQUEUE_FED": PENDING,
-    "RESV_DEL_HOLD": PENDING,
-    "EXPEDITING": PENDING,
-    "SUSPENDED": PENDING,
-    "STOPPED": PENDING,
-    "RUNNING": RUNNING,
-    "CONFIGURING": RUNNING,
-    "POWER_UP_NODE": RUNNING,
-    "COMPLETING": RUNNING,
-    "RESIZING": RUNNING,
-    "SIGNALING": RUNNING,
-    "STAGE_OUT": RUNNING,
-    "COMPLETED": COMPLETED,
-    "FAILED": FAILED,
-    "SPECIAL_EXIT": FAILED,
-    "CANCELLED": CANCELLED,
-    "TIMEOUT": TIMEOUT,
-    "DEADLINE": TIMEOUT,
-    "PREEMPTED": PREEMPTED,
-    "NODE_FAIL": NODE_FAIL,
-    "BOOT_FAIL": NODE_FAIL,
-    "OUT_OF_MEMORY": OUT_OF_MEMORY,
-    "REQUEUED": REQUEUED,
-}
-
-# "CANCELLED by 1000", "CANCELLED+" (sacct truncates without -P), "RUNNING".
-_SLURM_STATE_FIELD = Pattern(r"([A-Z][A-Z_]*)\+?(?: by ([0-9]+))?")
-
-
-def _slurm_state(field: str, what: str, stdout: str, stderr: str) -> tuple[str, str, str | None]:
-    """(state, word, 'cancelled by uid N' or None) from a Slurm state field."""
-    m = _SLURM_STATE_FIELD.fullmatch(field.strip())
-    if m is None:
-        raise SchedulerOutputError(
-            f"not a Slurm job state in {what} output: {field.strip()[:200]!r}",
-            stdout,
-            stderr,
-            None,
-            what,
-        )
-    word = m.group(1)
-    by = f"cancelled by uid {m.group(2)}" if m.group(2) is not None else None
-    return _SLURM_STATE_MAP.get(word, UNKNOWN), word, by
-
-
-_NO_REASON = {"", "None", "(null)", "(None)"}
-_CLUSTER_LINE = Pattern(r"CLUSTER: \S+")
-
-
-def parse_squeue(stdout, *, stderr: str = "") -> JobStatus | None:
-    """The state from ``squeue -h -j ID -o '%T|%r'``; ``None`` when empty.
-
-    Empty output means the job has left the queue (look in ``sacct``, or at
-    ``squeue``'s stderr with :func:`parse_squeue_unknown`).  ``CLUSTER: foo``
-    lines (printed with ``--clusters``) and a ``STATE|REASON`` header are
-    skipped.  For an array, several lines: RUNNING if any task runs, else
-    PENDING if any is pending, else the last line's state.
-    """
-    stdout, stderr = output_text(stdout), output_text(stderr)
-    statuses = []
-    for line in output_lines(stdout):
-        if _CLUSTER_LINE.fullmatch(line) or line.upper().startswith("STATE|"):
-            continue
-        field, sep, reason = line.partition("|")
-        state, word, _by = _slurm_state(field, "squeue", stdout, stderr)
-        reason = reason.strip()
-        statuses.append(JobStatus(state, None, word, None if reason in _NO_REASON else reason))
-    if not statuses:
-        return None
-    for wanted in (RUNNING, PENDING):
-        for status in statuses:
-            if status.state == wanted:
-                return status
-    return statuses[-1]
-
-
-_SACCT_EXIT = Pattern(r"([0-9]{1,9}):([0-9]{1,9})")
-
-
-def parse_sacct(stdout, *, stderr: str = "") -> JobStatus | None:
-    """The state from ``sacct -X -n -P -j ID -o State,ExitCode``; ``None`` when empty.
-
-    ``ExitCode`` is ``A:B`` (exit status A, signal B): the exit code is A,
-    or 128 + B when A is 0 and B is not.  When several lines come back (a
-    requeued job listed with its earlier attempts) the last line is the
-    current attempt.  ``exit_code`` is ``None`` unless the job finished.
-    """
-    stdout, stderr = output_text(stdout), output_text(stderr)
-    status = None
-    for line in output_lines(stdout):
-        if line.lower().rstrip("|") == "state|exitcode":
-            continue  # the header, when -n was not given
-        fields = line.split("|")
-        if len(fields) == 3 and fields[2] == "":
-            fields = fields[:2]  # sacct -p (not -P) ends each line with "|"
-        if len(fields) != 2:
-            raise SchedulerOutputError(
-                "expected 'State|ExitCode' lines from sacct -P -o State,ExitCode, "
-                f"got {line[:200]!r}",
-                stdout,
-                stderr,
-                None,
-                "sacct",
-            )
-        state, word, by = _slurm_state(fields[0], "sacct", stdout, stderr)
-        exit_field = fields[1].strip()
-        exit_code = None
-        if exit_field:
-            m = _SACCT_EXIT.fullmatch(exit_field)
-            if m is None:
-                raise SchedulerOutputError(
-                    f"expected an ExitCode like '0:0' or '1:0' from sacct, got {exit_field[:200]!r}",
-                    stdout,
-                    stderr,
-                    None,
-                    "sacct",
-                )
-            code, signal = int(m.group(1)), int(m.group(2))
-            exit_code = 128 + signal if code == 0 and signal else code
-        raw = fields[0].strip()
-        status = JobStatus(state, exit_code if state in FINISHED_STATES else None, raw, by)
-    return status
-
-
-_INVALID_JOB = Pattern(r"Invalid job id specified", re.I)
-_ACCOUNTING_OFF = Pattern(r"accounting storage is disabled", re.I)
-
-
-def parse_squeue_unknown(stderr) -> bool:
-    """Whether ``squeue``/``scancel`` says the job id is unknown to slurmctld
-    (``slurm_load_jobs error: Invalid job id specified``): the job left the
-    queue (after ``MinJobAge``) or never existed; ask ``sacct``."""
-    try:
-        text = output_text(stderr)
-    except TypeError:
-        return False
-    return _INVALID_JOB.search(text) is not None
-
-
-def parse_sacct_disabled(stderr) -> bool:
-    """Whether ``sacct`` says the cluster keeps no accounting
-    (``Slurm accounting storage is disabled``, submitit#1720): fall back to
-    ``squeue``."""
-    try:
-        text = output_text(stderr)
-    except TypeError:
-        return False
-    return _ACCOUNTING_OFF.search(text) is not None
 
 
 # --------------------------------------------------------------------------
@@ -393,32 +236,63 @@ class Slurm(BatchScheduler):
     def parse_submission(self, proc):
         return parse_sbatch(proc.stdout, proc.stderr, proc.returncode)
 
-    def query_status(self, job):
+    def place(self, job):
+        return job.record.get("cluster")
+
+    def query_statuses(self, jobs, job_ids):
+        """One squeue for all the jobs (of one cluster), one sacct for those it did not list, then
+        each job's own evidence. The options, as squeue(1) and sacct(1) give them
+        (slurm.schedmd.com/squeue.html, /sacct.html): ``-j, --jobs=<job_id_list>`` "a comma
+        separated list of job IDs" (both), ``-h``/``-n`` no header, squeue ``-o %i`` the job id
+        (``<id>_<index>`` for an array's task), sacct ``-o JobID`` and ``-X`` (the job, not its
+        steps), ``-P`` "|"-separated, ``-M, --clusters``. Given several ids, squeue lists those it
+        knows and leaves the rest out (src/squeue/opts.c asks slurmctld for one job only when one
+        id is given: then an unknown id is the error "Invalid job id specified")."""
         from hpcdist import retry
 
-        cluster = [f"--clusters={job.record['cluster']}"] if job.record.get("cluster") else []
-        job_id = job.current_id
-        queued = query(["squeue", "-h", "-j", job_id, "-o", "%T|%r", *cluster])
-        if queued.returncode == 0:
-            found = parse_squeue(queued.stdout)
-            if found is not None:
-                return found
-        missing = self.not_configured(job, "squeue", queued)  # no Slurm here at all: sacct cannot tell either
+        cluster = [f"--clusters={jobs[0].record['cluster']}"] if jobs[0].record.get("cluster") else []
+        ids = list(dict.fromkeys(job_ids))
+        queued = self._in_queue(ids, cluster)  # id -> its line's state, or the squeue run that did not list it
+        # Not in the queue (or squeue refused): accounting knows how they ended, when it is on.
+        # (sacct asks slurmdbd, not slurmctld: it may answer while the controller is down.) Not
+        # asked where squeue found no Slurm at all: sacct cannot tell either.
+        asked = [job_id for job_id in ids if not isinstance(queued[job_id], JobStatus)
+                 and not (queued[job_id].returncode and retry.not_configured(queued[job_id].stdout + "\n"
+                                                                             + queued[job_id].stderr))]
+        done = query(["sacct", "-X", "-n", "-P", "-j", ",".join(asked), "-o", "JobID,State,ExitCode",
+                      *cluster]) if asked else None
+        ended = parse_sacct_jobs(done.stdout, asked) if done is not None and done.returncode == 0 else {}
+        return [self._judged(job, queued[job_id], done, ended.get(job_id)) for job, job_id in zip(jobs, job_ids)]
+
+    def _in_queue(self, ids: list, cluster: list) -> dict:
+        """``{id: JobStatus}`` for the ids squeue lists, ``{id: the squeue run}`` for the others."""
+        proc = query(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r", *cluster])
+        if proc.returncode != 0 and len(ids) > 1 and parse_squeue_unknown(proc.stderr):
+            # Some versions refuse a whole list for one id they no longer know: halve it until
+            # each refused id stands alone (and has left the queue, as when asked alone).
+            half = len(ids) // 2
+            return {**self._in_queue(ids[:half], cluster), **self._in_queue(ids[half:], cluster)}
+        found = parse_squeue_jobs(proc.stdout, ids) if proc.returncode == 0 else {}
+        return {job_id: found.get(job_id, proc) for job_id in ids}
+
+    def _judged(self, job, queued, done, ended):
+        """One job's state from squeue's answer (its state, or the run that did not list it) and sacct's."""
+        from hpcdist import retry
+
+        if isinstance(queued, JobStatus):
+            return queued
+        missing = self.not_configured(job, "squeue", queued)  # no Slurm here at all
         if missing is not None:
             return missing
-        # Left the queue (or squeue refused): accounting knows how it ended, when it is on.
-        # (sacct asks slurmdbd, not slurmctld: it may answer while the controller is down.)
-        done = query(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode", *cluster])
-        found = parse_sacct(done.stdout) if done.returncode == 0 else None
-        if found is not None:
-            return found
+        if ended is not None:
+            return ended
         left_queue = queued.returncode == 0 or parse_squeue_unknown(queued.stderr)
         if left_queue:  # squeue answered, without the job
             found = recorded_exit(job)
             if found is not None:
                 return found
             # sacct says so when accounting is off (the test cluster's case): say it as a fact.
-            off = "accounting is off" if parse_sacct_disabled(done.stderr) else "is accounting off?"
+            off = "accounting is off" if done and parse_sacct_disabled(done.stderr) else "is accounting off?"
             return JobStatus(state="UNKNOWN", exit_code=None, raw="",
                              reason=f"not in squeue, and sacct has no record ({off})")
         down = retry.unreachable(queued.stdout + "\n" + queued.stderr)
