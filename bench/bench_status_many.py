@@ -37,7 +37,8 @@ from hpcdist import jobs  # noqa: E402
 SIZES = (20, 2000)
 TARGET = 2.0
 
-# Stand-ins: every call appends its name to $BENCH_CALLS. squeue lists the even ids given
+# Stand-ins: every call appends its name to $BENCH_CALLS; awk answers, so that a list of 1,000 ids
+# costs about what one id does (a bash loop took 7 ms per 1,000). squeue lists the even ids given
 # (-o '%i|%T|%r' for several, '%T|%r' for one, as hpcdist asks before and after batching);
 # sacct answers COMPLETED for every id it is given.
 SQUEUE = r"""#!/bin/bash
@@ -45,19 +46,14 @@ echo squeue >> "$BENCH_CALLS"
 while [ $# -gt 0 ]; do
   case "$1" in -j) ids=$2; shift ;; -o) fmt=$2; shift ;; esac; shift
 done
-for id in ${ids//,/ }; do
-  (( id % 2 )) && continue
-  if [ "$fmt" = '%T|%r' ]; then echo 'RUNNING|None'; else echo "$id|RUNNING|None"; fi
-done
+tr , '\n' <<< "$ids" | awk -v fmt="$fmt" '$1 % 2 == 0 { print (fmt == "%T|%r" ? "" : $1 "|") "RUNNING|None" }'
 """
 SACCT = r"""#!/bin/bash
 echo sacct >> "$BENCH_CALLS"
 while [ $# -gt 0 ]; do
   case "$1" in -j) ids=$2; shift ;; -o) fmt=$2; shift ;; esac; shift
 done
-for id in ${ids//,/ }; do
-  if [ "$fmt" = 'State,ExitCode' ]; then echo 'COMPLETED|0:0'; else echo "$id|COMPLETED|0:0"; fi
-done
+tr , '\n' <<< "$ids" | awk -v fmt="$fmt" '{ print (fmt == "State,ExitCode" ? "" : $1 "|") "COMPLETED|0:0" }'
 """
 
 

@@ -92,10 +92,11 @@ def cannot_create(path: str, error: OSError) -> str:
             f"or make {shown(os.path.dirname(path))} writable for you")
 
 
-def check_ours(path: str, what: str) -> None:
-    """``path`` (followed through links) is owned by this user and writable by no one else."""
+def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
+    """``path`` (followed through links) is owned by this user and writable by no one else
+    (``st``: its stat, when the caller has it from the file it opened)."""
     try:
-        st = os.stat(path)
+        st = os.stat(path) if st is None else st
     except OSError as e:
         raise JobFolderError(f"{what} {shown(path)} cannot be read: {e.strerror or e}") from None
     me = os.geteuid()

@@ -75,11 +75,11 @@ class Job:
         self.path = path
         record = os.path.join(path, RECORD)
         check_ours(path, "the job folder")
-        check_ours(record, "the job record")
         if os.path.exists(os.path.join(path, RUNNER)):  # it names the pid `hpcdist cancel` signals
             check_ours(os.path.join(path, RUNNER), "the local job's runner file")
         try:
             with open(record, encoding="utf-8") as f:
+                check_ours(record, "the job record", os.fstat(f.fileno()))  # the file read is the one checked
                 self.record = json.load(f)
         except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             problem = unreadable(e)

@@ -156,16 +156,19 @@ def statuses(jobs: list[Job]) -> list:
             answers[k] = unrecorded(job)
         elif answers[k] is None and isinstance(job, Job):
             try:
-                key, asked = (job.scheduler, job.record.get("dialect")), job.current_id
+                key = (job.scheduler, job.record.get("dialect"))
             except (KeyError, TypeError, AttributeError):
                 continue
-            groups.setdefault(key, []).append((k, job, asked))
+            groups.setdefault(key, []).append((k, job))
     down: dict = {}
-    for (name, dialect), members in groups.items():
+    for (name, dialect), grouped in groups.items():
         try:
             scheduler = get_scheduler(name, dialect)
         except (ValueError, KeyError, TypeError):  # a scheduler or dialect hpcdist does not know
             continue
+        # Only a job that resubmits itself (PBS) goes on under another id: the others' runs files
+        # need not be read to know what to ask about.
+        members = [(k, job, job.current_id if scheduler.resubmits else job.job_id) for k, job in grouped]
         try:
             found = scheduler.statuses([job for _, job, _ in members], [asked for _, _, asked in members], down)
         except SubmitError:  # one job's trouble (the local backend asks one at a time): each asked alone

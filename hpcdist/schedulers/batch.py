@@ -21,9 +21,9 @@ RETRIES = 2
 #: Seconds before the first retry, doubled for each next one (HPCDIST_RETRY_DELAY overrides).
 RETRY_DELAY = 2.0
 #: The most jobs one status command asks about: bounds its argument list (squeue's -j list is one
-#: argument, and Linux takes at most 128 KiB in one; 500 PBS ids with a long server name are
-#: about 20 KB) and the answer it prints, while 2,000 jobs still cost 4 calls of each command.
-CHUNK = 500
+#: argument, and Linux takes at most 128 KiB in one; 1,000 PBS ids with a long server name are
+#: about 40 KB) and the answer it prints, while 2,000 jobs cost 2 calls of each command.
+CHUNK = 1000
 #: JobStatus.raw of an UNKNOWN state whose cause is a controller that cannot be reached.
 UNREACHABLE = "unreachable"
 #: How JobStatus.raw ends for an end read from the job's exit_code file that the scheduler
