@@ -125,7 +125,7 @@ def main() -> int:
     small, large = SIZES
     print(f"`bench/{Path(sys.argv[0]).name} {' '.join(sys.argv[1:])}`: `python -m hpcdist status` over {large:,} and "
           f"{small} recorded Slurm jobs (half in the queue, RUNNING; half left it, sacct COMPLETED), instant "
-          f"bash stand-ins for squeue and sacct counting their calls; median of {args.reps} interleaved runs after a "
+          f"stand-ins (bash, answering with awk) for squeue and sacct counting their calls; median of {args.reps} interleaved runs after a "
           f"warm-up; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}. Each job's state checked "
           f"(`status --json`, in the warm-up).\n")
     print(f"| tree | {small} jobs | {large:,} jobs | {large:,} / {small} | target {TARGET:g}x met | "
