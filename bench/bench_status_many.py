@@ -37,24 +37,25 @@ from hpcdist import jobs  # noqa: E402
 SIZES = (20, 2000)
 TARGET = 2.0
 
+
+def stand_in(name: str, answer: str) -> str:
+    """A bash stand-in for ``name`` that counts its call and answers each id of ``-j a,b,...``
+    with the awk program ``answer`` (``fmt``: the ``-o`` it was given)."""
+    return f"""#!/bin/bash
+echo {name} >> "$BENCH_CALLS"
+while [ $# -gt 0 ]; do
+  case "$1" in -j) ids=$2; shift ;; -o) fmt=$2; shift ;; esac; shift
+done
+tr , '\\n' <<< "$ids" | awk -v fmt="$fmt" '{answer}'
+"""
+
+
 # Stand-ins: every call appends its name to $BENCH_CALLS; awk answers, so that a list of 1,000 ids
 # costs about what one id does (a bash loop took 7 ms per 1,000). squeue lists the even ids given
 # (-o '%i|%T|%r' for several, '%T|%r' for one, as hpcdist asks before and after batching);
 # sacct answers COMPLETED for every id it is given.
-SQUEUE = r"""#!/bin/bash
-echo squeue >> "$BENCH_CALLS"
-while [ $# -gt 0 ]; do
-  case "$1" in -j) ids=$2; shift ;; -o) fmt=$2; shift ;; esac; shift
-done
-tr , '\n' <<< "$ids" | awk -v fmt="$fmt" '$1 % 2 == 0 { print (fmt == "%T|%r" ? "" : $1 "|") "RUNNING|None" }'
-"""
-SACCT = r"""#!/bin/bash
-echo sacct >> "$BENCH_CALLS"
-while [ $# -gt 0 ]; do
-  case "$1" in -j) ids=$2; shift ;; -o) fmt=$2; shift ;; esac; shift
-done
-tr , '\n' <<< "$ids" | awk -v fmt="$fmt" '{ print (fmt == "State,ExitCode" ? "" : $1 "|") "COMPLETED|0:0" }'
-"""
+SQUEUE = stand_in("squeue", '$1 % 2 == 0 { print (fmt == "%T|%r" ? "" : $1 "|") "RUNNING|None" }')
+SACCT = stand_in("sacct", '{ print (fmt == "State,ExitCode" ? "" : $1 "|") "COMPLETED|0:0" }')
 
 
 def record(folder: Path, count: int) -> None:
