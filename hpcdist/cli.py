@@ -292,6 +292,8 @@ def _follow(job, quiet: bool = False) -> int:
 
     try:
         return sub.wait(job, quiet=quiet)
+    except sub.JobFolderError as e:  # a log that cannot be read
+        raise CommandError(str(e)) from None
     except KeyboardInterrupt:
         print(f"\nhpcdist: stopped following job {job.job_id}; the job goes on. Follow it again with "
               f"`hpcdist logs -f {job.job_id}`, or stop it with `hpcdist cancel {job.job_id}`.", file=sys.stderr)

@@ -348,6 +348,8 @@ def _print_new_log(path: str, offset: int, out) -> int:
         chunk = read_log_from(path, offset)
     except FileNotFoundError:
         return offset
+    except OSError as e:  # a folder, a file this user may not read: as log_text says it
+        raise JobFolderError(f"cannot read the log {path!r}: {e.strerror or e}") from None
     if chunk:
         out.write(chunk.decode("utf-8", errors="replace"))
         out.flush()

@@ -222,3 +222,15 @@ def test_a_record_naming_a_live_process_without_its_runner_file_is_never_cancell
         f"hpcdist cancel: error: job {victim.pid} has already ended (failed): nothing to cancel")
     time.sleep(0.2)
     assert victim.poll() is None, "hpcdist cancel signalled a process that is not the job's runner"
+
+
+def test_a_log_the_record_names_that_is_a_folder_is_one_line_for_logs_and_logs_f(tmp_path):
+    """A record edited by hand (or damaged) so that its log is a folder: reading the log, at once
+    or following it, says so in one line (IsADirectoryError was a traceback)."""
+    job_id, folder = _local_job(tmp_path)
+    record = json.loads((tmp_path / folder / "record.json").read_text())
+    record["log"] = str(tmp_path)
+    (tmp_path / folder / "record.json").write_text(json.dumps(record))
+    for flags in ((), ("-f",)):
+        line = _one_line_error(hpcdist("logs", *flags, job_id, cwd=tmp_path), "logs")
+        assert "Is a directory" in line and str(tmp_path) in line, (flags, line)
