@@ -158,7 +158,7 @@ class Job:
 
     def update(self, **changes) -> None:
         self.record.update(changes)
-        _write_record(self.path, self.record)
+        _write_record(self.path, _record_text(self.record))
 
 
 class Draft:
@@ -214,9 +214,7 @@ class Draft:
         process ``pid`` (started at ``started``), and padded (:data:`RECORD_ROOM`)."""
         text = _record_text({**record, SUBMITTING: {"pid": pid, "started": started}})
         size = -(-(len(text.encode()) + RECORD_ROOM) // RECORD_PAGE) * RECORD_PAGE
-        from hpcdist.atomic import write_text_atomic
-
-        write_text_atomic(os.path.join(self.path, RECORD), text + " " * (size - len(text.encode())))
+        _write_record(self.path, text + " " * (size - len(text.encode())))
 
     def commit(self, record: dict) -> Job:
         """The final record. Once the scheduler has the job, the disk may be full: then the
@@ -225,7 +223,7 @@ class Draft:
         text = _record_text(record)
         path = os.path.join(self.path, RECORD)
         try:
-            _write_record(self.path, record)
+            _write_record(self.path, text)
         except OSError as first:
             try:
                 with open(path, "r+b") as f:
@@ -252,11 +250,11 @@ def _record_text(record: dict) -> str:
     return json.dumps(record, indent=2) + "\n"
 
 
-def _write_record(folder: str, record: dict) -> None:
+def _write_record(folder: str, text: str) -> None:
     # Whole or not at all: `hpcdist status` in another shell may read it at any moment.
     from hpcdist.atomic import write_text_atomic
 
-    write_text_atomic(os.path.join(folder, RECORD), _record_text(record), 0o600)
+    write_text_atomic(os.path.join(folder, RECORD), text, 0o600)
 
 
 def recorded_log(folder: str) -> str | None:

@@ -38,7 +38,9 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
         record = {"job_id": "", "cluster": None, "scheduler": spec.scheduler, "dialect": spec.dialect,
                   "job_name": spec.job_name, "workdir": workdir, "log": log, "submitted_at": time.time(),
                   "command_line": command_line}
-        draft.write_pending(record, os.getpid(), _process_start(os.getpid()))
+        from hpcdist.schedulers.local import process_start  # not at import: it imports Slurm's module
+
+        draft.write_pending(record, os.getpid(), process_start(os.getpid()))
     except BaseException as e:
         draft.discard()
         if isinstance(e, OSError):
@@ -102,12 +104,6 @@ def _signals_held(until: str):
             signal.raise_signal(sig)
 
 
-def _process_start(pid: int) -> str | None:
-    from hpcdist.schedulers.local import _process_start as start
-
-    return start(pid)
-
-
 def scheduler_of(job: Job):
     """The scheduler (and PBS dialect) the job was submitted to."""
     return get_scheduler(job.scheduler, job.record.get("dialect"))
@@ -119,14 +115,21 @@ def unrecorded(job: Job) -> JobStatus | None:
     marked = job.submitting
     if marked is None:
         return None
+    from hpcdist.schedulers.local import process_start
+
     pid, started = marked.get("pid"), marked.get("started")
-    if isinstance(pid, int) and pid > 1 and started is not None and _process_start(pid) == str(started):
+    if isinstance(pid, int) and pid > 1 and started is not None and process_start(pid) == str(started):
         return JobStatus(SUBMITTING, None, "submitting", f"hpcdist submit (pid {pid}) is waiting for the answer")
     queue = getattr(scheduler_of(job), "queue_command", "")
     look = f"look for job name {job.record.get('job_name')} in `{queue}`" if queue else "look for its process"
     return JobStatus(INTERRUPTED, None, "interrupted",
                      f"hpcdist submit never recorded the job id (stopped, no answer, or a full disk) and the job "
                      f"may be queued anyway: {look}; once you know, remove {job.path}")
+
+
+def _without_id(job: Job, so: str) -> SubmitError:
+    """For a folder whose submission never recorded an id: what cannot be done, and why."""
+    return SubmitError(f"no job id is recorded in {job.path}, so {so}: {unrecorded(job).reason}")
 
 
 def status(job: Job):
@@ -147,25 +150,21 @@ def statuses(jobs: list[Job]) -> list:
     """Each job's state, as :func:`status` gives it, with one scheduler command for many jobs
     (:meth:`~hpcdist.schedulers.base.Scheduler.statuses`) and none for a job whose end its record
     keeps (:func:`recorded_end`). One controller that cannot be reached answers for all its jobs.
-    None for a job whose record names no scheduler or id to ask with, or whose scheduler failed
-    for the group: the caller asks :func:`status` about it alone, as about any one job."""
-    answers: list = [recorded_end(job) if isinstance(job, Job) else None for job in jobs]
-    groups: dict = {}  # (scheduler, dialect) -> [(position, job, id asked)]
+    None for a broken folder (:class:`~hpcdist.jobs.Broken`: no state, a row of its own), and for
+    the jobs of a scheduler that failed for the group (the local backend asks one job at a time):
+    the caller asks :func:`status` about each alone, as about any one job."""
+    answers: list = [None] * len(jobs)
+    groups: dict = {}  # (scheduler, dialect) -> [(position, job)]
     for k, job in enumerate(jobs):
-        if isinstance(job, Job) and job.submitting is not None:  # no id yet: nothing to ask
-            answers[k] = unrecorded(job)
-        elif answers[k] is None and isinstance(job, Job):
-            try:
-                key = (job.scheduler, job.record.get("dialect"))
-            except (KeyError, TypeError, AttributeError):
-                continue
-            groups.setdefault(key, []).append((k, job))
+        if not isinstance(job, Job):  # a broken folder: its own row, nothing to ask
+            continue
+        # A Job's record names a known scheduler and dialect (jobs.Job checks it when read).
+        answers[k] = unrecorded(job) if job.submitting is not None else recorded_end(job)
+        if answers[k] is None:
+            groups.setdefault((job.scheduler, job.record.get("dialect")), []).append((k, job))
     down: dict = {}
     for (name, dialect), grouped in groups.items():
-        try:
-            scheduler = get_scheduler(name, dialect)
-        except (ValueError, KeyError, TypeError):  # a scheduler or dialect hpcdist does not know
-            continue
+        scheduler = get_scheduler(name, dialect)
         # Only a job that resubmits itself (PBS) goes on under another id: the others' runs files
         # need not be read to know what to ask about.
         members = [(k, job, job.current_id if scheduler.resubmits else job.job_id) for k, job in grouped]
@@ -197,23 +196,21 @@ def recorded_end(job: Job):
     scheduler itself said it (not an exit_code file read while the controller could not be
     asked), it is in :data:`FINAL_STATES`, and it is about the id the job goes on under (a PBS
     job that resubmitted itself since has a new id, and is asked about again)."""
-    try:  # a damaged record is no end: the scheduler is asked, as about any job
-        if job.scheduler not in QUEUED:  # the local backend asks no one: its answer costs nothing
-            return None
-        record = job.record
-        state, code, reason = record.get("state"), record.get("exit_code"), record.get("reason")
-        if state not in FINAL_STATES or not (code is None or type(code) is int):
-            return None
-        if "ended_id" not in record or record["ended_id"] != job.current_id:
-            return None
-    except (KeyError, TypeError, AttributeError, ValueError, OSError):
+    if job.scheduler not in QUEUED:  # the local backend asks no one: its answer costs nothing
+        return None
+    record = job.record
+    state, code, reason = record.get("state"), record.get("exit_code"), record.get("reason")
+    # A record edited by hand is no end unless it reads as one: then the scheduler is asked.
+    if not isinstance(state, str) or state not in FINAL_STATES or not (code is None or type(code) is int):
+        return None
+    if "ended_id" not in record or record["ended_id"] != job.current_id:
         return None
     return JobStatus(state=state, exit_code=code, raw="recorded", reason=reason if isinstance(reason, str) else None)
 
 
 def cancel(job: Job) -> None:
     if job.submitting is not None:
-        raise SubmitError(f"no job id is recorded in {job.path}, so hpcdist cannot cancel it: {unrecorded(job).reason}")
+        raise _without_id(job, "hpcdist cannot cancel it")
     scheduler_of(job).cancel(job)
 
 
@@ -276,7 +273,7 @@ def log_text(job: Job) -> str | None:
     """The job's log; for a job that resubmitted itself, each run's log in turn, each under a
     line that names its job. None while there is none."""
     if job.submitting is not None:
-        raise SubmitError(f"no job id is recorded in {job.path}, so it has no log: {unrecorded(job).reason}")
+        raise _without_id(job, "it has no log")
     logs: dict[str, str] = {}  # log -> the first job that wrote it
     for job_id, path in job.logs:
         logs.setdefault(path, job_id)

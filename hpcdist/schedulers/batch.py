@@ -176,32 +176,32 @@ class BatchScheduler(Scheduler):
         (:meth:`status`): one job's odd line does not cost the others theirs.
         """
         down = {} if down is None else down
-        groups: dict = {}
-        for job, job_id in zip(jobs, job_ids):
+        groups: dict = {}  # (scheduler, place, asked together) -> [(position, job, id)]
+        for k, (job, job_id) in enumerate(zip(jobs, job_ids)):
             # An id the scheduler would not read (a damaged record) is asked alone.
             together = self.ids.split(job_id) is not None
-            groups.setdefault((self.name, self.place(job), together), []).append((job, job_id))
-        answers = {}
+            groups.setdefault((self.name, self.place(job), together), []).append((k, job, job_id))
+        answers: list = [None] * len(jobs)
         for (name, place, together), members in groups.items():
             size = CHUNK if together else 1
             for start in range(0, len(members), size):
                 chunk = members[start:start + size]
-                for (job, _), state in zip(chunk, self._chunk_statuses(chunk, together, down.get((name, place)))):
+                for (k, job, _), state in zip(chunk, self._chunk_statuses(chunk, together, down.get((name, place)))):
                     if state.raw == UNREACHABLE:
                         if (name, place) in down:
                             state = self.controller_down(job, down[name, place])
                         else:
                             down[name, place] = "as for job " + job.job_id
-                    answers[id(job)] = state
-        return [answers[id(job)] for job in jobs]
+                    answers[k] = state
+        return answers
 
     def _chunk_statuses(self, chunk: list, together: bool, down: str | None) -> list[JobStatus]:
-        jobs = [job for job, _ in chunk]
+        jobs = [job for _, job, _ in chunk]
         if down is not None:
             return [self.controller_down(job, down) for job in jobs]
         try:
             if together:
-                return self.query_statuses(jobs, [job_id for _, job_id in chunk])
+                return self.query_statuses(jobs, [job_id for _, _, job_id in chunk])
             return [self.status(job) for job in jobs]
         except SchedulerOutputError:
             return [self.status(job) for job in jobs]

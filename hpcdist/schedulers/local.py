@@ -31,7 +31,7 @@ WAIT_ALL = (
 MAX_LOCAL_PROCESSES = 1024
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (Linux), to tell a reused pid; None
     for a zombie (it has ended: only its parent has not collected it yet)."""
     try:
@@ -116,7 +116,7 @@ class Local(Scheduler):
             cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        jobs.write_runner(folder, proc.pid, _process_start(proc.pid))
+        jobs.write_runner(folder, proc.pid, process_start(proc.pid))
         return JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
     def is_job_id(self, text) -> bool:
@@ -148,7 +148,7 @@ class Local(Scheduler):
                 return None
         except (ValueError, OverflowError, ProcessLookupError):
             return None
-        now = _process_start(pid)
+        now = process_start(pid)
         if now is None:  # no /proc (not Linux): the pid and its group are all there is to go by
             return pid if started == "None" and not os.path.exists("/proc/self/stat") else None
         return pid if started == now else None
