@@ -59,13 +59,17 @@ SACCT = stand_in("sacct", '{ print (fmt == "State,ExitCode" ? "" : $1 "|") "COMP
 
 
 def record(folder: Path, count: int) -> None:
-    """``count`` Slurm jobs recorded under ``folder``/.hpcdist/jobs, ids 100000 and up."""
+    """``count`` Slurm jobs recorded under ``folder``/.hpcdist/jobs, ids 100000 and up, each with
+    the runs file its script started (one ``start`` line)."""
     for k in range(count):
         job_id = str(100000 + k)
         draft = jobs.Draft(str(folder / ".hpcdist" / "jobs"), f"train-{job_id}")
         draft.commit({"job_id": job_id, "cluster": None, "scheduler": "slurm", "dialect": None,
                       "job_name": "train", "workdir": str(folder), "log": draft.default_log,
                       "submitted_at": time.time(), "command_line": "hpcdist submit --scheduler slurm train.py"})
+        # Each job has run (RUNNING or COMPLETED): its script wrote its start line (jobs.start_line_shell).
+        with open(os.path.join(draft.path, jobs.RUNS), "w") as f:
+            f.write(f"{jobs.START} {int(time.time())} {job_id} node{k % 16}\n")
 
 
 def status(tree: Path, folder: Path, cache: Path, bin_dir: Path, calls: Path, *flags: str) -> tuple[float, dict, str]:

@@ -69,25 +69,9 @@ class Job:
 
     def __init__(self, path: str):
         """JobFolderError, naming the file, what is wrong and the fix, for a folder that holds
-        no record hpcdist can follow."""
-        import json
-
+        no record hpcdist can follow (FileNotFoundError when it has no record file)."""
         self.path = path
-        record = os.path.join(path, RECORD)
-        check_ours(path, "the job folder")
-        if os.path.exists(os.path.join(path, RUNNER)):  # it names the pid `hpcdist cancel` signals
-            check_ours(os.path.join(path, RUNNER), "the local job's runner file")
-        try:
-            with open(record, encoding="utf-8") as f:
-                check_ours(record, "the job record", os.fstat(f.fileno()))  # the file read is the one checked
-                self.record = json.load(f)
-        except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            problem = unreadable(e)
-        else:
-            problem = record_problem(self.record)
-        if problem:
-            raise JobFolderError(f"the job record {shown(record)} {problem}: hpcdist cannot follow this job; "
-                                 f"remove the folder (rm -r {word(path)}) if the job is not needed")
+        self.record = _read_record(path)
 
     @property
     def job_id(self) -> str:
@@ -98,11 +82,11 @@ class Job:
         the script, ``resubmitted <time> <id> <log>`` for each new PBS job it submitted
         (:func:`record_resubmission`; the log, a path, is the rest of the line)."""
         try:
-            with open(os.path.join(self.path, RUNS), encoding="utf-8", errors="replace") as f:
-                # A line without its newline is still being written: not counted yet.
-                lines = [line.rstrip("\n").split(" ", 3) for line in f if line.endswith("\n")]
+            text = read_bytes(os.path.join(self.path, RUNS)).decode("utf-8", errors="replace")
         except OSError:
-            lines = []
+            text = ""
+        # A line without its newline is still being written: not counted yet.
+        lines = [line.split(" ", 3) for line in text.split("\n")[:-1]]
         starts = 0
         # A resubmitted PBS job writes its own log (it would replace the earlier one).
         logs = [(self.job_id, self.record.get("log", ""))]
@@ -248,6 +232,59 @@ def _record_text(record: dict) -> str:
     import json
 
     return json.dumps(record, indent=2) + "\n"
+
+
+def read_bytes(path: str, opened=None) -> bytes:
+    """The whole file ``path``; ``opened(fd, stat)`` is called with the open file first, to
+    check the file actually read. Raw ``os`` calls: ``hpcdist status`` reads two files per job,
+    and a text file object costs more than the reading. O_NONBLOCK: a FIFO planted in a job
+    folder is opened without waiting for a writer (then refused as a record, empty as a runs file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if opened is not None:
+            opened(fd, st)
+        data = os.read(fd, st.st_size + 1)  # one read, unless the file grew meanwhile
+        if len(data) <= st.st_size:
+            return data
+        chunks = [data]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 16))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_record(path: str) -> dict:
+    """The checked record of the job folder ``path``: the folder and the record ours alone (the
+    record checked on the file opened: it cannot be swapped in between), of the shape hpcdist
+    writes, and a local job's runner file ours too. FileNotFoundError (or NotADirectoryError, IsADirectoryError) when the folder holds
+    no record file; JobFolderError otherwise."""
+    import json
+    import stat
+
+    record = os.path.join(path, RECORD)
+
+    def checked(fd: int, st: os.stat_result) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            raise IsADirectoryError(record)
+        check_ours(path, "the job folder")
+        check_ours(record, "the job record", st)
+
+    try:
+        parsed = json.loads(read_bytes(record, opened=checked).decode("utf-8"))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        problem = unreadable(e)
+    else:
+        problem = record_problem(parsed)
+    if problem:
+        raise JobFolderError(f"the job record {shown(record)} {problem}: hpcdist cannot follow this job; "
+                             f"remove the folder (rm -r {word(path)}) if the job is not needed")
+    if os.path.exists(os.path.join(path, RUNNER)):  # it names the pid `hpcdist cancel` signals
+        check_ours(os.path.join(path, RUNNER), "the local job's runner file")
+    return parsed
 
 
 def _write_record(folder: str, text: str) -> None:
@@ -444,9 +481,11 @@ def scan(root: str = JOBS_DIR) -> list:
         return []
     found = []
     for name in sorted(os.listdir(root)):
-        path = os.path.join(root, name)
-        if not name.startswith(".") and os.path.isfile(os.path.join(path, RECORD)):
-            found.append(_open(path))
+        if not name.startswith("."):
+            try:
+                found.append(_open(os.path.join(root, name)))
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                pass  # no record file: not a job folder (yet)
     return found
 
 

@@ -164,6 +164,22 @@ def victim():
     proc.wait()
 
 
+def test_a_fifo_in_a_job_folder_does_not_hang_status(tmp_path):
+    """A record.json or runs file that is a FIFO (planted, or left by a tool): opening one for
+    reading waits for a writer, so status would hang. The record is no job; the runs file none."""
+    job_id, good = _local_job(tmp_path)
+    jobs_dir = os.path.dirname(good)
+    fifo_record = os.path.join(jobs_dir, "fifo-record")
+    os.mkdir(fifo_record, 0o700)
+    os.mkfifo(os.path.join(fifo_record, jobs.RECORD), 0o600)
+    os.mkfifo(os.path.join(good, jobs.RUNS + ".new"), 0o600)
+    os.replace(os.path.join(good, jobs.RUNS + ".new"), os.path.join(good, jobs.RUNS))
+    proc = hpcdist("status", "--json", cwd=tmp_path, timeout=30)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert (row["job_id"], row["state"], row["restarts"]) == (job_id, "COMPLETED", 0)
+
+
 def test_a_jobs_link_into_a_world_writable_folder_is_refused_and_nothing_there_is_signalled(tmp_path, victim):
     shared = tempfile.mkdtemp(prefix="hpcdist-shared-")  # as /tmp: sticky, anyone may add a folder
     try:
