@@ -11,18 +11,15 @@ job id is its own convention: it counts only when ``MASTER_PORT`` is set in the 
 """
 
 import os
-import socket
 import sys
 import tempfile
-from unittest import mock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # this checkout's hpcdist
 sys.path.insert(0, os.path.join(REPO, "tests"))  # peer_envs
 
-from hpcdist.env import DistEnvError, resolve  # noqa: E402
 from hpcdist.env.model import FIELDS  # noqa: E402
-from peer_envs import PEER_ENVS  # noqa: E402
+from peer_envs import PEER_ENVS, hpcdist_answer, verdict  # noqa: E402
 
 SHORT = {"rank": "r", "local_rank": "lr", "world_size": "ws", "local_world_size": "lws",
          "node_rank": "nr", "master_addr": "addr", "master_port": "port"}
@@ -30,37 +27,6 @@ SHORT = {"rank": "r", "local_rank": "lr", "world_size": "ws", "local_world_size"
 
 def show(values: dict) -> str:
     return " ".join(f"{SHORT[f]}={values[f]}" for f in FIELDS if f in values) or "-"
-
-
-def hpcdist_answer(vector: dict, folder: str):
-    """hpcdist's fields as a dict, or the DistEnvError message."""
-    environ = dict(vector["environ"])
-    for variable, text in vector.get("files", {}).items():
-        path = os.path.join(folder, f"{vector['name']}-{variable}")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        environ[variable] = path
-    here = vector.get("hostname", socket.gethostname())
-    try:
-        with mock.patch("socket.gethostname", return_value=here):
-            env = resolve(environ)
-    except DistEnvError as e:
-        return str(e)
-    return {f: getattr(env, f) for f in FIELDS}
-
-
-def verdict(vector: dict, answer) -> str:
-    peer = vector["peer_answer"]
-    if isinstance(answer, str):
-        return "error (peer errs too)" if not peer and vector.get("peer_error") else "error"
-    if not peer and vector.get("peer_error"):
-        return "answers (peer errs)"
-    differ = [f for f, v in peer.items() if answer[f] != v
-              and not (f == "master_port" and "MASTER_PORT" not in vector["environ"])]
-    if differ:
-        return "differs: " + ", ".join(differ)
-    own_port = "master_port" in peer and answer["master_port"] != peer["master_port"]
-    return "same (port: own rule)" if own_port else "same"
 
 
 def main() -> int:

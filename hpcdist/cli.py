@@ -400,7 +400,7 @@ def run_env(args: argparse.Namespace) -> int:
         env, why = explain()
     if args.field:
         # One value for a job script: the batch step's warning would only be noise there.
-        print(getattr(env, args.field))
+        print(env.value(args.field))  # an unknown field: its reason, as an error
         return 0
     for warning in caught:
         print(f"hpcdist env: warning: {warning.message}", file=sys.stderr)
@@ -421,7 +421,7 @@ def run_env(args: argparse.Namespace) -> int:
         return 0
     print(f"launcher          {env.launcher}    ({env.sources['launcher']})")
     for name in ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "master_addr", "master_port"):
-        value = getattr(env, name)
+        value = "unknown" if getattr(env, name) is None else getattr(env, name)
         if args.explain:
             print(f"{name:<17} {str(value):<10} {env.sources[name]}")
         else:

@@ -1,7 +1,8 @@
 """Test vectors for issue 13: the environments other tools build in their own tests and helpers,
 and what each of those tools derives from them.
 
-Data only; no tests here (the name does not match ``test_*.py``, so pytest never collects it).
+Data, and :func:`hpcdist_answer` and :func:`verdict` to compare; no tests here (the name does
+not match ``test_*.py``): tests/test_env_peers.py checks each vector, and
 ``bench/peer_env_table.py`` prints hpcdist's answer next to each peer's.
 
 Each entry of :data:`PEER_ENVS` is a dict:
@@ -597,3 +598,46 @@ PEER_ENVS = [
                 "reads it as not distributed, one process.",
     },
 ]
+
+
+def hpcdist_answer(vector: dict, folder: str):
+    """hpcdist's fields as a dict (None: unknown), or the DistEnvError message. The files the
+    vector names are written to ``folder`` first, and ``socket.gethostname`` answers the
+    vector's ``hostname`` where the peer's test mocks it."""
+    import os
+    import socket
+    from unittest import mock
+
+    from hpcdist.env import DistEnvError, resolve
+    from hpcdist.env.model import FIELDS
+
+    environ = dict(vector["environ"])
+    for variable, text in vector.get("files", {}).items():
+        path = os.path.join(folder, f"{vector['name']}-{variable}")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        environ[variable] = path
+    here = vector.get("hostname", socket.gethostname())
+    try:
+        with mock.patch("socket.gethostname", return_value=here):
+            env = resolve(environ)
+    except DistEnvError as e:
+        return str(e)
+    return {f: getattr(env, f) for f in FIELDS}
+
+
+def verdict(vector: dict, answer) -> str:
+    """How hpcdist's answer compares with the peer's, on the fields the peer gives. A
+    ``master_port`` the peer derives from the job id is its own convention: it counts only
+    when ``MASTER_PORT`` is set in the vector."""
+    peer = vector["peer_answer"]
+    if isinstance(answer, str):
+        return "error (peer errs too)" if not peer and vector.get("peer_error") else "error"
+    if not peer and vector.get("peer_error"):
+        return "answers (peer errs)"
+    differ = [f for f, v in peer.items() if answer[f] != v
+              and not (f == "master_port" and "MASTER_PORT" not in vector["environ"])]
+    if differ:
+        return "differs: " + ", ".join(differ)
+    own_port = "master_port" in peer and answer["master_port"] != peer["master_port"]
+    return "same (port: own rule)" if own_port else "same"

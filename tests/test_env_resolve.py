@@ -7,6 +7,7 @@ suites); the Slurm ones were dumped from real srun steps and batch steps.
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import pytest
@@ -246,27 +247,12 @@ ERRORS = [
      ["SLURM_PROCID='-1'"]),
     ("empty MASTER_ADDR", openmpi(0, 0, 2, 2, MASTER_ADDR=" "), ["MASTER_ADDR", "empty"]),
     ("MASTER_PORT out of range", openmpi(0, 0, 2, 2, MASTER_PORT="70000"), ["MASTER_PORT=70000"]),
-    ("torchrun without LOCAL_RANK", {k: v for k, v in torchrun(0, 0, 2, 2, 0).items()
-                                     if k != "LOCAL_RANK"}, ["torchrun", "LOCAL_RANK", "not set"]),
-    # Multi-node MPI run: the master cannot be guessed; a mapping is never sent to mpi4py.
-    ("multi-node openmpi without a master", openmpi(5, 1, 8, 4),
-     ["openmpi run spans nodes", "8 ranks, 4 on this node", "MASTER_ADDR", "mpi4py"]),
-    ("multi-node mpich without a master", {"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0",
-                                           "MPI_LOCALNRANKS": "2", "NODE_RANK": "0"},
-     ["mpich run spans nodes", "master addr", "MASTER_ADDR"]),
-    ("PMIx only, no usable rank", {"PMIX_RANK": "3"}, ["mpi4py", "rank"]),
-    ("RANK and WORLD_SIZE without LOCAL_RANK", {"RANK": "1", "WORLD_SIZE": "4"},
-     ["RANK=1", "WORLD_SIZE=4", "LOCAL_RANK", "guess"]),
-    ("LOCAL_RANK alone", {"LOCAL_RANK": "1"}, ["RANK", "WORLD_SIZE", "not set"]),
     ("unknown HPCDIST_LAUNCHER", {"HPCDIST_LAUNCHER": "mpirun"}, ["HPCDIST_LAUNCHER='mpirun'", "openmpi"]),
     ("srun: SLURM_NODEID beyond the step's node counts", {
         k: v for k, v in srun_step(0, 0, 3, 4, "", "n[1-2]", "2(x2)").items() if k != "SLURM_GTIDS"},
      ["SLURM_NODEID=3", "SLURM_STEP_TASKS_PER_NODE=2(x2)"]),
     ("srun with a malformed node list", srun_step(0, 0, 0, 2, "0,1", "n[1-", "2"),
      ["SLURM_STEP_NODELIST", "n[1-"]),
-    ("srun across nodes with arbitrary placement and no MASTER_ADDR", srun_step(
-        0, 0, 0, 4, "0,1", "n[1-2]", "2(x2)", SLURM_DISTRIBUTION="arbitrary"),
-     ["slurm run spans nodes", "MASTER_ADDR"]),
 ]
 
 
@@ -278,6 +264,71 @@ def test_errors_name_variables_and_values(environ, needles):
     message = str(info.value)
     for needle in needles:
         assert needle in message, f"{needle!r} not in: {message}"
+
+
+# (id, environment, {unknown field: substrings its reason must contain}, {known field: value}):
+# what the environment does not say is unknown, each field alone; the rest is answered.
+UNKNOWNS = [
+    ("torchrun without LOCAL_RANK", {k: v for k, v in torchrun(0, 0, 2, 2, 0).items() if k != "LOCAL_RANK"},
+     {"local_rank": ["torchrun", "LOCAL_RANK", "not set"]}, {"rank": 0, "world_size": 2, "master_addr": "node1.cluster"}),
+    # Multi-node MPI run: the master cannot be guessed; a mapping is never sent to mpi4py.
+    ("multi-node openmpi without a master", openmpi(5, 1, 8, 4),
+     {"master_addr": ["openmpi run spans nodes", "8 ranks, 4 on this node", "MASTER_ADDR", "mpi4py"],
+      "node_rank": ["NODE_RANK", "mpi4py"]},
+     {"rank": 5, "local_rank": 1, "world_size": 8, "local_world_size": 4}),
+    ("multi-node mpich without a master", {"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0",
+                                           "MPI_LOCALNRANKS": "2", "NODE_RANK": "0"},
+     {"master_addr": ["mpich run spans nodes", "master address", "MASTER_ADDR"]}, {"node_rank": 0, "rank": 0}),
+    ("PMIx only", {"PMIX_RANK": "3"},
+     {"world_size": ["mpi4py", "world size"], "local_rank": ["mpi4py"], "local_world_size": ["mpi4py"],
+      "node_rank": ["whether this mpi4py run spans nodes", "LOCAL_WORLD_SIZE"], "master_addr": ["mpi4py"]},
+     {"rank": 3}),
+    ("RANK and WORLD_SIZE without LOCAL_RANK", {"RANK": "1", "WORLD_SIZE": "4"},
+     {"local_rank": ["LOCAL_RANK", "guess"], "local_world_size": ["LOCAL_WORLD_SIZE", "guess"],
+      "node_rank": ["LOCAL_WORLD_SIZE"], "master_addr": ["LOCAL_WORLD_SIZE"]},
+     {"rank": 1, "world_size": 4}),
+    ("LOCAL_RANK alone", {"LOCAL_RANK": "1"},
+     {"rank": ["RANK", "not set"], "world_size": ["WORLD_SIZE", "not set"], "local_world_size": ["LOCAL_WORLD_SIZE"],
+      "node_rank": ["LOCAL_WORLD_SIZE"], "master_addr": ["LOCAL_WORLD_SIZE"]},
+     {"local_rank": 1}),
+    ("LOCAL_RANK with NODE_RANK", {"LOCAL_RANK": "2", "NODE_RANK": "3", "MASTER_ADDR": "1.2.3.4"},
+     {"rank": ["RANK"], "world_size": ["WORLD_SIZE"], "local_world_size": ["LOCAL_WORLD_SIZE"]},
+     {"local_rank": 2, "node_rank": 3, "master_addr": "1.2.3.4"}),
+    ("srun across nodes with arbitrary placement and no MASTER_ADDR", srun_step(
+        0, 0, 0, 4, "0,1", "n[1-2]", "2(x2)", SLURM_DISTRIBUTION="arbitrary"),
+     {"master_addr": ["slurm run spans nodes", "MASTER_ADDR"]}, {"rank": 0, "node_rank": 0, "local_world_size": 2}),
+]
+
+
+@pytest.mark.parametrize("environ,unknown,known", [c[1:] for c in UNKNOWNS], ids=[c[0] for c in UNKNOWNS])
+def test_what_the_environment_does_not_say_is_unknown_alone(environ, unknown, known, monkeypatch):
+    env = resolve(environ)
+    assert set(env.unknown) == set(unknown)
+    for field, needles in unknown.items():
+        assert getattr(env, field) is None and env.sources[field].startswith("unknown: ")
+        with pytest.raises(DistEnvError) as info:
+            env.value(field)
+        for needle in needles:
+            assert needle in str(info.value), f"{needle!r} not in: {info.value}"
+    for field, value in known.items():
+        assert env.value(field) == value
+    # torch needs every field: the error names each unknown one.
+    with pytest.raises(DistEnvError) as info:
+        env.torch_env()
+    assert all(field in str(info.value) for field in unknown)
+    # The getters: each raises for its own field only. The process's own environment would be
+    # sent to mpi4py (installed here): hidden, as on a machine without it.
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    monkeypatch.setattr("os.environ", dict(environ))
+    henv._reset()
+    try:
+        for field, value in known.items():
+            assert getattr(henv, f"get_{field}")() == value
+        for field in unknown:
+            with pytest.raises(DistEnvError, match=f"the {field.replace('_', ' ')} is unknown"):
+                getattr(henv, f"get_{field}")()
+    finally:
+        henv._reset()
 
 
 def test_batch_step_of_a_multi_task_job_warns_once_and_runs_one_process():
@@ -383,15 +434,17 @@ def test_getters_resolve_once(monkeypatch):
 # Every variable any launcher family reads, and values that are numbers, near-numbers or junk.
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
+from hpcdist.env import model  # noqa: E402
 from hpcdist.env.detectors import DETECTION_ORDER  # noqa: E402
 
 _NAMES = sorted(
     {v for launcher in DETECTION_ORDER for names in launcher.variables.values() for v in names}
     | {m for launcher in DETECTION_ORDER for m in launcher.markers}
-    | {a for names in resolver.ALIASES.values() for a in names}
+    | {a for names in model.ALIASES.values() for a in names}
     | {"MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_GTIDS",
        "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_DISTRIBUTION",
-       "SLURM_NTASKS", "PBS_JOBID", "PBS_NODEFILE", "LSB_DJOB_RANKFILE", "FLUX_JOB_NNODES",
+       "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NUM_NODES", "SLURM_NODELIST",
+       "GROUP_RANK", "PALS_NODEID", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "PBS_JOBID", "PBS_NODEFILE", "LSB_DJOB_RANKFILE", "FLUX_JOB_NNODES",
        "HPCDIST_LAUNCHER", "SUBMITIT_EXECUTOR"}
 )
 _VALUES = st.one_of(
@@ -427,6 +480,13 @@ def test_any_environment_resolves_or_raises_distenverror(environ):
         except DistEnvError as e:
             assert str(e)
             return
-    assert 0 <= env.rank < env.world_size
-    assert 0 <= env.local_rank < env.local_world_size <= env.world_size
-    assert env.master_addr and 0 <= env.master_port <= 65535
+    for field, reason in env.unknown.items():  # unknown fields say why; the getter raises that
+        assert reason and getattr(env, field) is None
+        with pytest.raises(DistEnvError):
+            env.value(field)
+    if None not in (env.rank, env.world_size):
+        assert 0 <= env.rank < env.world_size
+    if None not in (env.local_rank, env.local_world_size, env.world_size):
+        assert 0 <= env.local_rank < env.local_world_size <= env.world_size
+    assert env.master_addr is None or env.master_addr
+    assert 0 <= env.master_port <= 65535

@@ -460,8 +460,14 @@ def test_rank_environment_resolves_or_raises_distenverror(environ, file_text):
                 assert str(e).strip()
                 return
     assert isinstance(env, DistEnv)
-    assert 0 <= env.rank < env.world_size and 0 <= env.local_rank < env.local_world_size <= env.world_size
-    assert env.master_addr and 0 <= env.master_port <= 65535
+    for field, reason in env.unknown.items():  # a field not said is None, with its reason
+        assert reason.strip() and getattr(env, field) is None
+    if None not in (env.rank, env.world_size):
+        assert 0 <= env.rank < env.world_size
+    if None not in (env.local_rank, env.local_world_size, env.world_size):
+        assert 0 <= env.local_rank < env.local_world_size <= env.world_size
+    assert env.master_addr is None or env.master_addr
+    assert 0 <= env.master_port <= 65535
 
 
 @FUZZ

@@ -12,7 +12,8 @@ torchrun, DeepSpeed, Open MPI, MPICH/Intel MPI, MVAPICH, srun, pbsdsh, LSF
 jsrun, Flux, Cray PALS, Horovod and submitit each set different variables;
 :func:`resolve` reads whichever launcher started this process (the innermost
 one wins) and says where every value came from. The getters resolve once
-per process, then return the cached answer.
+per process, then return the cached answer; each raises only when its own
+field is unknown (:meth:`DistEnv.value`).
 
 This module never imports torch, mpi4py, deepspeed or jinja2;
 :func:`init_distributed` imports torch when called, and mpi4py is imported
@@ -58,31 +59,31 @@ def current() -> DistEnv:
 
 
 def get_rank() -> int:
-    return current().rank
+    return current().value("rank")
 
 
 def get_local_rank() -> int:
-    return current().local_rank
+    return current().value("local_rank")
 
 
 def get_world_size() -> int:
-    return current().world_size
+    return current().value("world_size")
 
 
 def get_local_world_size() -> int:
-    return current().local_world_size
+    return current().value("local_world_size")
 
 
 def get_node_rank() -> int:
-    return current().node_rank
+    return current().value("node_rank")
 
 
 def get_master_addr() -> str:
-    return current().master_addr
+    return current().value("master_addr")
 
 
 def get_master_port() -> int:
-    return current().master_port
+    return current().value("master_port")
 
 
 def detect_launcher() -> str:

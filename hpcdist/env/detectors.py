@@ -41,14 +41,22 @@ MPI_MARKERS = (
 
 
 class Reading:
-    """What one launcher's variables say: field -> (value, source)."""
+    """What one launcher's variables say: field -> (value, source); ``unknown``: field -> why
+    the launcher's variables do not say it (filled later if something else does)."""
 
     def __init__(self, launcher: str):
         self.launcher = launcher
         self.values: dict[str, tuple[object, str]] = {}
+        self.unknown: dict[str, str] = {}
 
     def put(self, name: str, value: object, source: str) -> None:
         self.values[name] = (value, source)
+        self.unknown.pop(name, None)
+
+    def get(self, name: str):
+        """The field's value, or None when not known (yet)."""
+        found = self.values.get(name)
+        return None if found is None else found[0]
 
 
 class Launcher:
@@ -77,23 +85,18 @@ class Launcher:
         return env.has_any(*names) if self.any_marker else env.has_all(*names)
 
     def read(self, env: EnvReader) -> Reading:
+        """What the variables say; a required one unset leaves its field unknown, with why."""
         reading = Reading(self.name)
-        missing = []
         for name, variables in self.variables.items():
             found = env.first(variables, MEANING[name])
             if found is not None:
                 reading.put(name, *found)
             elif name in self.required:
-                missing.append(name)
-        if missing:
-            unset = [" / ".join(self.variables[name]) for name in missing]
-            raise DistEnvError(
-                f"the process looks launched by {self.name} ({self.why(env)}) but "
-                f"{' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so its "
-                f"{' and '.join(MEANING[name] for name in missing)} {'is' if len(unset) == 1 else 'are'} "
-                f"unknown. Start it through {self.name} unchanged, or set HPCDIST_LAUNCHER to "
-                f"the launcher really used."
-            )
+                reading.unknown[name] = (
+                    f"the process looks launched by {self.name} ({self.why(env)}) but "
+                    f"{' / '.join(variables)} is not set. Start it through {self.name} unchanged, or set "
+                    f"HPCDIST_LAUNCHER to the launcher really used."
+                )
         if self.completes is not None:
             self.completes(env, reading)
         return reading
@@ -134,26 +137,39 @@ DEEPSPEED = Launcher(
 )
 
 
-def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
+def lsf_compute_lines(env: EnvReader) -> "list[str]":
+    """The compute hosts' lines of ``LSB_DJOB_RANKFILE`` (one per slot; [] when unset). Line 1
+    is the launch node, not a compute node (Lightning's LSFEnvironment skips it too)."""
     path = env.text("LSB_DJOB_RANKFILE")
     if path is None:
-        return
+        return []
     try:
         with open(path, encoding="utf-8") as f:
             lines = [line.strip() for line in f if line.strip()]
     except (OSError, ValueError) as e:  # ValueError: a NUL in the path
         raise DistEnvError(f"LSB_DJOB_RANKFILE={path!r} cannot be read: {e}") from None
-    # Line 1 is the launch node, not a compute node.
-    hosts = list(dict.fromkeys(lines[1:]))
-    if hosts:
-        reading.put("master_addr", hosts[0], f"first compute host in LSB_DJOB_RANKFILE={path}")
-        import socket
+    return lines[1:]
 
-        here = socket.gethostname()
-        short = [h.split(".")[0] for h in hosts]
-        if here in hosts or here.split(".")[0] in short:
-            index = hosts.index(here) if here in hosts else short.index(here.split(".")[0])
-            reading.put("node_rank", index, f"position of {here} in LSB_DJOB_RANKFILE={path}")
+
+def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
+    hosts = list(dict.fromkeys(lsf_compute_lines(env)))
+    if hosts:
+        path = env.text("LSB_DJOB_RANKFILE")
+        reading.put("master_addr", hosts[0], f"first compute host in LSB_DJOB_RANKFILE={path}")
+        index = host_position(hosts)
+        if index is not None:
+            reading.put("node_rank", index, f"position of {hosts[index]} in LSB_DJOB_RANKFILE={path}")
+
+
+def host_position(hosts: "list[str]") -> "int | None":
+    """This host's index among ``hosts`` (by full or short name), or None."""
+    import socket
+
+    here = socket.gethostname()
+    if here in hosts:
+        return hosts.index(here)
+    short = [h.split(".")[0] for h in hosts]
+    return short.index(here.split(".")[0]) if here.split(".")[0] in short else None
 
 
 #: IBM LSF ``jsrun``. Comes before Open MPI: Spectrum MPI sets OMPI_* too.
@@ -209,7 +225,7 @@ PALS = Launcher(
 
 def _flux_one_node(env: EnvReader, reading: Reading) -> None:
     # Flux gives no per-node count; on one node it is the job size.
-    if env.integer("FLUX_JOB_NNODES", "number of nodes") == 1:
+    if env.integer("FLUX_JOB_NNODES", "number of nodes") == 1 and "world_size" in reading.values:
         size, source = reading.values["world_size"]
         reading.put("local_world_size", size, f"{source} on FLUX_JOB_NNODES=1")
 
@@ -239,6 +255,17 @@ MPICH = Launcher(
     required=("rank", "world_size"),
 )
 
+def _horovod_cross_rank(env: EnvReader, reading: Reading) -> None:
+    # HOROVOD_CROSS_RANK ranks this process among those of its local rank on other hosts: the
+    # node's index only when every host runs as many processes (on hosts of 4 and 2, local
+    # rank 2 exists on one host only, and is cross rank 0 there whatever its host).
+    cross = env.integer("HOROVOD_CROSS_RANK", "node rank")
+    hosts = env.integer("HOROVOD_CROSS_SIZE", "number of hosts")
+    world, local = reading.get("world_size"), reading.get("local_world_size")
+    if None not in (cross, hosts, world, local) and world == local * hosts:
+        reading.put("node_rank", cross, f"HOROVOD_CROSS_RANK={cross} ({hosts} hosts of {local} processes each)")
+
+
 #: ``horovodrun --gloo``. Its rendezvous address is the driver, not rank 0.
 HOROVOD = Launcher(
     "horovod",
@@ -248,8 +275,8 @@ HOROVOD = Launcher(
         "world_size": ("HOROVOD_SIZE",),
         "local_rank": ("HOROVOD_LOCAL_RANK",),
         "local_world_size": ("HOROVOD_LOCAL_SIZE",),
-        "node_rank": ("HOROVOD_CROSS_RANK",),
     },
+    completes=_horovod_cross_rank,
 )
 
 
@@ -272,49 +299,66 @@ def in_srun_task(env: EnvReader) -> bool:
 def _srun_task(env: EnvReader, reading: Reading) -> None:
     from hpcdist.hostlist import expand, expand_counts
 
-    node = reading.values["node_rank"][0]
+    node = reading.get("node_rank")
     gtids = env.text("SLURM_GTIDS")
-    per_node = env.text("SLURM_STEP_TASKS_PER_NODE")
     if gtids is not None:
         count = len([t for t in gtids.split(",") if t.strip()])
         reading.put("local_world_size", count, f"{count} task ids in SLURM_GTIDS={gtids}")
-    elif per_node is not None:
-        counts = _slurm_parse(expand_counts, "SLURM_STEP_TASKS_PER_NODE", per_node)
-        if node >= len(counts):
-            raise DistEnvError(
-                f"SLURM_NODEID={node} but SLURM_STEP_TASKS_PER_NODE={per_node} lists "
-                f"{len(counts)} nodes: the variables come from different steps."
-            )
-        reading.put(
-            "local_world_size",
-            counts[node],
-            f"entry {node} (SLURM_NODEID) of SLURM_STEP_TASKS_PER_NODE={per_node}",
-        )
-    else:
-        raise DistEnvError(
-            "an srun task without SLURM_GTIDS or SLURM_STEP_TASKS_PER_NODE: the number "
-            "of tasks on this node is unknown. Start the task with srun itself, or set "
-            "LOCAL_WORLD_SIZE and HPCDIST_LAUNCHER=torchrun with the torch variables."
+    elif node is not None:
+        # The step's own counts first; the job's (SLURM_TASKS_PER_NODE) are the step's when
+        # the step has the job's tasks, which srun without options gives.
+        world = reading.get("world_size")
+        job_tasks = env.integer("SLURM_NTASKS", "number of tasks") if env.has("SLURM_STEP_NUM_TASKS") else world
+        for var in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+            per_node = env.text(var)
+            if per_node is None or (var == "SLURM_TASKS_PER_NODE" and job_tasks != world):
+                continue
+            counts = slurm_parse(expand_counts, var, per_node)
+            if node >= len(counts):
+                raise DistEnvError(
+                    f"SLURM_NODEID={node} but {var}={per_node} lists "
+                    f"{len(counts)} nodes: the variables come from different steps."
+                )
+            reading.put("local_world_size", counts[node], f"entry {node} (SLURM_NODEID) of {var}={per_node}")
+            break
+    if "local_world_size" not in reading.values:
+        reading.unknown["local_world_size"] = (
+            "an srun task without SLURM_GTIDS, SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE: "
+            "the number of tasks on this node is not said. Start the task with srun itself, or set "
+            "LOCAL_WORLD_SIZE."
         )
     # The step's own node list: a sub-step may run on other nodes than the job.
     for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         nodelist = env.text(var)
         if nodelist is None:
             continue
-        distribution = (env.get("SLURM_DISTRIBUTION") or "").split(",")[0].split(":")[0]
         # With arbitrary placement (SLURM_HOSTFILE) rank 0 need not be on the
         # first host: leave the master to MASTER_ADDR or to the resolver's error.
-        if distribution != "arbitrary":
-            first = _slurm_parse(expand, var, nodelist)[0]
-            reading.put("master_addr", first, f"first host of {var}={nodelist}")
+        hosts = slurm_parse(expand, var, nodelist)
+        if node is not None and node >= len(hosts):
+            raise DistEnvError(
+                f"SLURM_NODEID={node} but {var}={nodelist} lists {len(hosts)} hosts: the variables come from "
+                f"different steps or jobs; unset the stale ones."
+            )
+        if not arbitrary_placement(env):
+            reading.put("master_addr", hosts[0], f"first host of {var}={nodelist}")
         break
 
 
-def _slurm_parse(parse, variable: str, value: str):
+def arbitrary_placement(env: EnvReader) -> bool:
+    """srun placed the tasks by a host file (SLURM_HOSTFILE): rank 0 need not be on the first host."""
+    return (env.get("SLURM_DISTRIBUTION") or "").split(",")[0].split(":")[0] == "arbitrary"
+
+
+def slurm_parse(parse, variable: str, value: str):
+    """``parse`` (a :mod:`hpcdist.hostlist` reader) of a Slurm variable; a space after a comma
+    (as some tools write node lists) is no error."""
+    import re
+
     from hpcdist.hostlist import HostlistError
 
     try:
-        return parse(value)
+        return parse(re.sub(r"\s*,\s*", ",", value))
     except HostlistError as e:
         raise DistEnvError(f"{variable} cannot be read: {e}") from None
 
@@ -361,7 +405,9 @@ def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
         lines = read_pbs_nodefile_lines(path)
     except AllocationError as e:
         raise DistEnvError(str(e)) from None
-    rank = reading.values["rank"][0]
+    rank = reading.get("rank")
+    if rank is None:
+        return
     if rank >= len(lines):
         raise DistEnvError(
             f"PBS_VNODENUM={rank} but PBS_NODEFILE={path} has {len(lines)} lines: the "
@@ -387,19 +433,18 @@ BARE_MPI = Launcher("mpi4py", ("PMIX_RANK", "PMI_RANK", "PMI_SIZE"), {}, require
 
 
 def _torch_env_defaults(env: EnvReader, reading: Reading) -> None:
-    world = reading.values["world_size"][0]
+    world = reading.get("world_size")
     for name, default in (("local_rank", 0), ("local_world_size", 1)):
         if name in reading.values:
             continue
         if world == 1:
             reading.put(name, default, "WORLD_SIZE=1")
             continue
-        raise DistEnvError(
-            f"RANK={env.get('RANK')} and WORLD_SIZE={world} are set but "
-            f"{' / '.join(GENERIC_TORCH_ENV.variables[name])} not, and no launcher that sets them was "
-            f"found: the {MEANING[name]} would be a guess. Set LOCAL_RANK and "
-            f"LOCAL_WORLD_SIZE as well (one process per node: LOCAL_RANK=0 "
-            f"LOCAL_WORLD_SIZE=1), or start the processes with torchrun, srun or mpirun."
+        reading.unknown[name] = (
+            f"{' / '.join(GENERIC_TORCH_ENV.variables[name])} is not set, and no launcher that sets it was "
+            f"found: the {MEANING[name]} would be a guess. Set LOCAL_RANK and LOCAL_WORLD_SIZE as well "
+            f"(one process per node: LOCAL_RANK=0 LOCAL_WORLD_SIZE=1), or start the processes with "
+            f"torchrun, srun or mpirun."
         )
 
 

@@ -29,6 +29,33 @@ LAUNCHERS = (
     "single",
 )
 
+#: Variables that also claim a field's value. When present, they must agree; where the launcher
+#: does not say a field, the first one set says it (:mod:`hpcdist.env.derive`).
+ALIASES: "dict[str, tuple[str, ...]]" = {
+    "rank": (
+        "RANK", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK",
+        "PALS_RANKID", "JSM_NAMESPACE_RANK", "FLUX_TASK_RANK", "HOROVOD_RANK",
+    ),
+    "world_size": (
+        "WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE",
+        "JSM_NAMESPACE_SIZE", "FLUX_JOB_SIZE", "HOROVOD_SIZE",
+    ),
+    "local_rank": (
+        "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+        "PALS_LOCAL_RANKID", "PMI_LOCAL_RANK", "JSM_NAMESPACE_LOCAL_RANK", "FLUX_TASK_LOCAL_ID",
+        "HOROVOD_LOCAL_RANK",
+    ),
+    "local_world_size": (
+        "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+        "MV2_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE",
+        "JSM_NAMESPACE_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE",
+    ),
+}
+
+
+#: How the source of a field the environment does not say begins (:attr:`DistEnv.unknown`).
+UNKNOWN = "unknown: "
+
 #: The resolved fields, in the order they are shown.
 FIELDS = (
     "rank",
@@ -76,6 +103,11 @@ class DistEnv(Frozen):
     ``sources`` maps each field (and ``launcher``) to the variable or rule
     that gave its value, e.g. ``{"rank": "OMPI_COMM_WORLD_RANK=3"}``; it is
     read-only and not part of equality.
+
+    A field the environment does not say is None, and its source starts with
+    :data:`UNKNOWN` and says why and how to supply it: :meth:`value` (and the
+    ``get_*`` getters) raise that as a :class:`DistEnvError`, and so does
+    :meth:`torch_env`, which needs every field.
     """
 
     __slots__ = _INIT_FIELDS
@@ -119,8 +151,25 @@ class DistEnv(Frozen):
         # Pickle and copy through __init__: __setattr__ is frozen, sources a read-only view.
         return (DistEnv, self._key() + (self.sources,))
 
+    @property
+    def unknown(self) -> "dict[str, str]":
+        """The fields the environment does not say, each with why and how to supply it."""
+        return {name: self.sources.get(name, UNKNOWN)[len(UNKNOWN):] for name in FIELDS if getattr(self, name) is None}
+
+    def value(self, name: str):
+        """The field ``name``; DistEnvError saying why and how to supply it when it is unknown."""
+        value = getattr(self, name)
+        if value is None:
+            raise DistEnvError(f"the {name.replace('_', ' ')} is unknown: {self.unknown[name]}")
+        return value
+
     def torch_env(self) -> dict[str, str]:
-        """The variables ``init_process_group("env://")``, DeepSpeed and accelerate read."""
+        """The variables ``init_process_group("env://")``, DeepSpeed and accelerate read.
+        DistEnvError naming every unknown field, why, and how to supply it."""
+        unknown = self.unknown
+        if unknown:
+            reasons = "; ".join(f"the {name.replace('_', ' ')}: {why}" for name, why in unknown.items())
+            raise DistEnvError(f"torch needs {', '.join(unknown)}, which this environment does not say ({reasons})")
         return {
             "RANK": str(self.rank),
             "LOCAL_RANK": str(self.local_rank),
@@ -170,7 +219,8 @@ class EnvReader:
     def get(self, name: str) -> str | None:
         value = self.environ.get(name)
         self.consulted.setdefault(name, value)
-        return value
+        # LOCAL_RANK=-1 is "not distributed", the default many training scripts export.
+        return None if name == "LOCAL_RANK" and value is not None and value.strip() == "-1" else value
 
     def has(self, name: str) -> bool:
         """Set at all, even to an empty string (torchrun's own test does so)."""

@@ -33,6 +33,10 @@ class Discovery:
 _cached: Discovery | None = None
 
 
+class NoMpi4py(DistEnvError):
+    """mpi4py cannot be imported: discovery cannot run (the fields it would give stay unknown)."""
+
+
 def discover(reason: str) -> Discovery:
     """``reason`` says what the environment lacked, for the error when mpi4py is missing."""
     global _cached
@@ -43,7 +47,7 @@ def discover(reason: str) -> Discovery:
     try:
         from mpi4py import MPI
     except ImportError as e:
-        raise DistEnvError(
+        raise NoMpi4py(
             f"{reason}, so hpcdist asks MPI through mpi4py, which cannot be imported ({e}). "
             f"Install it in the job's environment (pip install 'hpcdist[mpi]'), or set "
             f"MASTER_ADDR and NODE_RANK for every rank (mpirun -x MASTER_ADDR ...)."

@@ -2,17 +2,21 @@
 
 1. Pick the launcher: ``HPCDIST_LAUNCHER`` if set, else the first in
    :data:`~hpcdist.env.detectors.DETECTION_ORDER` that detects itself.
-2. Read its variables.
+2. Read its variables; one it lacks leaves its field unknown, with why.
 3. Refuse contradictions: every other variable that claims the same value
    (``RANK`` vs ``PMI_RANK``, ``LOCAL_RANK`` vs ``OMPI_COMM_WORLD_LOCAL_RANK``)
    must agree, unless the launcher is a process manager that sets them anew
    for the processes it starts (torchrun, DeepSpeed).
-4. Fill the rest: ``MASTER_ADDR`` if set, else what the launcher knows (the
-   first host of an srun step), else ``127.0.0.1`` when all ranks share this
-   node, else mpi4py discovery for an MPI launch, else an error. Node rank
-   likewise. Ranks are never computed from node and local ranks.
+4. Fill what is still unknown: ``MASTER_ADDR`` if set, then what the
+   environment implies (:mod:`.derive`: other launchers' variables, Slurm's
+   tasks per node, the allocation's hosts), then node 0 and ``127.0.0.1``
+   when all ranks share this node, then mpi4py discovery for an MPI launch.
+   Ranks are never computed from node and local ranks.
 5. ``MASTER_PORT`` if set, else derived from the job id (:mod:`.ports`).
 6. Check the numbers against each other.
+
+A field still unknown is None in the result, its source saying why and how
+to supply it: only what needs that field fails (:meth:`DistEnv.value`).
 
 ``resolve(mapping)`` is a pure function of the mapping (plus the node files
 the mapping names). mpi4py discovery runs only for the real process
@@ -22,32 +26,12 @@ environment, where it can ask MPI.
 import os
 
 from hpcdist.env import detectors as D
-from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, EnvReader, UndistributedWarning
+from hpcdist.env.model import ALIASES, LAUNCHERS, UNKNOWN, DistEnv, DistEnvError, EnvReader, UndistributedWarning
 
-
-#: Variables that also claim a field's value. When present, they must agree.
-ALIASES: dict[str, tuple[str, ...]] = {
-    "rank": (
-        "RANK", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK",
-        "PALS_RANKID", "JSM_NAMESPACE_RANK", "FLUX_TASK_RANK", "HOROVOD_RANK",
-    ),
-    "world_size": (
-        "WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE",
-        "JSM_NAMESPACE_SIZE", "FLUX_JOB_SIZE", "HOROVOD_SIZE",
-    ),
-    "local_rank": (
-        "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
-        "PALS_LOCAL_RANKID", "PMI_LOCAL_RANK", "JSM_NAMESPACE_LOCAL_RANK", "FLUX_TASK_LOCAL_ID",
-        "HOROVOD_LOCAL_RANK",
-    ),
-    "local_world_size": (
-        "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-        "MV2_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE",
-        "JSM_NAMESPACE_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE",
-    ),
-}
 
 _RANK_FIELDS = ("rank", "world_size", "local_rank", "local_world_size")
+#: The fields the environment may leave unknown (the port always has a default).
+_KNOWABLE = _RANK_FIELDS + ("node_rank", "master_addr")
 
 
 class Explanation:
@@ -83,29 +67,30 @@ def explain(environ: "Mapping[str, str] | None" = None) -> tuple[DistEnv, Explan
 
     master = env.text("MASTER_ADDR")
     if master is not None:
-        values["master_addr"] = (master, f"MASTER_ADDR={master}")
-    node = env.integer("NODE_RANK", "node rank")
-    if node is not None and "node_rank" not in values:
-        values["node_rank"] = (node, f"NODE_RANK={node}")
+        reading.put("master_addr", master, f"MASTER_ADDR={master}")
+    # Here, not at the top: most launches say everything. One process is one node, whatever a
+    # NODE_RANK meant for the processes it may start (Lightning's own launcher) says.
+    if name != "single" and any(f not in values for f in _KNOWABLE):
+        from hpcdist.env import derive
 
+        derive.fill(env, reading)
     _validate(values)
-    missing_rank = [f for f in _RANK_FIELDS if f not in values]
-    multi_node = not missing_rank and values["world_size"][0] != values["local_world_size"][0]
-    if missing_rank or (multi_node and ("node_rank" not in values or "master_addr" not in values)):
-        if real and (name == "mpi4py" or env.has_any(*D.MPI_MARKERS)):
-            name = _discover_into(values, name, _lacking(values, name, missing_rank))
-        else:
-            raise _cannot_complete(env, values, name, missing_rank, real)
-    if values["world_size"][0] == values["local_world_size"][0]:
-        one_node = "one node: the local world size equals the world size"
-        values.setdefault("node_rank", (0, one_node))
-        values.setdefault("master_addr", ("127.0.0.1", one_node))
+    _one_node(values)
+    missing = [f for f in _KNOWABLE if f not in values]
+    if missing and real and (name == "mpi4py" or env.has_any(*D.MPI_MARKERS)):
+        from hpcdist.env.mpi_discovery import NoMpi4py
 
+        try:
+            name = _discover_into(values, name, _lacking(values, name, [f for f in missing if f in _RANK_FIELDS]))
+        except NoMpi4py as e:  # the fields it would give stay unknown, with this reason
+            reading.unknown.update((f, str(e)) for f in missing)
+        _one_node(values)
+        _validate(values)  # again: discovery filled in more
+    unknown = {f: UNKNOWN + _unknown_reason(env, reading, f, real) for f in _KNOWABLE if f not in values}
+    values.update((f, (None, reason)) for f, reason in unknown.items())
     values["master_port"] = _master_port(env)
     if name == "single":
         _warn_if_batch_step(env, why)
-
-    _validate(values)  # again: discovery and NODE_RANK filled in more
     sources = {f: src for f, (_, src) in values.items()}
     sources["launcher"] = launcher_source
     result = DistEnv(
@@ -191,21 +176,32 @@ def _discover_into(values: dict, launcher: str, reason: str) -> str:
     return launcher
 
 
-def _cannot_complete(
-    env: EnvReader, values: dict, launcher: str, missing: list[str], real: bool
-) -> DistEnvError:
-    reason = _lacking(values, launcher, missing)
+def _one_node(values: dict) -> None:
+    """All ranks on this node: node 0, and the master is this host."""
+    if "world_size" in values and values["world_size"][0] == values.get("local_world_size", (None,))[0]:
+        one_node = "one node: the local world size equals the world size"
+        values.setdefault("node_rank", (0, one_node))
+        values.setdefault("master_addr", ("127.0.0.1", one_node))
+
+
+def _unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool) -> str:
+    """Why ``field`` is unknown, and how to supply it."""
+    if field in reading.unknown:
+        return reading.unknown[field]
+    values, launcher = reading.values, reading.launcher
     mpi = launcher == "mpi4py" or env.has_any(*D.MPI_MARKERS)
     note = " (mpi4py discovery runs only for the process's own environment)" if mpi and not real else ""
-    install = "install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI"
-    if missing:
-        return DistEnvError(f"{reason}{note}: {install}, or launch with a launcher hpcdist reads.")
-    names = {"master_addr": "MASTER_ADDR (the host of rank 0)", "node_rank": "NODE_RANK"}
-    unset = " and ".join(names[f] for f in names if f not in values)
-    return DistEnvError(
-        f"{reason}{note}: set {unset} for every rank (mpirun -x MASTER_ADDR, srun --export=ALL)"
-        + (f", or {install}." if mpi else ".")
-    )
+    install = ", or install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI" if mpi else ""
+    if field in ("node_rank", "master_addr") and "local_world_size" in values and "world_size" in values:
+        variable = {"master_addr": "MASTER_ADDR (the host of rank 0)", "node_rank": "NODE_RANK"}[field]
+        return (f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, {values['local_world_size'][0]} on "
+                f"this node) and nothing says its {D.MEANING.get(field, 'master address')}{note}: set {variable} for every "
+                f"rank (mpirun -x, srun --export=ALL){install}.")
+    if field in ("node_rank", "master_addr"):
+        return (f"the world size or the number of processes on this node is unknown, so whether this {launcher} "
+                f"run spans nodes is unknown too{note}: set WORLD_SIZE and LOCAL_WORLD_SIZE{install}.")
+    return (f"no variable of this {launcher} launch says the {D.MEANING[field]}{note}: start the processes with a "
+            f"launcher hpcdist reads (torchrun, srun, mpirun){install}.")
 
 
 def _master_port(env: EnvReader) -> tuple[int, str]:
