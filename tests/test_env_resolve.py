@@ -373,6 +373,38 @@ def test_lsf_rankfile_gives_master_and_node_rank(tmp_path, monkeypatch):
     assert (env.master_addr, env.node_rank, env.launcher) == ("c1", 1, "lsf")
 
 
+def test_mpirun_in_a_slurm_job_takes_node_rank_and_master_from_the_node_list(monkeypatch):
+    """Open MPI's own variables say no node and no master; the batch job's node list does (rank
+    0 runs on the job's first host, and this host's place in the list is its node rank)."""
+    import socket
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu2.cluster.org")
+    job = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_NTASKS": "8", "SLURM_PROCID": "0"}
+    env = resolve(openmpi(5, 1, 8, 4, **job))
+    assert (env.node_rank, env.master_addr, env.unknown) == (1, "gpu1", {})
+    assert env.sources["node_rank"] == "position of gpu2 among the hosts of SLURM_JOB_NODELIST=gpu[1-2]"
+    assert env.sources["master_addr"] == "first host of SLURM_JOB_NODELIST=gpu[1-2]"
+    # A host the list does not name: the node rank stays unknown, the master is still the first host.
+    monkeypatch.setattr(socket, "gethostname", lambda: "login1")
+    env = resolve(openmpi(5, 1, 8, 4, **job))
+    assert (env.node_rank, env.master_addr) == (None, "gpu1") and "NODE_RANK" in env.unknown["node_rank"]
+
+
+def test_mpich_in_a_pbs_job_takes_local_size_node_rank_and_master_from_the_node_file(tmp_path, monkeypatch):
+    """Hydra without MPI_LOCALNRANKS: $PBS_NODEFILE, one line per rank, says them all."""
+    import socket
+
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("x1\nx1\nx1\nx2\nx2\nx2\n")
+    monkeypatch.setattr(socket, "gethostname", lambda: "x2")
+    env = resolve({"PMI_RANK": "4", "PMI_SIZE": "6", "PBS_JOBID": "12.pbs", "PBS_NODEFILE": str(nodefile)})
+    assert (env.local_world_size, env.node_rank, env.master_addr) == (3, 1, "x1")
+    assert env.local_rank is None  # nothing says it; never rank - node x local size
+    # A node file that is not the run's ranks (mpirun -np 4 over 6 slots) says no local size.
+    env = resolve({"PMI_RANK": "3", "PMI_SIZE": "4", "PBS_JOBID": "12.pbs", "PBS_NODEFILE": str(nodefile)})
+    assert env.local_world_size is None
+
+
 def test_torch_env_is_the_env_protocol():
     env = resolve(openmpi(1, 1, 2, 2, SLURM_JOB_ID="31"))
     assert env.torch_env() == {

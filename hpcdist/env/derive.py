@@ -17,8 +17,14 @@ Never a rank computed as node rank x local size: cyclic placement would make it 
 local size from the task count over the node count: Slurm places tasks by free CPUs.
 """
 
+from collections import namedtuple
+
 from hpcdist.env import detectors as D
 from hpcdist.env.model import ALIASES, DistEnvError, EnvReader
+
+#: The allocation's hosts: ``where`` (the variable, for sources), ``hosts`` in order,
+#: ``rank0_first`` (rank 0 runs on the first host), ``slots`` (one line per slot, or None).
+Allocation = namedtuple("Allocation", ("where", "hosts", "rank0_first", "slots"))
 
 #: The variables that say a node rank where the launcher's own do not.
 NODE_RANK_VARIABLES = ("NODE_RANK", "GROUP_RANK", "PALS_NODEID")
@@ -45,22 +51,21 @@ def fill(env: EnvReader, reading: "D.Reading") -> None:
     if world is None or local_world is None or world == local_world:
         return  # one node (the resolver says so), or not known to span nodes
     if "node_rank" not in reading.values and hosts is not None:
-        index = D.host_position(hosts[1])
+        index = D.host_position(hosts.hosts)
         if index is not None:
-            reading.put("node_rank", index, f"position of {hosts[1][index]} among the hosts of {hosts[0]}")
-    if "master_addr" not in reading.values and hosts is not None and hosts[2]:
-        reading.put("master_addr", hosts[1][0], f"first host of {hosts[0]}")
+            reading.put("node_rank", index, f"position of {hosts.hosts[index]} among the hosts of {hosts.where}")
+    if "master_addr" not in reading.values and hosts is not None and hosts.rank0_first:
+        reading.put("master_addr", hosts.hosts[0], f"first host of {hosts.where}")
 
 
-def _allocation(env: EnvReader) -> "tuple[str, list[str], bool, list[str]] | None":
-    """The allocation's hosts: ``(where, hosts in order, whether rank 0 runs on the first,
-    one line per slot or None)``; None outside a job that names them."""
+def _allocation(env: EnvReader) -> "Allocation | None":
+    """The allocation's hosts; None outside a job that names them."""
     for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         value = env.text(var)
         if value is not None:
             from hpcdist.hostlist import expand
 
-            return f"{var}={value}", D.slurm_parse(expand, var, value), not D.arbitrary_placement(env), None
+            return Allocation(f"{var}={value}", D.slurm_parse(expand, var, value), not D.arbitrary_placement(env), None)
     path = env.text("PBS_NODEFILE")
     if path is not None:
         from hpcdist.allocation import AllocationError, read_pbs_nodefile_lines
@@ -69,14 +74,14 @@ def _allocation(env: EnvReader) -> "tuple[str, list[str], bool, list[str]] | Non
             lines = read_pbs_nodefile_lines(path)
         except AllocationError as e:
             raise DistEnvError(str(e)) from None
-        return f"PBS_NODEFILE={path}", list(dict.fromkeys(lines)), True, lines
+        return Allocation(f"PBS_NODEFILE={path}", list(dict.fromkeys(lines)), True, lines)
     lines = D.lsf_compute_lines(env)
     if lines:
-        return f"LSB_DJOB_RANKFILE={env.text('LSB_DJOB_RANKFILE')}", list(dict.fromkeys(lines)), True, lines
+        return Allocation(f"LSB_DJOB_RANKFILE={env.text('LSB_DJOB_RANKFILE')}", list(dict.fromkeys(lines)), True, lines)
     return None
 
 
-def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts) -> None:
+def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts: "Allocation | None") -> None:
     job_tasks = env.first(("SLURM_NTASKS", "SLURM_NPROCS"), "number of tasks")
     one_node = env.first(("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "FLUX_JOB_NNODES"), "number of nodes")
     if one_node is not None and one_node[0] == 1:
@@ -85,8 +90,8 @@ def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts) -
         per_node = env.first(("SLURM_NTASKS_PER_NODE",), "number of tasks per node")
         counts = env.text("SLURM_TASKS_PER_NODE")
         node = reading.get("node_rank")
-        if node is None and hosts is not None and hosts[0].startswith("SLURM_"):
-            node = D.host_position(hosts[1])
+        if node is None and hosts is not None and hosts.where.startswith("SLURM_"):
+            node = D.host_position(hosts.hosts)
         if per_node is not None:
             reading.put("local_world_size", per_node[0], f"{per_node[1]} ({job_tasks[1]} in all)")
         elif counts is not None and node is not None:
@@ -95,11 +100,11 @@ def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts) -
             listed = D.slurm_parse(expand_counts, "SLURM_TASKS_PER_NODE", counts)
             if node < len(listed):
                 reading.put("local_world_size", listed[node], f"entry {node} of SLURM_TASKS_PER_NODE={counts}")
-    elif hosts is not None and hosts[3] is not None and len(hosts[3]) == world:  # one line per rank
-        index = D.host_position(hosts[1])
+    elif hosts is not None and hosts.slots is not None and len(hosts.slots) == world:  # one line per rank
+        index = D.host_position(hosts.hosts)
         if index is not None:
-            here = hosts[1][index]
-            reading.put("local_world_size", hosts[3].count(here), f"lines for {here} in {hosts[0]}")
+            here = hosts.hosts[index]
+            reading.put("local_world_size", hosts.slots.count(here), f"lines for {here} in {hosts.where}")
     if "local_world_size" not in reading.values and job_tasks is not None and one_node is not None:
         reading.unknown["local_world_size"] = (
             f"{job_tasks[1]} over {one_node[1]} need not be even (Slurm places tasks by free CPUs), and no "
