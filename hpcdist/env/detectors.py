@@ -225,9 +225,17 @@ PALS = Launcher(
 
 def _flux_one_node(env: EnvReader, reading: Reading) -> None:
     # Flux gives no per-node count; on one node it is the job size.
-    if env.integer("FLUX_JOB_NNODES", "number of nodes") == 1 and "world_size" in reading.values:
+    nodes = env.integer("FLUX_JOB_NNODES", "number of nodes")
+    if nodes == 1 and "world_size" in reading.values:
         size, source = reading.values["world_size"]
         reading.put("local_world_size", size, f"{source} on FLUX_JOB_NNODES=1")
+    elif nodes is not None:
+        reading.unknown["local_world_size"] = (
+            f"Flux says no number of tasks per node, and FLUX_JOB_SIZE={env.get('FLUX_JOB_SIZE')} tasks on "
+            f"FLUX_JOB_NNODES={nodes} nodes need not be even (nor is a local size of 1 right: tools that read no "
+            f"Flux variable assume it): set LOCAL_WORLD_SIZE for the tasks (flux run --tasks-per-node=N "
+            f"--env=LOCAL_WORLD_SIZE=N)."
+        )
 
 
 FLUX = Launcher(

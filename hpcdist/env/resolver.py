@@ -76,6 +76,8 @@ def explain(environ: "Mapping[str, str] | None" = None) -> tuple[DistEnv, Explan
         derive.fill(env, reading)
     _validate(values)
     _one_node(values)
+    if name == "single":
+        _stray_node_rank(env, reading)
     missing = [f for f in _KNOWABLE if f not in values]
     if missing and real and (name == "mpi4py" or env.has_any(*D.MPI_MARKERS)):
         from hpcdist.env.mpi_discovery import NoMpi4py
@@ -182,6 +184,21 @@ def _one_node(values: dict) -> None:
         one_node = "one node: the local world size equals the world size"
         values.setdefault("node_rank", (0, one_node))
         values.setdefault("master_addr", ("127.0.0.1", one_node))
+
+
+def _stray_node_rank(env: EnvReader, reading: "D.Reading") -> None:
+    """A NODE_RANK or GROUP_RANK other than 0 beside one process: meant for processes a framework
+    will start (Lightning's launcher reads it so), not for this one, which is node 0 of its own
+    run. The node rank alone is then unknown, saying so."""
+    stray = env.first(("NODE_RANK", "GROUP_RANK"), "node rank")
+    if stray is not None and stray[0] != 0:
+        del reading.values["node_rank"]
+        reading.unknown["node_rank"] = (
+            f"{stray[1]} says node {stray[0]}, but no launcher started this process: it runs alone (rank 0 of 1), "
+            f"node 0 of its own run. A node rank meant for the processes a framework starts (Lightning reads "
+            f"NODE_RANK and GROUP_RANK so) does not describe this one: unset it, or start the processes with a "
+            f"launcher (torchrun, srun, mpirun)."
+        )
 
 
 def _unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool) -> str:
