@@ -263,6 +263,7 @@ MPICH = Launcher(
     required=("rank", "world_size"),
 )
 
+
 def _horovod_cross_rank(env: EnvReader, reading: Reading) -> None:
     # HOROVOD_CROSS_RANK ranks this process among those of its local rank on other hosts: the
     # node's index only when every host runs as many processes (on hosts of 4 and 2, local
