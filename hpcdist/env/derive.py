@@ -15,6 +15,9 @@ resolver's step 4). Each rule fills one field still unknown, and its source says
 
 Never a rank computed as node rank x local size: cyclic placement would make it wrong. Nor a
 local size from the task count over the node count: Slurm places tasks by free CPUs.
+
+A field still unknown gets its reason here too (:func:`unknown_reason`): the module is imported
+only when something is missing, so the common lookup loads none of this.
 """
 
 from collections import namedtuple
@@ -111,3 +114,51 @@ def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts: "
             f"SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE or LOCAL_WORLD_SIZE says it: submit with "
             f"--ntasks-per-node, or set LOCAL_WORLD_SIZE."
         )
+
+
+def stray_node_rank(env: EnvReader, reading: "D.Reading") -> None:
+    """A NODE_RANK or GROUP_RANK other than 0 beside one process: meant for processes a framework
+    will start (Lightning's launcher reads it so), not for this one, which is node 0 of its own
+    run. The node rank alone is then unknown, saying so."""
+    stray = env.first(("NODE_RANK", "GROUP_RANK"), "node rank")
+    if stray is not None and stray[0] != 0:
+        del reading.values["node_rank"]
+        reading.unknown["node_rank"] = (
+            f"{stray[1]} says node {stray[0]}, but no launcher started this process: it runs alone (rank 0 of 1), "
+            f"node 0 of its own run. A node rank meant for the processes a framework starts (Lightning reads "
+            f"NODE_RANK and GROUP_RANK so) does not describe this one: unset it, or start the processes with a "
+            f"launcher (torchrun, srun, mpirun)."
+        )
+
+
+def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool) -> str:
+    """Why ``field`` is unknown, and how to supply it."""
+    if field in reading.unknown:
+        return reading.unknown[field]
+    values, launcher = reading.values, reading.launcher
+    if field == "local_world_size" and launcher in ("slurm", "submitit"):
+        return ("an srun task without SLURM_GTIDS, SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE: the number "
+                "of tasks on this node is not said. Start the task with srun itself, or set LOCAL_WORLD_SIZE.")
+    if field == "local_world_size" and launcher == "flux":
+        return (f"Flux says no number of tasks per node, and FLUX_JOB_SIZE={env.get('FLUX_JOB_SIZE')} tasks on "
+                f"FLUX_JOB_NNODES={env.get('FLUX_JOB_NNODES')} nodes need not be even (nor is a local size of 1 "
+                f"right: tools that read no Flux variable assume it): set LOCAL_WORLD_SIZE for the tasks (flux run "
+                f"--tasks-per-node=N --env=LOCAL_WORLD_SIZE=N).")
+    if field in ("local_rank", "local_world_size") and launcher == "torchrun" and not env.has("TORCHELASTIC_RUN_ID"):
+        return (f"{' / '.join(D.GENERIC_TORCH_ENV.variables[field])} is not set, and no launcher that sets it was "
+                f"found: the {D.MEANING[field]} would be a guess. Set LOCAL_RANK and LOCAL_WORLD_SIZE as well (one "
+                f"process per node: LOCAL_RANK=0 LOCAL_WORLD_SIZE=1), or start the processes with torchrun, srun or "
+                f"mpirun.")
+    mpi = launcher == "mpi4py" or env.has_any(*D.MPI_MARKERS)
+    note = " (mpi4py discovery runs only for the process's own environment)" if mpi and not real else ""
+    install = ", or install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI" if mpi else ""
+    if field in ("node_rank", "master_addr") and "local_world_size" in values and "world_size" in values:
+        variable = {"master_addr": "MASTER_ADDR (the host of rank 0)", "node_rank": "NODE_RANK"}[field]
+        return (f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, {values['local_world_size'][0]} on "
+                f"this node) and nothing says its {D.MEANING.get(field, 'master address')}{note}: set {variable} for every "
+                f"rank (mpirun -x, srun --export=ALL){install}.")
+    if field in ("node_rank", "master_addr"):
+        return (f"the world size or the number of processes on this node is unknown, so whether this {launcher} "
+                f"run spans nodes is unknown too{note}: set WORLD_SIZE and LOCAL_WORLD_SIZE{install}.")
+    return (f"no variable of this {launcher} launch says the {D.MEANING[field]}{note}: start the processes with a "
+            f"launcher hpcdist reads (torchrun, srun, mpirun){install}.")

@@ -51,7 +51,8 @@ class Reading:
 
     def put(self, name: str, value: object, source: str) -> None:
         self.values[name] = (value, source)
-        self.unknown.pop(name, None)
+        if self.unknown:
+            self.unknown.pop(name, None)
 
     def get(self, name: str):
         """The field's value, or None when not known (yet)."""
@@ -229,13 +230,6 @@ def _flux_one_node(env: EnvReader, reading: Reading) -> None:
     if nodes == 1 and "world_size" in reading.values:
         size, source = reading.values["world_size"]
         reading.put("local_world_size", size, f"{source} on FLUX_JOB_NNODES=1")
-    elif nodes is not None:
-        reading.unknown["local_world_size"] = (
-            f"Flux says no number of tasks per node, and FLUX_JOB_SIZE={env.get('FLUX_JOB_SIZE')} tasks on "
-            f"FLUX_JOB_NNODES={nodes} nodes need not be even (nor is a local size of 1 right: tools that read no "
-            f"Flux variable assume it): set LOCAL_WORLD_SIZE for the tasks (flux run --tasks-per-node=N "
-            f"--env=LOCAL_WORLD_SIZE=N)."
-        )
 
 
 FLUX = Launcher(
@@ -330,12 +324,6 @@ def _srun_task(env: EnvReader, reading: Reading) -> None:
                 )
             reading.put("local_world_size", counts[node], f"entry {node} (SLURM_NODEID) of {var}={per_node}")
             break
-    if "local_world_size" not in reading.values:
-        reading.unknown["local_world_size"] = (
-            "an srun task without SLURM_GTIDS, SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE: "
-            "the number of tasks on this node is not said. Start the task with srun itself, or set "
-            "LOCAL_WORLD_SIZE."
-        )
     # The step's own node list: a sub-step may run on other nodes than the job.
     for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         nodelist = env.text(var)
@@ -442,19 +430,12 @@ BARE_MPI = Launcher("mpi4py", ("PMIX_RANK", "PMI_RANK", "PMI_SIZE"), {}, require
 
 
 def _torch_env_defaults(env: EnvReader, reading: Reading) -> None:
-    world = reading.get("world_size")
-    for name, default in (("local_rank", 0), ("local_world_size", 1)):
-        if name in reading.values:
-            continue
-        if world == 1:
-            reading.put(name, default, "WORLD_SIZE=1")
-            continue
-        reading.unknown[name] = (
-            f"{' / '.join(GENERIC_TORCH_ENV.variables[name])} is not set, and no launcher that sets it was "
-            f"found: the {MEANING[name]} would be a guess. Set LOCAL_RANK and LOCAL_WORLD_SIZE as well "
-            f"(one process per node: LOCAL_RANK=0 LOCAL_WORLD_SIZE=1), or start the processes with "
-            f"torchrun, srun or mpirun."
-        )
+    # One process in all: its local rank and size follow. Else they stay unknown (a guess:
+    # derive.unknown_reason says so).
+    if reading.get("world_size") == 1:
+        for name, default in (("local_rank", 0), ("local_world_size", 1)):
+            if name not in reading.values:
+                reading.put(name, default, "WORLD_SIZE=1")
 
 
 #: torch's env:// variables without a torchrun marker: torch.distributed.launch, Kubeflow,

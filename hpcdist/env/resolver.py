@@ -68,17 +68,22 @@ def explain(environ: "Mapping[str, str] | None" = None) -> tuple[DistEnv, Explan
     master = env.text("MASTER_ADDR")
     if master is not None:
         reading.put("master_addr", master, f"MASTER_ADDR={master}")
+    missing = [f for f in _KNOWABLE if f not in values]
     # Here, not at the top: most launches say everything. One process is one node, whatever a
     # NODE_RANK meant for the processes it may start (Lightning's own launcher) says.
-    if name != "single" and any(f not in values for f in _KNOWABLE):
+    if missing and name != "single":
         from hpcdist.env import derive
 
         derive.fill(env, reading)
     _validate(values)
-    _one_node(values)
-    if name == "single":
-        _stray_node_rank(env, reading)
-    missing = [f for f in _KNOWABLE if f not in values]
+    if missing:
+        _one_node(values)
+        missing = [f for f in _KNOWABLE if f not in values]
+    if name == "single" and env.has_any("NODE_RANK", "GROUP_RANK"):
+        from hpcdist.env import derive
+
+        derive.stray_node_rank(env, reading)
+        missing = [f for f in _KNOWABLE if f not in values]
     if missing and real and (name == "mpi4py" or env.has_any(*D.MPI_MARKERS)):
         from hpcdist.env.mpi_discovery import NoMpi4py
 
@@ -88,8 +93,13 @@ def explain(environ: "Mapping[str, str] | None" = None) -> tuple[DistEnv, Explan
             reading.unknown.update((f, str(e)) for f in missing)
         _one_node(values)
         _validate(values)  # again: discovery filled in more
-    unknown = {f: UNKNOWN + _unknown_reason(env, reading, f, real) for f in _KNOWABLE if f not in values}
-    values.update((f, (None, reason)) for f, reason in unknown.items())
+        missing = [f for f in _KNOWABLE if f not in values]
+    if missing:
+        from hpcdist.env import derive
+
+        # All reasons first: each reads the fields that are known.
+        reasons = [UNKNOWN + derive.unknown_reason(env, reading, f, real) for f in missing]
+        values.update((f, (None, reason)) for f, reason in zip(missing, reasons))
     values["master_port"] = _master_port(env)
     if name == "single":
         _warn_if_batch_step(env, why)
@@ -184,41 +194,6 @@ def _one_node(values: dict) -> None:
         one_node = "one node: the local world size equals the world size"
         values.setdefault("node_rank", (0, one_node))
         values.setdefault("master_addr", ("127.0.0.1", one_node))
-
-
-def _stray_node_rank(env: EnvReader, reading: "D.Reading") -> None:
-    """A NODE_RANK or GROUP_RANK other than 0 beside one process: meant for processes a framework
-    will start (Lightning's launcher reads it so), not for this one, which is node 0 of its own
-    run. The node rank alone is then unknown, saying so."""
-    stray = env.first(("NODE_RANK", "GROUP_RANK"), "node rank")
-    if stray is not None and stray[0] != 0:
-        del reading.values["node_rank"]
-        reading.unknown["node_rank"] = (
-            f"{stray[1]} says node {stray[0]}, but no launcher started this process: it runs alone (rank 0 of 1), "
-            f"node 0 of its own run. A node rank meant for the processes a framework starts (Lightning reads "
-            f"NODE_RANK and GROUP_RANK so) does not describe this one: unset it, or start the processes with a "
-            f"launcher (torchrun, srun, mpirun)."
-        )
-
-
-def _unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool) -> str:
-    """Why ``field`` is unknown, and how to supply it."""
-    if field in reading.unknown:
-        return reading.unknown[field]
-    values, launcher = reading.values, reading.launcher
-    mpi = launcher == "mpi4py" or env.has_any(*D.MPI_MARKERS)
-    note = " (mpi4py discovery runs only for the process's own environment)" if mpi and not real else ""
-    install = ", or install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI" if mpi else ""
-    if field in ("node_rank", "master_addr") and "local_world_size" in values and "world_size" in values:
-        variable = {"master_addr": "MASTER_ADDR (the host of rank 0)", "node_rank": "NODE_RANK"}[field]
-        return (f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, {values['local_world_size'][0]} on "
-                f"this node) and nothing says its {D.MEANING.get(field, 'master address')}{note}: set {variable} for every "
-                f"rank (mpirun -x, srun --export=ALL){install}.")
-    if field in ("node_rank", "master_addr"):
-        return (f"the world size or the number of processes on this node is unknown, so whether this {launcher} "
-                f"run spans nodes is unknown too{note}: set WORLD_SIZE and LOCAL_WORLD_SIZE{install}.")
-    return (f"no variable of this {launcher} launch says the {D.MEANING[field]}{note}: start the processes with a "
-            f"launcher hpcdist reads (torchrun, srun, mpirun){install}.")
 
 
 def _master_port(env: EnvReader) -> tuple[int, str]:
