@@ -34,8 +34,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     args = _plain_status(argv)
     if args is None:
+        from hpcdist.dash_values import joined
+
         parser = build_parser(argv)
-        args = parser.parse_args(argv)
+        args = parser.parse_args(joined(parser, argv))
         if not hasattr(args, "run"):
             parser.print_help()
             return 2

@@ -206,7 +206,8 @@ OPTIONS = (
     Option("mail_user", str, None, WHERE, check=_mail, flags=("--mail",), metavar="ADDRESS"),
     Option("exclusive", bool, False, WHERE, check=_yes_no),
     Option("directives", list, None, WHERE, check=_directive, flags=("--directive",), metavar="LINE",
-           help="a raw scheduler directive, placed first (repeatable)"),
+           help="a raw scheduler directive, placed first (repeatable); one that begins with a dash is "
+                "read as typed: --directive --gres=gpu:4"),
     Option("modules", list, None, ENVIRONMENT, check=_word, flags=("--module",), metavar="NAME",
            help="module load NAME (repeatable)"),
     Option("sources", list, None, ENVIRONMENT, check=_source, flags=("--source",), metavar="FILE",

@@ -122,6 +122,22 @@ def test_the_scripts_own_flags_are_never_taken_for_ours(tmp_path):
     assert "train.py --deepspeed --nodes 3\n" in proc.stdout
 
 
+def test_a_value_that_begins_with_a_dash_is_read_as_typed(tmp_path):
+    """`--directive '--gres=gpu:4'` and `--directive -V`, the form users type (argparse alone
+    refuses it: "expected one argument"); the script's own `--lr -1` stays as it was."""
+    (tmp_path / "train.py").write_text("")
+    proc = hpcdist("render", "--scheduler", "slurm", "--directive", "--gres=gpu:4", "--directive", "-V",
+                   "train.py", "--lr", "-1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --gres=gpu:4\n#SBATCH -V\n" in proc.stdout
+    assert "train.py --lr -1\n" in proc.stdout
+    # A value that is one of the command's options is still a missing value, as before.
+    proc = hpcdist("render", "--scheduler", "slurm", "--directive", "--nodes", "2", "train.py", cwd=tmp_path)
+    assert proc.returncode == 2 and "argument --directive: expected one argument" in proc.stderr, proc.stderr
+    # The help says so.
+    assert "--directive --gres=gpu:4" in " ".join(hpcdist("render", "--help").stdout.split())
+
+
 def _piped_into_a_closed_reader(*args, cwd):
     """The real CLI writing into a pipe whose reader has gone (`hpcdist status | head` once head
     is done): the read end is closed before the command starts, so every write fails."""
