@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything hpcdist's tests and demo need, on a fresh Debian machine:
 # Open MPI and MPICH from apt (as root), and a virtual environment .venv with
-# torch (CPU), mpi4py, DeepSpeed, accelerate, scikit-learn (the examples' data),
+# torch (CPU), mpi4py, DeepSpeed, accelerate, Lightning, scikit-learn (the examples' data),
 # pytest, hypothesis and hpcdist itself (editable).
 # Safe to run again: it installs only what is missing.
 # HPCDIST_INSTALL_RECORD (set by scripts/test.sh): a file to which each install is added as one
@@ -36,7 +36,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch==2.13.0 is the CPU wheel our machines carry; an unpinned torch
   # would pull the newest CUDA build (several GB).
   pip_install "torch==2.13.0"
-  pip_install -e ".[test,mpi,deepspeed,submitit,accelerate,examples]"
+  pip_install -e ".[test,mpi,deepspeed,submitit,accelerate,lightning,examples]"
   echo "$want" > "$stamp"
-  record "pip install torch==2.13.0 and hpcdist[test,mpi,deepspeed,submitit,accelerate,examples] (into $PWD/.venv)"
+  record "pip install torch==2.13.0 and hpcdist[test,mpi,deepspeed,submitit,accelerate,lightning,examples] (into $PWD/.venv)"
 fi

@@ -41,6 +41,12 @@ def need(program: str) -> str:
     return path
 
 
+#: Python lines that leave an Open MPI rank with no rank variables, as a launcher that sets none
+#: would (PMIX_RANK stays: MPI_Init needs it): hpcdist.env then asks mpi4py discovery, which starts MPI.
+HIDE_OPENMPI_RANKS = ("import os\nfor _k in ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK',"
+                      " 'OMPI_COMM_WORLD_LOCAL_SIZE'):\n    os.environ.pop(_k, None)\n")
+
+
 def openmpi_run(np: int) -> list[str]:
     argv = [need("mpirun.openmpi"), "-np", str(np), "--oversubscribe"]
     if os.geteuid() == 0:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from launch import clean_env, env_json_per_process, mpich_run, openmpi_run, run, torchrun
+from launch import HIDE_OPENMPI_RANKS, clean_env, env_json_per_process, mpich_run, openmpi_run, run, torchrun
 
 
 def assert_two_local_ranks(results: list[dict], launcher: str) -> None:
@@ -97,10 +97,11 @@ def test_init_distributed_all_reduce(launch, tmp_path):
     assert lines == [f"rank={r} launcher={expected_launcher} backend=gloo sum=3.0" for r in (0, 1)]
 
 
-DIES = """
+DIES = HIDE_OPENMPI_RANKS + """
 import sys, time
 import hpcdist.env
 env = hpcdist.env.resolve()
+assert "mpi4py" in env.sources["world_size"], env.sources  # discovery started MPI
 if env.rank == 1:
     time.sleep(1)
     sys.exit("rank 1 gives up")
@@ -126,7 +127,8 @@ def test_user_code_keeps_its_own_mpi4py(tmp_path):
     """Code that imported mpi4py first can still use MPI after hpcdist's discovery."""
     pytest.importorskip("mpi4py")
     script = tmp_path / "own.py"
-    script.write_text("from mpi4py import MPI\nimport hpcdist.env\nenv = hpcdist.env.resolve()\n"
+    script.write_text(HIDE_OPENMPI_RANKS + "from mpi4py import MPI\nimport hpcdist.env\nenv = hpcdist.env.resolve()\n"
+                      "assert 'mpi4py' in env.sources['world_size'], env.sources\n"
                       "import sys\nsys.stdout.write(f'sum={MPI.COMM_WORLD.allreduce(env.rank)}\\n')\n")
     proc = run(openmpi_run(2) + ["-x", "HPCDIST_LAUNCHER=mpi4py", sys.executable, str(script)], clean_env())
     # One write per rank, but the two ranks share a pipe: their lines may still run into each other.

@@ -6,9 +6,10 @@ the job must get here, which is the case when every rank resolves its
 environment at start-up. mpi4py is imported only then, never to "detect"
 MPI (importing it initialises MPI, which can hang outside a launcher).
 
-When hpcdist is the one that initialised MPI, it finalizes MPI right after
-(see :func:`discover`); code that wants mpi4py itself imports it first, and
-then MPI stays open for it.
+MPI stays running afterwards, for the code that uses it next (Lightning's
+MPI environment, DeepSpeed, Horovod import mpi4py and reuse it); mpi4py
+finalizes it at exit. A rank that ends with an exception aborts MPI instead
+(:func:`abort_if_running`), so that its peers end too rather than wait.
 """
 
 from __future__ import annotations
@@ -69,8 +70,51 @@ def discover(reason: str) -> Discovery:
     master = world.bcast(socket.gethostname() if rank == 0 else None, root=0)
     _cached = Discovery(rank, size, local_rank, local_size, node_rank, master)
     if ours:
-        # hpcdist needed MPI only for this. A rank that has finalized and then
-        # dies makes Open MPI wait for its peers instead of ending the job, so
-        # finalize now, all ranks together, while everyone is here.
-        MPI.Finalize()
+        # Never MPI.Finalize() here: MPI cannot be started again, and the code after
+        # this wants it (issue 17). But mpi4py's finalize at exit waits for every rank,
+        # so an exception would hang the job: abort instead, as `python -m mpi4py` does.
+        _abort_on_exception()
     return _cached
+
+
+def abort_if_running(code: int) -> None:
+    """End every rank of the job with ``code`` if this process has MPI running (mpi4py imported).
+
+    For a rank that is ending badly: mpi4py's finalize at exit would wait for
+    ranks that are themselves waiting for this one.
+    """
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return
+    try:
+        running = mpi.Is_initialized() and not mpi.Is_finalized()
+    except Exception:  # noqa: BLE001 - a broken MPI is not worth a second traceback
+        return
+    if running:
+        sys.stderr.write(f"hpcdist: this rank is ending with status {code} while MPI runs: aborting MPI "
+                         "so that the other ranks end too\n")
+        sys.stderr.flush()
+        mpi.COMM_WORLD.Abort(code)
+
+
+def _abort_on_exception() -> None:
+    """Abort MPI when this process ends badly: an uncaught exception or ``sys.exit`` with an error.
+
+    Python runs no hook for an uncaught ``SystemExit``, so ``sys.exit`` itself
+    is wrapped (argparse's errors go through it too).
+    """
+    previous_hook, previous_exit = sys.excepthook, sys.exit
+
+    def hook(kind, value, tb):
+        previous_hook(kind, value, tb)
+        abort_if_running(130 if issubclass(kind, KeyboardInterrupt) else 1)
+
+    def exit_(status=None):
+        code = 0 if status is None else status if isinstance(status, int) else 1
+        if code:
+            if not isinstance(status, int):
+                sys.stderr.write(f"{status}\n")
+            abort_if_running(code)
+        previous_exit(status)
+
+    sys.excepthook, sys.exit = hook, exit_

@@ -65,6 +65,12 @@ def program(spec, argparse_launcher: bool = False) -> list:
     return [spec.script] + args
 
 
+def rank_program(spec) -> list:
+    """The program for a launcher that starts every rank itself (srun, mpirun): through
+    :mod:`hpcdist.rank`, which gives the frameworks hpcdist's answer before the script runs."""
+    return [spec.python, "-m", "hpcdist.rank"] + program(spec)
+
+
 def failure(why: str, **fields) -> dict:
     """A failed rank as a launcher's log line tells it: the arguments of
     :class:`hpcdist.failures.Failure` (``rank``, ``host``, ``local_rank``, ``source``),

@@ -6,7 +6,7 @@ its command syntax, hostfile format and log lines.
 
 from __future__ import annotations
 
-from hpcdist.launchers import Launcher, program
+from hpcdist.launchers import Launcher, rank_program
 from hpcdist.launchers.mpi import FLAVOURS, MPI_FLAVOURS
 
 __all__ = ["MPI_FLAVOURS", "Mpirun", "LAUNCHER"]
@@ -16,7 +16,7 @@ class Mpirun(Launcher):
     name = "mpirun"
 
     def words(self, spec):
-        return FLAVOURS[spec.mpi].words(spec, [spec.python] + program(spec))
+        return FLAVOURS[spec.mpi].words(spec, rank_program(spec))
 
     def setup(self, spec):
         return FLAVOURS[spec.mpi].setup(spec)

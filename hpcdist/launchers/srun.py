@@ -7,7 +7,7 @@ or a node's agent where srun spread another launcher's agents.
 from __future__ import annotations
 
 from hpcdist import schedulers
-from hpcdist.launchers import Launcher, failure, program
+from hpcdist.launchers import Launcher, failure, rank_program
 
 #: srun's line about a failed task (compiled by re's cache when a log is read).
 TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<why>.+)$"
@@ -31,7 +31,7 @@ class Srun(Launcher):
         if spec.cpus_per_proc:
             # Slurm 22.05 stopped passing --cpus-per-task from sbatch to srun.
             words.append(f"--cpus-per-task={spec.cpus_per_proc}")
-        return words + [spec.python] + program(spec)
+        return words + rank_program(spec)
 
     def failures(self, text, agents, nodes):
         import re

@@ -42,4 +42,4 @@ export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
-mpiexec -f "$HPCDIST_HOSTFILE" -n 8 -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT "$MASTER_PORT" python train.py --lr 0.1
+mpiexec -f "$HPCDIST_HOSTFILE" -n 8 -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT "$MASTER_PORT" python -m hpcdist.rank train.py --lr 0.1

@@ -42,4 +42,4 @@ export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
-srun --nodes=2 --ntasks-per-node=4 --kill-on-bad-exit=1 python train.py --lr 0.1
+srun --nodes=2 --ntasks-per-node=4 --kill-on-bad-exit=1 python -m hpcdist.rank train.py --lr 0.1

@@ -59,7 +59,7 @@ echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR
 # In the background: bash runs a trap only once the command in the foreground is done.
 hpcdist_launch() {
   mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT HPCDIST_STOP_FILE NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done
-  mpirun --hostfile "$HPCDIST_HOSTFILE" -np 8 --map-by slot --bind-to none "${mpi_exports[@]}" python train.py --lr 0.1
+  mpirun --hostfile "$HPCDIST_HOSTFILE" -np 8 --map-by slot --bind-to none "${mpi_exports[@]}" python -m hpcdist.rank train.py --lr 0.1
 }
 hpcdist_launch &
 hpcdist_launch_pid=$!

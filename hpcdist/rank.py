@@ -1,0 +1,117 @@
+"""``python -m hpcdist.rank SCRIPT ARGS...``: start one rank of the training so every framework sees hpcdist's answer.
+
+The srun and mpirun launchers start each rank through this module (the job
+script shows it). Before the script runs, in the same process:
+
+1. The rank's place is resolved (:mod:`hpcdist.env`) and exported as the
+   variables torchrun gives its workers: ``RANK``, ``WORLD_SIZE``,
+   ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``,
+   ``MASTER_ADDR``, ``MASTER_PORT``. accelerate and the Hugging Face Trainer
+   read no Slurm variable and would otherwise train each rank alone under
+   srun; DeepSpeed's ``init_distributed`` would otherwise start MPI through
+   mpi4py to find them; Lightning reads ``NODE_RANK`` where no cluster
+   environment of its own applies.
+2. Under a launcher other than srun, the Slurm *step* variables this process
+   inherited (the batch step's on the first node, the step that started
+   Open MPI's daemons on the others: ``SLURM_PROCID=0``, ``SLURM_NTASKS=1``)
+   are removed: Lightning takes ``SLURM_NTASKS`` as the sign of an srun task
+   and would read its ranks from them. The job's variables (node list, job
+   id) stay.
+3. The script runs as ``python SCRIPT`` would run it (``runpy``, as
+   ``python -m mpi4py SCRIPT`` does). If it ends with an exception or a
+   non-zero exit while MPI is running in this process (mpi4py imported by
+   Lightning's MPI environment, DeepSpeed or the script), MPI is aborted:
+   mpi4py would otherwise finalize MPI at exit, which waits for ranks that
+   are themselves waiting for this one, and the job would hang.
+
+Nothing is exported when a field is unknown (the frameworks then look for
+themselves); each rank prints why.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: The variables of one Slurm step, wrong for a process that another launcher started
+#: inside it (``SLURM_STEP_*`` go by their prefix).
+SLURM_STEP_VARIABLES = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_NPROCS",
+                        "SLURM_NTASKS_PER_NODE", "SLURM_GTIDS", "SLURM_TASK_PID", "SLURM_STEPID",
+                        "SLURM_LAUNCH_NODE_IPADDR", "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT")
+#: Launchers (as :attr:`DistEnv.launcher` names them) whose ranks' Slurm step variables are their own.
+SLURM_TASKS = ("slurm", "submitit")
+
+
+def prepare(environ=None) -> list[str]:
+    """Steps 1 and 2 on ``environ`` (``os.environ``); the lines to print about them."""
+    from hpcdist import env as hpcdist_env
+    from hpcdist.env.model import DistEnvError
+
+    environ = os.environ if environ is None else environ
+    try:
+        dist = hpcdist_env.resolve(environ)
+        torch_vars = dist.torch_env()
+    except DistEnvError as e:
+        return [f"hpcdist.rank: exporting no rank variables: {e}"]
+    if dist.launcher not in SLURM_TASKS:
+        stale = [k for k in environ if k in SLURM_STEP_VARIABLES or k.startswith("SLURM_STEP_")]
+        for k in stale:
+            del environ[k]
+    environ.update(torch_vars, GROUP_RANK=torch_vars["NODE_RANK"])
+    return []
+
+
+def _exit_code(exc: BaseException) -> int:
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is None:
+            return 0
+        return code if isinstance(code, int) else 1
+    return 130 if isinstance(exc, KeyboardInterrupt) else 1
+
+
+def run(argv: list[str]) -> int:
+    """Run ``argv`` (script and arguments) as ``python SCRIPT ARGS`` would; its exit status."""
+    import runpy
+
+    from hpcdist.env.mpi_discovery import abort_if_running
+
+    script = argv[0]
+    script_path = os.path.abspath(script)
+    sys.argv = list(argv)
+    # What python puts first on sys.path for a script: its folder.
+    sys.path[0] = os.path.dirname(script_path)
+    try:
+        runpy.run_path(script_path, run_name="__main__")
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every way a script ends goes through here
+        code = _exit_code(exc)
+        if not isinstance(exc, SystemExit):
+            # As python would: through sys.excepthook (init_distributed's failure report hooks
+            # in there), showing the script's frames, not this module's.
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename != script_path:
+                tb = tb.tb_next
+            exc = exc.with_traceback(tb or exc.__traceback__)
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+        elif code and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+        if code:
+            sys.stderr.flush()
+            abort_if_running(code)
+        return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m hpcdist.rank SCRIPT [ARGS...]\n" + __doc__.split("\n\n")[0].split(": ", 1)[1],
+              file=sys.stderr if not argv else sys.stdout)
+        sys.exit(2 if not argv else 0)
+    for line in prepare():
+        print(line, file=sys.stderr)
+    sys.exit(run(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The frameworks users train with see the ranks hpcdist gives, under every launcher (issue 17).
+
+Each cell submits ``tests/jobs/framework_view.py`` with ``hpcdist submit
+... --wait`` on the real 2-host test cluster, 2 nodes x 2 processes, as a
+Lightning Fabric or accelerate user would write the script (no cluster
+plugin, no variables of their own). Every rank's framework view (rank, local
+rank, node rank, world size) must equal hpcdist's, the hosts must be the two
+nodes with local ranks 0 and 1 each, and the parameters must be equal on all
+4 ranks after training on data that differs per rank.
+
+The README's table (Frameworks) says the same, cell by cell; the cells not
+run here are there with their reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import testcluster
+from test_matrix import environment, submit
+
+VIEW = testcluster.ROOT / "tests" / "jobs" / "framework_view.py"
+
+#: (framework, scheduler, launcher) as test_matrix names schedulers and launchers.
+CELLS = [
+    ("fabric", "slurm", "srun"),
+    ("fabric", "slurm", "torchrun"),
+    ("fabric", "pbs-pro", "torchrun"),
+    ("fabric", "slurm", "mpirun"),  # the issue's failing case: the batch step's SLURM_* under mpirun
+    ("fabric", "pbs-pro", "mpirun"),
+    ("fabric", "slurm", "deepspeed-pdsh"),
+    ("accelerate", "slurm", "srun"),
+    ("accelerate", "slurm", "torchrun"),
+    ("accelerate", "slurm", "mpirun"),
+    ("accelerate", "pbs-pro", "mpirun"),
+    ("accelerate", "slurm", "deepspeed-pdsh"),
+]
+
+
+@pytest.mark.parametrize("framework,scheduler,launcher", CELLS, ids=["-".join(c) for c in CELLS])
+def test_the_framework_sees_hpcdist_ranks_and_trains_in_step(framework, scheduler, launcher, request, tmp_path):
+    env = environment(scheduler, request)
+    shutil.copy(VIEW, tmp_path)
+    proc, _ = submit(scheduler, launcher, VIEW, ["--framework", framework], tmp_path, env)
+    out = proc.stdout
+    excerpt = testcluster.log_excerpt(out)
+    assert proc.returncode == 0, f"{excerpt}\n{proc.stderr}"
+    views = [json.loads(line[len("VIEW "):]) for line in out.splitlines() if line.startswith("VIEW ")]
+    assert len(views) == 4, excerpt
+    for v in views:
+        theirs, ours = v["theirs"], v["ours"]
+        assert {k: theirs[k] for k in theirs if k != "environment"} == {k: ours[k] for k in theirs
+                                                                           if k != "environment"}, v
+        assert ours["world_size"] == 4 and v["gathered"] == 4 and v["same_on_all"], v
+    assert sorted(v["ours"]["rank"] for v in views) == [0, 1, 2, 3], excerpt
+    for host in ("node1", "node2"):
+        assert sorted(v["ours"]["local_rank"] for v in views if v["host"] == host) == [0, 1], excerpt
+    assert len({v["checksum"] for v in views}) == 1, excerpt
