@@ -17,8 +17,8 @@ script shows it). Before the script runs, in the same process:
    are removed: Lightning takes ``SLURM_NTASKS`` as the sign of an srun task
    and would read its ranks from them. The job's variables (node list, job
    id) stay.
-3. The script runs as ``python SCRIPT`` would run it (``runpy``, as
-   ``python -m mpi4py SCRIPT`` does). If it ends with an exception or a
+3. The script runs as ``python SCRIPT`` would run it, in this process and
+   as its ``__main__`` module. If it ends with an exception or a
    non-zero exit while MPI is running in this process (mpi4py imported by
    Lightning's MPI environment, DeepSpeed or the script), MPI is aborted:
    mpi4py would otherwise finalize MPI at exit, which waits for ranks that
@@ -71,8 +71,21 @@ def _exit_code(exc: BaseException) -> int:
 
 
 def run(argv: list[str]) -> int:
-    """Run ``argv`` (script and arguments) as ``python SCRIPT ARGS`` would; its exit status."""
-    import runpy
+    """Run ``argv`` (script and arguments) as ``python SCRIPT ARGS`` would; its exit status.
+
+    The script's module becomes ``sys.modules["__main__"]`` (so that pickle and
+    multiprocessing find its classes). What it holds is let go by the last
+    ``atexit`` handler, while other threads can still run: python would let go
+    of it later, during its finalization, where a gloo worker thread that still
+    holds a tensor is stopped half-way and takes the process down ("terminate
+    called without an active exception"), whether or not the script destroyed
+    its process group.
+    """
+    import atexit
+    import builtins
+    import importlib.machinery
+    import io
+    import types
 
     from hpcdist.env.mpi_discovery import abort_if_running
 
@@ -81,8 +94,20 @@ def run(argv: list[str]) -> int:
     sys.argv = list(argv)
     # What python puts first on sys.path for a script: its folder.
     sys.path[0] = os.path.dirname(script_path)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script_path, __builtins__=builtins, __spec__=None, __package__=None,
+                         __cached__=None, __loader__=importlib.machinery.SourceFileLoader("__main__", script_path))
     try:
-        runpy.run_path(script_path, run_name="__main__")
+        with io.open_code(script_path) as f:
+            source = f.read()
+    except OSError as e:  # python's own words and status
+        print(f"{sys.executable}: can't open file {script_path!r}: [Errno {e.errno}] {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        compiled = compile(source, script_path, "exec", dont_inherit=True)
+        sys.modules["__main__"] = main
+        atexit.register(_let_go, main)  # registered first: runs last
+        exec(compiled, main.__dict__)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every way a script ends goes through here
         code = _exit_code(exc)
@@ -100,6 +125,13 @@ def run(argv: list[str]) -> int:
             sys.stderr.flush()
             abort_if_running(code)
         return code
+
+
+def _let_go(module) -> None:
+    import gc
+
+    module.__dict__.clear()
+    gc.collect()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import socket
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import pytest
 
+from hpcdist.env import resolve
 from hpcdist.rank import prepare
 from launch import HIDE_OPENMPI_RANKS, clean_env, openmpi_run, run
 
@@ -154,3 +157,15 @@ def test_an_exception_with_mpi_running_ends_every_rank(start, tmp_path):
     assert "RuntimeError: rank 1 ran out of data" in proc.stderr and "aborting MPI" in proc.stderr, proc.stderr
     assert ("world size from MPI COMM_WORLD (mpi4py)" if start == "python" else "world size from WORLD_SIZE=") in proc.stderr, proc.stderr
     assert time.monotonic() - started < 60
+
+
+def test_a_rank_on_the_second_node_under_mpirun_in_slurm_is_node_1():
+    """Open MPI starts its daemon on node2 as a one-node Slurm step: the rank there inherits that
+    step's node list (node2 alone) and SLURM_NODEID=0, which are not its run's."""
+    environ = dict(SLURM_JOB_ID="7", SLURM_JOB_NODELIST="node[1-2]", SLURM_STEP_NODELIST="node2",
+                   SLURM_NODELIST="node2", SLURM_NODEID="0", SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_STEP_ID="1",
+                   SLURM_STEP_NUM_NODES="1", OMPI_COMM_WORLD_RANK="2", OMPI_COMM_WORLD_SIZE="4",
+                   OMPI_COMM_WORLD_LOCAL_RANK="0", OMPI_COMM_WORLD_LOCAL_SIZE="2")
+    with mock.patch.object(socket, "gethostname", return_value="node2"):
+        env = resolve(environ)
+    assert (env.node_rank, env.master_addr) == (1, "node1"), env.sources

@@ -44,7 +44,7 @@ def fill(env: EnvReader, reading: "D.Reading") -> None:
         found = env.first(NODE_RANK_VARIABLES, "node rank")
         if found is not None:
             reading.put("node_rank", *found)
-    hosts = _allocation(env)
+    hosts = _allocation(env, reading.launcher)
     world = reading.get("world_size")
     if "local_world_size" not in reading.values and world is not None:
         _local_world_size(env, reading, world, hosts)
@@ -61,9 +61,19 @@ def fill(env: EnvReader, reading: "D.Reading") -> None:
         reading.put("master_addr", hosts.hosts[0], f"first host of {hosts.where}")
 
 
-def _allocation(env: EnvReader) -> "Allocation | None":
-    """The allocation's hosts; None outside a job that names them."""
-    for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+#: Launchers whose processes are the tasks of a Slurm step: the step's node list is theirs.
+SRUN_TASKS = ("slurm", "submitit")
+
+
+def _allocation(env: EnvReader, launcher: str) -> "Allocation | None":
+    """The allocation's hosts; None outside a job that names them.
+
+    A process started by another launcher inside Slurm (mpirun, whose daemons on
+    the other nodes are a one-node step each) inherited a step node list that is
+    not its run's: only the job's is read then.
+    """
+    names = ("SLURM_STEP_NODELIST",) if launcher in SRUN_TASKS else ()
+    for var in names + ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         value = env.text(var)
         if value is not None:
             from hpcdist.hostlist import expand

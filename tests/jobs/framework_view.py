@@ -28,6 +28,7 @@ parser.add_argument("--framework", choices=["fabric", "accelerate"], required=Tr
 parser.add_argument("--devices", type=int, default=2)
 parser.add_argument("--nodes", type=int, default=2)
 parser.add_argument("--steps", type=int, default=5)
+parser.add_argument("--local_rank", type=int, default=-1)  # DeepSpeed's launcher adds it
 args = parser.parse_args()
 
 ours = hpcdist.env.resolve()
