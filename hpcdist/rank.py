@@ -1,7 +1,7 @@
 """``python -m hpcdist.rank SCRIPT ARGS...``: start one rank of the training so every framework sees hpcdist's answer.
 
-The srun and mpirun launchers start each rank through this module (the job
-script shows it). Before the script runs, in the same process:
+The srun, mpirun and DeepSpeed launchers start each rank through this module
+(the job script shows it). Before the script runs, in the same process:
 
 1. The rank's place is resolved (:mod:`hpcdist.env`) and exported as the
    variables torchrun gives its workers: ``RANK``, ``WORLD_SIZE``,
@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> None:
         print("usage: python -m hpcdist.rank SCRIPT [ARGS...]\n" + __doc__.split("\n\n")[0].split(": ", 1)[1],
               file=sys.stderr if not argv else sys.stdout)
         sys.exit(2 if not argv else 0)
+    if len(argv) > 1 and argv[0].startswith("--local_rank="):
+        # DeepSpeed's launcher puts it right after the module it starts (-m hpcdist.rank):
+        # the script gets it first, as it would without hpcdist.
+        argv = [argv[1], argv[0], *argv[2:]]
     for line in prepare():
         print(line, file=sys.stderr)
     sys.exit(run(argv))

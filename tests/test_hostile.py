@@ -565,13 +565,17 @@ def test_real_local_job_gets_every_payload_exactly(flags, program, tmp_path):
         assert {k: v for k, v in dump["env"].items() if k[8:].isdigit()} == env
 
 
-def test_real_torchrun_job_gets_a_leading_double_dash(tmp_path):
-    _need("torchrun")
-    proc, dumps, args, _ = _submit_real(tmp_path, [], [p for p in corpus(str(tmp_path / "PWNED"))
-                                                         if p.id == "dollar-paren"], first_args=["--", "--"])
+@pytest.mark.parametrize("flags,program", [([], "torchrun"), (["--launcher", "deepspeed"], "deepspeed")],
+                         ids=["torchrun", "deepspeed"])
+def test_a_real_job_gets_a_leading_double_dash(flags, program, tmp_path):
+    _need(program)
+    proc, dumps, args, _ = _submit_real(tmp_path, flags, [p for p in corpus(str(tmp_path / "PWNED"))
+                                                            if p.id == "dollar-paren"], first_args=["--", "--"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # `hpcdist submit x.py -- --` means the script's arguments are ["--"] (argparse, as torchrun itself)
-    assert [d["argv"] for d in dumps] == [["--", "$(touch " + str(tmp_path / "PWNED") + ")"]]
+    # `hpcdist submit x.py -- --` means the script's arguments are ["--"] (argparse, as torchrun itself);
+    # DeepSpeed's launcher puts its --local_rank first, as it always does.
+    first = ["--local_rank=0"] if program == "deepspeed" else []
+    assert [d["argv"] for d in dumps] == [first + ["--", "$(touch " + str(tmp_path / "PWNED") + ")"]]
 
 
 # --------------------------------------------------------------------------

@@ -88,7 +88,10 @@ class DeepSpeed(Launcher):
             words += ["--launcher", mode]
         if spec.ssh_port and not spec.no_ssh:
             words += ["--ssh_port", str(spec.ssh_port)]
-        words += program(spec, argparse_launcher=True)
+        # Each rank through hpcdist.rank (DeepSpeed's --module), which adds the node rank and
+        # local world size DeepSpeed does not export (Lightning reads NODE_RANK). The script is
+        # then not the launcher's first argument, where its argparse would swallow a "--".
+        words += ["--module", "hpcdist.rank"] + program(spec)
         # pdsh waits for every node even after one failed: see hpcdist.supervise.
         return ["hpcdist", "supervise", "--"] + words if mode == "pdsh" else words
 

@@ -40,4 +40,4 @@ export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
-deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh_check train.py --lr 0.1
+deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh_check --module hpcdist.rank train.py --lr 0.1

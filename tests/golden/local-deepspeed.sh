@@ -44,4 +44,4 @@ export DS_ENV_FILE="$run_dir/deepspeed_env"
 env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER_ADDR|MASTER_PORT|HPCDIST_STOP_FILE|NCCL_DEBUG|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' | grep -v '[$`"\\]' > "$DS_ENV_FILE" || true
 
 # Start the training on every node.
-deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh_check train.py --lr 0.1 --deepspeed_config ds_config.json
+deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh_check --module hpcdist.rank train.py --lr 0.1 --deepspeed_config ds_config.json

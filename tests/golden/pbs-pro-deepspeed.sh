@@ -47,4 +47,4 @@ env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER
 
 # Start the training on every node.
 # pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then.
-hpcdist supervise -- deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1 --deepspeed_config ds_config.json
+hpcdist supervise -- deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --module hpcdist.rank train.py --lr 0.1 --deepspeed_config ds_config.json

@@ -42,4 +42,4 @@ echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR
 
 # Start the training on every node.
 mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT HPCDIST_STOP_FILE NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done
-mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_exports[@]}" bash -c 'export NODE_RANK="$OMPI_COMM_WORLD_RANK"; exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" train.py --lr 0.1'
+mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_exports[@]}" bash -c 'export NODE_RANK="$OMPI_COMM_WORLD_RANK"; exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" --module hpcdist.rank train.py --lr 0.1'

@@ -42,4 +42,4 @@ export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
-srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 bash -c 'export NODE_RANK="$SLURM_NODEID"; exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" train.py --lr 0.1'
+srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 bash -c 'export NODE_RANK="$SLURM_NODEID"; exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" --module hpcdist.rank train.py --lr 0.1'

@@ -67,7 +67,7 @@ env | grep -E '^(PATH|LD_LIBRARY_PATH|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|MASTER
 # In the background: bash runs a trap only once the command in the foreground is done.
 hpcdist_launch() {
   # pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then.
-  hpcdist supervise -- deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" train.py --lr 0.1
+  hpcdist supervise -- deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" --module hpcdist.rank train.py --lr 0.1
 }
 hpcdist_launch &
 hpcdist_launch_pid=$!
