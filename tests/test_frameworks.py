@@ -33,8 +33,10 @@ CELLS = [
     ("fabric", "slurm", "mpirun"),  # the failing case: the batch step's SLURM_* under mpirun
     ("fabric", "pbs-pro", "mpirun"),
     ("fabric", "slurm", "deepspeed-pdsh"),
+    ("trainer", "slurm", "mpirun"),  # the Trainer chooses as Fabric does: one cell shows it
     ("accelerate", "slurm", "srun"),
     ("accelerate", "slurm", "torchrun"),
+    ("accelerate", "pbs-pro", "torchrun"),
     ("accelerate", "slurm", "mpirun"),
     ("accelerate", "pbs-pro", "mpirun"),
     ("accelerate", "slurm", "deepspeed-pdsh"),

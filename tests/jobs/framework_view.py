@@ -2,6 +2,7 @@
 
 ``--framework fabric``: Lightning Fabric (cpu, ``--devices`` x ``--nodes``,
 strategy ddp), as a Lightning user writes it, with no cluster plugin.
+``--framework trainer``: the Lightning Trainer, the same way.
 ``--framework accelerate``: accelerate's ``Accelerator(cpu=True)``, which the
 Hugging Face Trainer builds on too.
 
@@ -24,7 +25,7 @@ import sys
 import hpcdist.env
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--framework", choices=["fabric", "accelerate"], required=True)
+parser.add_argument("--framework", choices=["fabric", "trainer", "accelerate"], required=True)
 parser.add_argument("--devices", type=int, default=2)
 parser.add_argument("--nodes", type=int, default=2)
 parser.add_argument("--steps", type=int, default=5)
@@ -61,6 +62,31 @@ if args.framework == "fabric":
         optimizer.zero_grad()
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     everyone = fabric.all_gather(flat)
+elif args.framework == "trainer":
+    import lightning as L
+    from lightning.pytorch.strategies import DDPStrategy
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = model
+
+        def training_step(self, _, __):
+            return self.layer(batch(self.global_rank)).pow(2).mean()
+
+        def configure_optimizers(self):
+            return optimizer
+
+    trainer = L.Trainer(accelerator="cpu", devices=args.devices, num_nodes=args.nodes, max_steps=args.steps,
+                        strategy=DDPStrategy(timeout=datetime.timedelta(seconds=60)), logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        use_distributed_sampler=False)
+    steps = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(args.steps, 1)), batch_size=1)
+    trainer.fit(Module(), steps)
+    theirs = dict(rank=trainer.global_rank, local_rank=trainer.local_rank, node_rank=trainer.node_rank,
+                  world_size=trainer.world_size, environment=type(trainer.strategy.cluster_environment).__name__)
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    everyone = trainer.strategy.all_gather(flat)
 else:
     from accelerate import Accelerator
     from accelerate.utils import InitProcessGroupKwargs
