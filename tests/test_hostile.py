@@ -401,8 +401,8 @@ def program_call(calls, spec, launcher_id):
     program = [spec.script, *spec.script_args]
     if spec.deepspeed_config:  # passed on under every launcher
         program += ["--deepspeed_config", spec.deepspeed_config]
-    if spec.launcher in ("mpirun", "srun"):
-        program = [spec.python, *program]
+    if spec.launcher in ("mpirun", "srun"):  # each rank through hpcdist.rank
+        program = [spec.python, "-m", "hpcdist.rank", *program]
     name = os.path.basename(spec.mpiexec) if spec.mpiexec else PROGRAM_LAUNCHERS[launcher_id]
     # PBS spreads per-node launchers with mpirun: the launcher is then a word of mpirun's call.
     found = [(argv, env) for n, argv, env in calls
