@@ -3,7 +3,8 @@
 # ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env,
 # `hpcdist submit --dry-run` against torchx and submitit, the CLI against its
 # floors in instructions (valgrind) and wall time, and uneven per-rank
-# batches (hpcdist.data) against torch's even DistributedSampler, and (as root)
+# batches (hpcdist.data) against torch's even DistributedSampler, starting a rank
+# through python -m hpcdist.rank against plain python and python -m mpi4py, and (as root)
 # the launch overhead of hpcdist's job script against a hand-written one on the
 # 2-host test cluster.
 # Writes bench/RESULTS.md.
@@ -103,6 +104,8 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work compute
     echo
     "$repo/.venv/bin/python" "$here/bench_launch.py" --reps "${BENCH_LAUNCH_REPS:-5}"
+    echo
+    "$repo/.venv/bin/python" "$here/bench_rank_start.py" --reps "${BENCH_IMPORT_REPS:-30}"
 } > "$tmp/RESULTS.md"
 cp "$tmp/RESULTS.md" "$here/RESULTS.md"
 cat "$here/RESULTS.md"

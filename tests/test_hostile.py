@@ -484,7 +484,7 @@ def test_each_payload_in_the_single_valued_fields_runs_and_executes_none(schedul
         for launcher, keys in SINGLE_FIELDS.items():
             values = base_values(scheduler, dialect, launcher)
             for key in keys:
-                if key in ("mpiexec", "venv") and not payload.file_name_safe:
+                if key in ("mpiexec", "venv", "python") and not payload.file_name_safe:
                     continue  # bash must find it as a file here, and it cannot be one
                 trial = {**values, key: payload.value}
                 if hostile.accepted(trial):
@@ -501,8 +501,10 @@ def test_each_payload_in_the_single_valued_fields_runs_and_executes_none(schedul
         work.mkdir(parents=True)
         if spec.venv:
             hostile.write_source_files(str(work), [spec.venv + "/bin/activate"])
-        if spec.mpiexec:  # the program this job starts as its MPI launcher: a stub, where bash will look
-            where = work / spec.mpiexec if "/" in spec.mpiexec else case / "bin" / spec.mpiexec
+        # The programs this job runs itself: its MPI launcher, and its python (the launch block checks
+        # that it can import hpcdist). Stubs, where bash will look.
+        for program in {spec.mpiexec, spec.python} - {None, "", "python"}:
+            where = work / program if "/" in program else case / "bin" / program
             hostile.install_stubs(str(where.parent), [where.name])
         text = render(spec, workdir=str(work))
         problems: list[str] = []

@@ -169,3 +169,20 @@ def test_a_rank_on_the_second_node_under_mpirun_in_slurm_is_node_1():
     with mock.patch.object(socket, "gethostname", return_value="node2"):
         env = resolve(environ)
     assert (env.node_rank, env.master_addr) == (1, "node1"), env.sources
+
+
+def test_a_job_whose_python_lacks_hpcdist_stops_before_the_launch_saying_so(tmp_path):
+    """The hpcdist command can come from elsewhere (pipx); the ranks need the module in their python."""
+    bare = tmp_path / "bare-python"
+    # The same interpreter without site-packages: no hpcdist (nor anything else installed).
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    (tmp_path / "train.py").write_text("print('the training ran')\n")
+    env = clean_env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--launcher", "mpirun",
+                           "--procs-per-node", "2", "--python", str(bare), "--wait", "train.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert f"hpcdist: {bare} cannot import hpcdist, and every rank starts as {bare} -m hpcdist.rank: install " \
+           "hpcdist into the training's environment (pip install hpcdist)." in proc.stdout + proc.stderr
+    assert "the training ran" not in proc.stdout

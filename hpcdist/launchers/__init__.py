@@ -71,6 +71,17 @@ def rank_program(spec) -> list:
     return [spec.python, "-m", "hpcdist.rank"] + program(spec)
 
 
+def rank_program_check(spec) -> str:
+    """A launch-block line that stops the job, saying why, when the training's python lacks hpcdist
+    (the ``hpcdist`` command may come from elsewhere: pipx, another environment)."""
+    from hpcdist.shell import quote
+
+    python = quote(spec.python)  # a shell word of its own, outside the double quotes
+    return (f"{python} -c 'import hpcdist.rank' 2>/dev/null || {{ echo \"hpcdist: \"{python}\" cannot import "
+            f"hpcdist, and every rank starts as \"{python}\" -m hpcdist.rank: install hpcdist into the "
+            f"training's environment (pip install hpcdist).\" >&2; exit 2; }}")
+
+
 def failure(why: str, **fields) -> dict:
     """A failed rank as a launcher's log line tells it: the arguments of
     :class:`hpcdist.failures.Failure` (``rank``, ``host``, ``local_rank``, ``source``),

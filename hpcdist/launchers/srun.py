@@ -7,7 +7,7 @@ or a node's agent where srun spread another launcher's agents.
 from __future__ import annotations
 
 from hpcdist import schedulers
-from hpcdist.launchers import Launcher, failure, rank_program
+from hpcdist.launchers import Launcher, failure, rank_program, rank_program_check
 
 #: srun's line about a failed task (compiled by re's cache when a log is read).
 TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<why>.+)$"
@@ -32,6 +32,9 @@ class Srun(Launcher):
             # Slurm 22.05 stopped passing --cpus-per-task from sbatch to srun.
             words.append(f"--cpus-per-task={spec.cpus_per_proc}")
         return words + rank_program(spec)
+
+    def setup(self, spec):
+        return [rank_program_check(spec)]
 
     def failures(self, text, agents, nodes):
         import re

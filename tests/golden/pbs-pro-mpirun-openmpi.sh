@@ -42,5 +42,6 @@ export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
+python -c 'import hpcdist.rank' 2>/dev/null || { echo "hpcdist: "python" cannot import hpcdist, and every rank starts as "python" -m hpcdist.rank: install hpcdist into the training's environment (pip install hpcdist)." >&2; exit 2; }
 mpi_exports=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT HPCDIST_STOP_FILE NCCL_DEBUG; do if [ -n "${!name+set}" ]; then mpi_exports+=(-x "$name"); fi; done
 mpirun --hostfile "$HPCDIST_HOSTFILE" -np 8 --map-by slot --bind-to none "${mpi_exports[@]}" python -m hpcdist.rank train.py --lr 0.1

@@ -42,4 +42,5 @@ export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
 echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); master: $MASTER_ADDR:$MASTER_PORT" >&2
 
 # Start the training on every node.
+python -c 'import hpcdist.rank' 2>/dev/null || { echo "hpcdist: "python" cannot import hpcdist, and every rank starts as "python" -m hpcdist.rank: install hpcdist into the training's environment (pip install hpcdist)." >&2; exit 2; }
 mpiexec -f "$HPCDIST_HOSTFILE" -n 8 -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT "$MASTER_PORT" python -m hpcdist.rank train.py --lr 0.1
