@@ -7,8 +7,8 @@ variables and runs the script in process. ``python -m mpi4py SCRIPT`` is the
 tool users would otherwise reach for to get a failing rank to abort MPI (it
 runs the script the same way, and starts MPI). Each is timed on an empty
 script and on one that imports torch (what every training script does), with
-an Open MPI rank's variables set by hand (rank 1 of 4 on 2 nodes, in a Slurm
-batch step), so no MPI launcher runs. Wall time: the median of ``--reps``
+an Open MPI rank's variables set by hand (rank 1 of 4 on 2 nodes, this host
+the first of the job's, in a Slurm batch step), so no MPI launcher runs. Wall time: the median of ``--reps``
 interleaved rounds; ratios to plain python. Prints a markdown section. Not a test.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -26,7 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
 RANK_ENV = dict(OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="4", OMPI_COMM_WORLD_LOCAL_RANK="1",
-                OMPI_COMM_WORLD_LOCAL_SIZE="2", SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="node[1-2]",
+                OMPI_COMM_WORLD_LOCAL_SIZE="2", SLURM_JOB_ID="4242",
+                # This host first: the node rank comes from its place in the list, as in a real job
+                # (a host missing from the list would send hpcdist.env to mpi4py discovery).
+                SLURM_JOB_NODELIST=f"{socket.gethostname()},node2",
                 SLURM_PROCID="0", SLURM_NTASKS="4", SLURM_STEP_ID="4294967291", MASTER_ADDR="node1",
                 MASTER_PORT="24242")
 STARTS = {
