@@ -38,13 +38,12 @@ import sys
 SLURM_STEP_VARIABLES = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_NPROCS",
                         "SLURM_NTASKS_PER_NODE", "SLURM_GTIDS", "SLURM_TASK_PID", "SLURM_STEPID",
                         "SLURM_LAUNCH_NODE_IPADDR", "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT")
-#: Launchers (as :attr:`DistEnv.launcher` names them) whose ranks' Slurm step variables are their own.
-SLURM_TASKS = ("slurm", "submitit")
 
 
 def prepare(environ=None) -> list[str]:
     """Steps 1 and 2 on ``environ`` (``os.environ``); the lines to print about them."""
     from hpcdist import env as hpcdist_env
+    from hpcdist.env.detectors import SRUN_TASKS
     from hpcdist.env.model import DistEnvError
 
     environ = os.environ if environ is None else environ
@@ -53,21 +52,12 @@ def prepare(environ=None) -> list[str]:
         torch_vars = dist.torch_env()
     except DistEnvError as e:
         return [f"hpcdist.rank: exporting no rank variables: {e}"]
-    if dist.launcher not in SLURM_TASKS:
+    if dist.launcher not in SRUN_TASKS:
         stale = [k for k in environ if k in SLURM_STEP_VARIABLES or k.startswith("SLURM_STEP_")]
         for k in stale:
             del environ[k]
     environ.update(torch_vars, GROUP_RANK=torch_vars["NODE_RANK"])
     return []
-
-
-def _exit_code(exc: BaseException) -> int:
-    if isinstance(exc, SystemExit):
-        code = exc.code
-        if code is None:
-            return 0
-        return code if isinstance(code, int) else 1
-    return 130 if isinstance(exc, KeyboardInterrupt) else 1
 
 
 def run(argv: list[str]) -> int:
@@ -87,7 +77,7 @@ def run(argv: list[str]) -> int:
     import io
     import types
 
-    from hpcdist.env.mpi_discovery import abort_if_running
+    from hpcdist.env.mpi_discovery import abort_if_running, exit_status
 
     script = argv[0]
     script_path = os.path.abspath(script)
@@ -110,7 +100,7 @@ def run(argv: list[str]) -> int:
         exec(compiled, main.__dict__)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every way a script ends goes through here
-        code = _exit_code(exc)
+        code = exit_status(exc)
         if not isinstance(exc, SystemExit):
             # As python would: through sys.excepthook (init_distributed's failure report hooks
             # in there), showing the script's frames, not this module's.

@@ -61,10 +61,6 @@ def fill(env: EnvReader, reading: "D.Reading") -> None:
         reading.put("master_addr", hosts.hosts[0], f"first host of {hosts.where}")
 
 
-#: Launchers whose processes are the tasks of a Slurm step: the step's node list is theirs.
-SRUN_TASKS = ("slurm", "submitit")
-
-
 def _allocation(env: EnvReader, launcher: str) -> "Allocation | None":
     """The allocation's hosts; None outside a job that names them.
 
@@ -72,7 +68,7 @@ def _allocation(env: EnvReader, launcher: str) -> "Allocation | None":
     the other nodes are a one-node step each) inherited a step node list that is
     not its run's: only the job's is read then.
     """
-    names = ("SLURM_STEP_NODELIST",) if launcher in SRUN_TASKS else ()
+    names = ("SLURM_STEP_NODELIST",) if launcher in D.SRUN_TASKS else ()
     for var in names + ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         value = env.text(var)
         if value is not None:
@@ -146,7 +142,7 @@ def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool)
     if field in reading.unknown:
         return reading.unknown[field]
     values, launcher = reading.values, reading.launcher
-    if field == "local_world_size" and launcher in ("slurm", "submitit"):
+    if field == "local_world_size" and launcher in D.SRUN_TASKS:
         return ("an srun task without SLURM_GTIDS, SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE: the number "
                 "of tasks on this node is not said. Start the task with srun itself, or set LOCAL_WORLD_SIZE.")
     if field == "local_world_size" and launcher == "flux":

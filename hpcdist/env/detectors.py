@@ -377,6 +377,8 @@ SLURM = Launcher("slurm", ("SLURM_PROCID", "SLURM_STEP_ID"), _SLURM_VARIABLES,
 SUBMITIT = Launcher("submitit", ("SUBMITIT_EXECUTOR", "SLURM_PROCID", "SLURM_STEP_ID"), _SLURM_VARIABLES,
                     required=SLURM.required, completes=_srun_task,
                     detects=lambda env: env.get("SUBMITIT_EXECUTOR") == "slurm" and in_srun_task(env))
+#: The launchers (by name) whose processes are the tasks of a Slurm step: the step's variables are theirs.
+SRUN_TASKS = (SLURM.name, SUBMITIT.name)
 
 #: A task of submitit's LocalExecutor: several tasks on this host.
 SUBMITIT_LOCAL = Launcher(

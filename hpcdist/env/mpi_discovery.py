@@ -97,6 +97,13 @@ def abort_if_running(code: int) -> None:
         mpi.COMM_WORLD.Abort(code)
 
 
+def exit_status(exc: BaseException) -> int:
+    """The status a process ends with when ``exc`` ends it, as python sets it."""
+    if isinstance(exc, SystemExit):
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+    return 130 if isinstance(exc, KeyboardInterrupt) else 1
+
+
 def _abort_on_exception() -> None:
     """Abort MPI when this process ends badly: an uncaught exception or ``sys.exit`` with an error.
 
@@ -107,10 +114,10 @@ def _abort_on_exception() -> None:
 
     def hook(kind, value, tb):
         previous_hook(kind, value, tb)
-        abort_if_running(130 if issubclass(kind, KeyboardInterrupt) else 1)
+        abort_if_running(exit_status(value))
 
     def exit_(status=None):
-        code = 0 if status is None else status if isinstance(status, int) else 1
+        code = exit_status(SystemExit(status))
         if code:
             if not isinstance(status, int):
                 sys.stderr.write(f"{status}\n")

@@ -44,6 +44,19 @@ def batch(rank: int) -> torch.Tensor:
     return torch.randn(16, 8, generator=torch.Generator().manual_seed(1000 + rank))
 
 
+def train(model, optimizer, rank: int, backward) -> torch.Tensor:
+    """``--steps`` steps on this rank's data through the framework's ``backward``; the parameters, flat."""
+    for _ in range(args.steps):
+        backward(model(batch(rank)).pow(2).mean())
+        optimizer.step()
+        optimizer.zero_grad()
+    return flat_parameters(model)
+
+
+def flat_parameters(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
 if args.framework == "fabric":
     import lightning as L
     from lightning.fabric.strategies import DDPStrategy
@@ -54,13 +67,7 @@ if args.framework == "fabric":
     theirs = dict(rank=fabric.global_rank, local_rank=fabric.local_rank, node_rank=fabric.node_rank,
                   world_size=fabric.world_size,
                   environment=type(fabric._connector.cluster_environment).__name__)
-    model, optimizer = fabric.setup(model, optimizer)
-    for _ in range(args.steps):
-        loss = model(batch(fabric.global_rank)).pow(2).mean()
-        fabric.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad()
-    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    flat = train(*fabric.setup(model, optimizer), fabric.global_rank, fabric.backward)
     everyone = fabric.all_gather(flat)
 elif args.framework == "trainer":
     import lightning as L
@@ -85,7 +92,7 @@ elif args.framework == "trainer":
     trainer.fit(Module(), steps)
     theirs = dict(rank=trainer.global_rank, local_rank=trainer.local_rank, node_rank=trainer.node_rank,
                   world_size=trainer.world_size, environment=type(trainer.strategy.cluster_environment).__name__)
-    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    flat = flat_parameters(model)
     everyone = trainer.strategy.all_gather(flat)
 else:
     from accelerate import Accelerator
@@ -96,13 +103,7 @@ else:
     state = accelerator.state
     theirs = dict(rank=accelerator.process_index, local_rank=accelerator.local_process_index,
                   world_size=accelerator.num_processes, environment=str(state.distributed_type))
-    model, optimizer = accelerator.prepare(model, optimizer)
-    for _ in range(args.steps):
-        loss = model(batch(accelerator.process_index)).pow(2).mean()
-        accelerator.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad()
-    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    flat = train(*accelerator.prepare(model, optimizer), accelerator.process_index, accelerator.backward)
     everyone = accelerator.gather(flat[None])
 
 same = bool(all(torch.equal(row, everyone[0]) for row in everyone))
