@@ -124,17 +124,20 @@ def test_a_jobs_folder_that_cannot_be_used_is_one_line_for_every_command(tmp_pat
         assert _one_line_error(hpcdist(command, *args, cwd=tmp_path), command) == f"hpcdist {command}: error: {message}"
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="runs hpcdist as nobody: root and setpriv")
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="runs hpcdist as root without the right to override permissions: root and setpriv")
 def test_submit_from_a_folder_the_user_cannot_write_is_one_line():
-    # As root every folder is writable: the user here is nobody, in a folder only root may write.
+    # As root every folder is writable: here root runs without CAP_DAC_OVERRIDE, in a folder that
+    # nobody owns. Not as nobody: this interpreter's venv may lie under a folder only root can enter
+    # (a clone in `mktemp -d`), where nobody's python would not find hpcdist.
     cwd = tempfile.mkdtemp(prefix="hpcdist-unwritable-")
     try:
         os.chmod(cwd, 0o755)
         with open(os.path.join(cwd, "s.py"), "w") as f:
             f.write("print('done')\n")
+        os.chown(cwd, NOBODY, NOBODY)
         env = {"PATH": os.environ["PATH"], "HOME": cwd, "LANG": "C.UTF-8"}
-        # setpriv, not subprocess's user=: only the first could start this Python as nobody here.
-        proc = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+        proc = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search",
                                sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--launcher", "none", "s.py"],
                               cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
         assert _one_line_error(proc, "submit") == (
