@@ -14,13 +14,12 @@ run here are there with their reason.
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 
 import pytest
 
 import testcluster
+from launch import framework_views
 from test_matrix import environment, submit
 
 VIEW = testcluster.ROOT / "tests" / "jobs" / "framework_view.py"
@@ -51,8 +50,7 @@ def test_the_framework_sees_hpcdist_ranks_and_trains_in_step(framework, schedule
     out = proc.stdout
     excerpt = testcluster.log_excerpt(out)
     assert proc.returncode == 0, f"{excerpt}\n{proc.stderr}"
-    # Ranks share the log: a line may run into another's.
-    views = [json.JSONDecoder().raw_decode(out, m.end())[0] for m in re.finditer(r"VIEW ", out)]
+    views = framework_views(out)
     assert len(views) == 4, excerpt
     for v in views:
         theirs, ours = v["theirs"], v["ours"]

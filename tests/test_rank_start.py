@@ -19,7 +19,7 @@ import pytest
 
 from hpcdist.env import resolve
 from hpcdist.rank import prepare
-from launch import HIDE_OPENMPI_RANKS, clean_env, openmpi_run, run
+from launch import HIDE_OPENMPI_RANKS, clean_env, framework_views, openmpi_run, run
 
 #: What the batch step of `sbatch --nodes=1 --ntasks-per-node=2` leaves to every rank mpirun forks there,
 #: as the issue found it on node2 (SLURM_NTASKS=1 from the step that started Open MPI's daemon).
@@ -102,7 +102,7 @@ def test_lightning_under_mpirun_in_a_slurm_batch_step_sees_the_mpi_ranks(tmp_pat
     # Without hpcdist.rank Lightning takes its Slurm environment and refuses (what the issue saw on node2).
     assert plain.returncode != 0 and "number of tasks per node configured in SLURM" in plain.stdout + plain.stderr
     proc = run(openmpi_run(2) + [sys.executable, "-m", "hpcdist.rank"] + view, env)
-    views = [json.loads(line[5:]) for line in proc.stdout.splitlines() if line.startswith("VIEW ")]
+    views = framework_views(proc.stdout)
     assert sorted(v["theirs"]["rank"] for v in views) == [0, 1], proc.stdout
     for v in views:
         assert {k: v["theirs"][k] for k in ("rank", "local_rank", "node_rank", "world_size")} == \
