@@ -37,10 +37,10 @@ class Option:
     list) alone and returns it as the spec holds it; ``scheduler`` None: not known yet."""
 
     __slots__ = ("name", "key", "kind", "default", "held", "check", "group", "flags", "metavar",
-                 "choices", "help", "profile")
+                 "choices", "help", "profile", "only_for")
 
     def __init__(self, name, kind=str, default=None, group=None, *, check=None, key=None, held=None,
-                 flags=None, metavar=None, choices=None, help=None, profile=True):
+                 flags=None, metavar=None, choices=None, help=None, profile=True, only_for=None):
         self.name = name  # the JobSpec field
         self.key = key or name  # as given: profile key, API keyword, argparse dest
         self.kind = kind
@@ -53,6 +53,8 @@ class Option:
         self.choices = choices
         self.help = help
         self.profile = profile  # may a profile file set it
+        #: The one scheduler that reads it (the others refuse it: Scheduler.check), or None.
+        self.only_for = only_for
 
     @property
     def flag(self) -> str:
@@ -164,6 +166,15 @@ def _directive(x, o, scheduler):
     return v.check_text(str(x), o.flag)
 
 
+def _pbs_request(name):
+    """A check of :mod:`hpcdist.schedulers.pbs_request`, imported when a value is given."""
+    def check(x, o, _):
+        from hpcdist.schedulers import pbs_request
+
+        return getattr(pbs_request, name)(v.check_text(str(x), o.flag), o.flag)
+    return check
+
+
 def _script(x, o, _):
     x = v.check_text(str(x), o.flag)
     if not x:
@@ -199,12 +210,30 @@ OPTIONS = (
     Option("queue", str, None, WHERE, check=_name, flags=("--queue", "--partition")),
     Option("account", str, None, WHERE, check=_name),
     Option("qos", str, None, WHERE, check=_name),
+    Option("project", str, None, WHERE, check=_name, only_for="pbs",
+           help="PBS -P: the project to charge (NCI Gadi); --account writes -A"),
     Option("job_name", str, "job", WHERE, check=_job_name),
     Option("output", str, None, WHERE, check=_text, help="the job's log file"),
     Option("array", str, None, WHERE, check=_array),
     Option("dependency", str, None, WHERE, check=_dependency),
     Option("mail_user", str, None, WHERE, check=_mail, flags=("--mail",), metavar="ADDRESS"),
     Option("exclusive", bool, False, WHERE, check=_yes_no),
+    # How a PBS job asks for its nodes (hpcdist.schedulers.pbs_request): PBS Pro's select chunks
+    # and place, or one job-wide request; site resources.
+    Option("request", str, "select", WHERE, check=_one_of, choices=("select", "job-wide"), only_for="pbs",
+           help="PBS Pro: select chunks (default), or job-wide -l ncpus=,ngpus=,mem= (NCI Gadi)"),
+    Option("select", str, None, WHERE, check=_pbs_request("check_select"), metavar="CHUNKS", only_for="pbs",
+           help="PBS Pro: your own select (2:ncpus=64:mpiprocs=4), checked against --nodes and --procs-per-node"),
+    Option("place", str, None, WHERE, check=_pbs_request("check_place"), metavar="PLACE", only_for="pbs",
+           help="PBS Pro: place= (default: scatter; scatter:excl with --exclusive)"),
+    Option("bare_select", bool, False, WHERE, check=_yes_no, only_for="pbs",
+           help="PBS Pro: select=N and --chunk-resource only, no ncpus/mpiprocs/ngpus/mem (whole-node sites)"),
+    Option("chunk_resources", list, None, WHERE, check=_pbs_request("check_chunk_resource"),
+           flags=("--chunk-resource",), metavar="NAME=VALUE", only_for="pbs",
+           help="PBS Pro: add to each select chunk, e.g. system=polaris (repeatable)"),
+    Option("job_resources", list, None, WHERE, check=_pbs_request("check_job_resource"), flags=("--resource",),
+           metavar="NAME=VALUE", only_for="pbs",
+           help="PBS: a -l NAME=VALUE line, e.g. filesystems=home:eagle, storage=gdata/a00, jobfs=100GB (repeatable)"),
     Option("directives", list, None, WHERE, check=_directive, flags=("--directive",), metavar="LINE",
            help="a raw scheduler directive, placed first (repeatable); one that begins with a dash is "
                 "read as typed: --directive --gres=gpu:4"),

@@ -219,6 +219,8 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         command_line=command_line,
         scheduler=scheduler,
         submit_command=scheduler.submit_program,
+        # The -l resources that ask for the nodes (PBS), as the scheduler writes them.
+        request=scheduler.request(spec),
         workdir=workdir,
         job_dir=job_dir,
         job_files=_job_files(job_dir),

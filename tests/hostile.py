@@ -206,14 +206,24 @@ def expected_directive_lines(spec) -> list[str]:
             lines += [d + f"-l nodes={spec.nodes}:ppn={ncpus}"
                       + (f":gpus={spec.gpus_per_node}" if spec.gpus_per_node else "")]
             lines += [d + f"-l mem={format_pbs_mem(spec.mem_mb * spec.nodes)}"] if spec.mem_mb else []
+        elif spec.request == "job-wide":
+            lines += [d + f"-l ncpus={ncpus * spec.nodes}"]
+            lines += [d + f"-l ngpus={spec.gpus_per_node * spec.nodes}"] if spec.gpus_per_node else []
+            lines += [d + f"-l mem={format_pbs_mem(spec.mem_mb * spec.nodes)}"] if spec.mem_mb else []
+            lines += [d + f"-l place={q(spec.place)}"] if spec.place else []
         else:
-            lines += [d + f"-l select={spec.nodes}:ncpus={ncpus}:mpiprocs={spec.procs_per_node}"
-                      + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else "")
-                      + (f":mem={format_pbs_mem(spec.mem_mb)}" if spec.mem_mb else ""),
-                      d + "-l place=scatter" + (":excl" if spec.exclusive else "")]
+            counts = "" if spec.bare_select else (
+                f":ncpus={ncpus}:mpiprocs={spec.procs_per_node}"
+                + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else "")
+                + (f":mem={format_pbs_mem(spec.mem_mb)}" if spec.mem_mb else ""))
+            select = spec.select or f"{spec.nodes}{counts}" + "".join(":" + r for r in spec.chunk_resources)
+            lines += [d + f"-l select={q(select)}",
+                      d + "-l place=" + q(spec.place or "scatter") + (":excl" if spec.exclusive else "")]
+        lines += [d + f"-l {q(r)}" for r in spec.job_resources]
         lines += [d + f"-l walltime={format_pbs_walltime(spec.walltime_s)}"] if spec.walltime_s else []
         lines += [d + f"-q {q(spec.queue)}"] if spec.queue else []
         lines += [d + f"-A {q(spec.account)}"] if spec.account else []
+        lines += [d + f"-P {q(spec.project)}"] if spec.project else []
         lines += [d + "-j oe"]
         lines += [d + f"-o {q(spec.output)}"] if spec.output else []
         lines += [d + ("-t " if spec.dialect == "torque" else "-J ") + q(spec.array)] if spec.array else []

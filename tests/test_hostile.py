@@ -186,6 +186,13 @@ FIELDS = [
     Field("mpi", "--mpi", _set("mpi"), must_refuse=lambda p, v: True),
     Field("dialect", "--dialect", _set("dialect"), must_refuse=lambda p, v: p.value != "", schedulers=("pbs",)),
     Field("template-dir", "--template-dir", _set("template_dir"), must_refuse=lambda p, v: not _line(p)),
+    # PBS's request (hpcdist.schedulers.pbs_request): each value by its grammar, written into #PBS lines.
+    Field("project", "--project", _set("project"), schedulers=("pbs",)),
+    Field("request", "--request", _set("request"), must_refuse=lambda p, v: True, schedulers=("pbs",)),
+    Field("select", "--select", _set("select"), schedulers=("pbs",)),
+    Field("place", "--place", _set("place"), must_refuse=lambda p, v: True, schedulers=("pbs",)),
+    Field("chunk-resource", "--chunk-resource", _add("chunk_resources"), schedulers=("pbs",)),
+    Field("resource", "--resource", _add("job_resources"), schedulers=("pbs",)),
 ]
 # Values that reach the script through render()'s arguments, not the spec.
 RENDER_ARGS = {
@@ -657,8 +664,9 @@ def test_dataclass_fields_are_all_in_the_matrix():
     covered = {"job_name", "script", "script_args", "env", "propagate", "modules", "sources", "conda", "venv",
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
-               "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes"}
-    no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh",
+               "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes",
+               "project", "request", "select", "place", "chunk_resources", "job_resources"}
+    no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",
                "deepspeed_runner", "notes",
                "template"}  # a file read by jinja2 (its folder and name), never written into the script
     names = {f.name for f in dataclasses.fields(JobSpec)}

@@ -270,6 +270,12 @@ class JobId(Record):
 # --------------------------------------------------------------------------
 
 
+def get_scheduler_title(name: str) -> str:
+    from hpcdist.schedulers import get
+
+    return get(name).title
+
+
 def _those(what: str) -> tuple[str, str]:
     """The names and the titles of the schedulers that have ``what`` (for messages)."""
     from hpcdist.schedulers import all_schedulers
@@ -352,8 +358,23 @@ class Scheduler:
         """The job spec's rules for this scheduler, on the checked ``values`` (``given``: as
         given); sets ``values["dialect"]``. :func:`hpcdist.spec.build_spec` runs it."""
         values["dialect"] = self.check_dialect(given.get("dialect"))
+        self.check_others_settings(values)
         self.check_values(values, given)
         self.check_elastic(values)
+
+    def check_others_settings(self, values: dict) -> None:
+        """A setting only another scheduler reads (``--project``, ``--select``: PBS's) is refused:
+        it would be dropped without a word."""
+        from hpcdist import validate as v
+        from hpcdist.options import OPTIONS
+
+        for o in OPTIONS:
+            if o.only_for and o.only_for != self.name and values.get(o.name) not in (None, (), False, o.default):
+                value = values[o.name]
+                title = get_scheduler_title(o.only_for)
+                raise v.ValidationError(o.flag, " ".join(value) if isinstance(value, tuple) else str(value),
+                                        f"is a {title} setting, and --scheduler is {self.name}.",
+                                        f"Leave it out, or use --scheduler {o.only_for}.")
 
     def check_values(self, values: dict, given: dict) -> None:
         """This scheduler's own rules (QOS, directives, the log path ...), once the dialect is known."""
@@ -416,6 +437,10 @@ class Scheduler:
         return None
 
     # --- the script ------------------------------------------------------------
+
+    def request(self, spec) -> list[str]:
+        """The resources a PBS-like template writes as ``-l`` lines; none elsewhere."""
+        return []
 
     def submit_argv(self, script: str, log: str) -> list[str]:
         """The exact submit command (submit runs it; --dry-run shows it)."""

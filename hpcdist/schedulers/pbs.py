@@ -50,9 +50,6 @@ class Dialect:
 DIALECTS = {
     "pro": Dialect(
         name="pro", request="select", array_flag="-J", json_status=True, clashes={
-            "select": ("sets -l select, but hpcdist already writes the select line from --nodes, --procs-per-node "
-                       "and --gpus-per-node; PBS Pro then ignores one of them (Parsl#2220).",
-                       "Use those flags, or --template for a select hpcdist cannot express."),
             "nodes": ("uses the old -l nodes= syntax; hpcdist writes -l select=, and PBS Pro refuses jobs that mix "
                       "new and old syntax.",
                       "Use --nodes and --procs-per-node, or --dialect torque if the server is Torque."),
@@ -198,6 +195,12 @@ class Pbs(BatchScheduler):
     directive_example = "-l place=scatter"
     filters = {"pbs_walltime": format_pbs_walltime, "pbs_mem": format_pbs_mem}
 
+    def request(self, spec):
+        """The ``-l`` resources that ask for the nodes (:mod:`hpcdist.schedulers.pbs_request`)."""
+        from hpcdist.schedulers.pbs_request import request
+
+        return request(spec, self.dialect.request == "nodes", format_pbs_mem)
+
     def configure(self, line):
         # Slurm's Torque wrapper (slurm-wlm-torque) is a Perl qsub/qstat: Slurm's words, as "perl: ...".
         if line.startswith("perl:"):
@@ -213,9 +216,13 @@ class Pbs(BatchScheduler):
         from hpcdist import validate as v
         from hpcdist.schedulers import get
 
+        from hpcdist.schedulers.pbs_request import check_request
+
         if "qos" in values:
             raise v.ValidationError("--qos", values["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
         # The spec's dialect, which need not be this instance's.
+        dialect = DIALECTS[values["dialect"]]
+        check_request(values, given, torque=dialect.request == "nodes")
         get(self.name, values["dialect"]).check_gpu_directives(values.get("gpus_per_node", 0),
                                                                list(values.get("directives", ())))
 
