@@ -74,7 +74,8 @@ def _plain_status(argv: list[str]):
 #: Subcommands whose flags need the job spec module (imported only for them).
 _JOB_COMMANDS = ("render", "submit", "doctor")
 #: The subcommands, in the order `hpcdist --help` lists them.
-COMMANDS = ("env", "render", "submit", "status", "logs", "cancel", "hostfile", "doctor", "supervise", "requeue")
+COMMANDS = ("env", "render", "submit", "status", "logs", "cancel", "hostfile", "doctor", "supervise", "requeue",
+            "profiles")
 
 
 def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
@@ -193,35 +194,29 @@ def build_parser(argv: list[str] = ()) -> argparse.ArgumentParser:
         requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
         requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
         requeue.set_defaults(run=run_requeue)
+    if only in (None, "profiles"):
+        profiles = sub.add_parser("profiles", help="list the profiles and site presets; show one",
+                                  description="Your profiles (./hpcdist.toml, ~/.config/hpcdist/config.toml) and "
+                                  "the site presets hpcdist ships, or what one of them sets.")
+        profiles.add_argument("name", nargs="?", metavar="NAME")
+        profiles.set_defaults(run=run_profiles)
     return parser
 
 
+def run_profiles(args: argparse.Namespace) -> int:
+    from hpcdist.profiles import ProfileError, describe
+
+    try:
+        sys.stdout.write(describe(args.name))
+    except ProfileError as e:
+        raise CommandError(str(e)) from None
+    return 0
+
+
 def _add_job_flags(p: argparse.ArgumentParser, script: bool = True) -> None:
-    import argparse
+    from hpcdist.options import add_flags
 
-    # The job options' flags, from their table, group by group (the usage line lists them in
-    # the order they are added).
-    from hpcdist.options import BY_NAME, GROUPS, OPTIONS
-
-    for title in GROUPS:
-        group = p.add_argument_group(title)
-        for o in OPTIONS:
-            if o.group != title:
-                continue
-            kwargs = {"dest": o.key}
-            if o.kind is bool:
-                # None, not False, when not given: a profile's true then stands.
-                kwargs.update(action="store_true", default=None)
-            elif o.is_list:
-                kwargs["action"] = "append"
-            kwargs.update((k, getattr(o, k)) for k in ("choices", "metavar", "help") if getattr(o, k) is not None)
-            group.add_argument(*o.flags, **kwargs)
-    p.add_argument("--profile", metavar="NAME",
-                   help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml")
-    if script:
-        p.add_argument("script", metavar=BY_NAME["script"].metavar)
-        p.add_argument("script_args", nargs=argparse.REMAINDER, metavar=BY_NAME["script_args"].metavar,
-                       help=BY_NAME["script_args"].help)
+    add_flags(p, script)
 
 
 def _spec(args: argparse.Namespace, check_files: bool = True):

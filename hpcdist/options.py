@@ -120,6 +120,31 @@ def _word(x, o, _):
     return v.check_word(str(x), o.flag)
 
 
+#: ``module`` verbs a --module value may start with (a bare name is loaded), and whether they take names.
+MODULE_VERBS = {"load": True, "unload": True, "use": True, "unuse": True, "swap": True, "purge": False,
+                "reset": False}
+
+
+def _module(x, o, _):
+    """A module to load (``cuda/12.1``), or a ``module`` command: ``use /soft/modulefiles``, ``purge``,
+    ``swap PrgEnv-cray PrgEnv-gnu``. Each name is one word (quoted in the script)."""
+    x = v.check_word(str(x), o.flag)
+    verb, *names = x.split() or [""]
+    if verb not in MODULE_VERBS or len(names) == 0 and MODULE_VERBS[verb]:
+        return x  # a module's name (a name with a space is quoted whole, as before)
+    if names and not MODULE_VERBS[verb]:
+        raise v.ValidationError(o.flag, x, f"module {verb} takes no names.", f"Give {o.flag} {verb} alone.")
+    for name in names:
+        v.check_word(name, o.flag)
+    return " ".join([verb, *names])
+
+
+def module_words(value: str) -> list[str]:
+    """The words after ``module`` for a --module value (:func:`_module` checked it)."""
+    verb, *names = value.split() or [""]
+    return [verb, *names] if verb in MODULE_VERBS and (names or not MODULE_VERBS[verb]) else ["load", value]
+
+
 def _program(x, o, _):
     """A word that bash also runs as a program."""
     return v.check_program(str(x), o.flag)
@@ -237,8 +262,8 @@ OPTIONS = (
     Option("directives", list, None, WHERE, check=_directive, flags=("--directive",), metavar="LINE",
            help="a raw scheduler directive, placed first (repeatable); one that begins with a dash is "
                 "read as typed: --directive --gres=gpu:4"),
-    Option("modules", list, None, ENVIRONMENT, check=_word, flags=("--module",), metavar="NAME",
-           help="module load NAME (repeatable)"),
+    Option("modules", list, None, ENVIRONMENT, check=_module, flags=("--module",), metavar="NAME",
+           help="module load NAME, or a module command: 'use PATH', purge, reset, 'swap A B' (repeatable, in order)"),
     Option("sources", list, None, ENVIRONMENT, check=_source, flags=("--source",), metavar="FILE",
            help="source FILE (repeatable)"),
     Option("conda", str, None, ENVIRONMENT, check=_word, metavar="ENV"),
@@ -291,3 +316,31 @@ def value_checks(scheduler: str | None) -> dict:
     when a file is read, so that a mistake there names the key and the file. ``scheduler``
     None: not known yet."""
     return {o.key: (lambda x, o=o: o.check(x, o, scheduler)) for o in OPTIONS if o.check and o.profile}
+
+
+def add_flags(p, script: bool = True) -> None:
+    """The job options' flags on an argparse parser (render, submit, doctor); ``script``: and SCRIPT ARGS."""
+    import argparse
+
+    # The job options' flags, from their table, group by group (the usage line lists them in
+    # the order they are added).
+    for title in GROUPS:
+        group = p.add_argument_group(title)
+        for o in OPTIONS:
+            if o.group != title:
+                continue
+            kwargs = {"dest": o.key}
+            if o.kind is bool:
+                # None, not False, when not given: a profile's true then stands.
+                kwargs.update(action="store_true", default=None)
+            elif o.is_list:
+                kwargs["action"] = "append"
+            kwargs.update((k, getattr(o, k)) for k in ("choices", "metavar", "help") if getattr(o, k) is not None)
+            group.add_argument(*o.flags, **kwargs)
+    p.add_argument("--profile", metavar="NAME",
+                   help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml, or a site preset "
+                   "(hpcdist profiles lists them)")
+    if script:
+        p.add_argument("script", metavar=BY_NAME["script"].metavar)
+        p.add_argument("script_args", nargs=argparse.REMAINDER, metavar=BY_NAME["script_args"].metavar,
+                       help=BY_NAME["script_args"].help)

@@ -16,6 +16,12 @@
     walltime = "12h"
     template_dir = "site-templates"     # its slurm/job.sh.j2 replaces ours; relative to this file
 
+Site presets ship with hpcdist (``hpcdist/sites/<name>.toml``: ALCF Polaris and Aurora,
+NCAR Derecho, NCI Gadi, a generic Torque site), each written from its site's public user
+guide, which it cites. ``--profile polaris`` uses one with no file of the user's; a profile
+of the same name in the user's files is laid over it, key by key. ``hpcdist profiles``
+lists them all and shows one.
+
 A profile's values sit between hpcdist's defaults and the command-line
 flags: a flag wins over the profile, and list flags (``--module``,
 ``--source``, ``--env``, ``--directive``, ``--propagate``) add to the
@@ -31,6 +37,8 @@ from hpcdist import validate as v
 from hpcdist.options import OPTIONS, value_checks
 
 PROJECT_FILE = "hpcdist.toml"
+#: The site presets shipped with hpcdist.
+SITES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sites")
 
 #: key -> type of its value (list means a list of strings; dict, a table of strings).
 KEYS: dict[str, type] = {o.key: o.kind for o in OPTIONS if o.profile}
@@ -51,9 +59,27 @@ class Profile(dict):
     ``path``, ``name``, and ``written`` (key -> (the key, the value) as in the file), so that a
     later error about one of them names the file and the key instead of a flag nobody typed."""
 
-    def __init__(self, values=(), path: str = "", name: str = "", written: dict | None = None):
+    def __init__(self, values=(), path: str = "", name: str = "", written: dict | None = None,
+                 where: dict | None = None):
         super().__init__(values)
         self.path, self.name, self.written = path, name, written or {}
+        #: key -> the file that set it, where it differs from ``path`` (a preset under the user's profile).
+        self.where = where or {}
+
+    def over(self, base: "Profile") -> "Profile":
+        """This profile laid over ``base`` (a preset): its keys replace the preset's."""
+        where = {key: base.where.get(key, base.path) for key in base}
+        where.update((key, self.where.get(key, self.path)) for key in self)
+        return Profile({**base, **self}, self.path, self.name, {**base.written, **self.written}, where)
+
+
+def presets() -> dict[str, str]:
+    """The site presets shipped with hpcdist: name -> file."""
+    try:
+        names = sorted(os.listdir(SITES_DIR))
+    except OSError:
+        return {}
+    return {n[:-len(".toml")]: os.path.join(SITES_DIR, n) for n in names if n.endswith(".toml")}
 
 
 def user_file() -> str:
@@ -99,13 +125,51 @@ def load_profile(name: str | None, files: list[str] | None = None) -> dict:
                                 if "default" in data), (None, ""))
         if name is None:
             return Profile()
-    for path, data in found:
-        profiles = data.get("profiles", {})
-        if name in profiles:
-            return _check(profiles[name], name, path)
+    mine = next(((path, data["profiles"][name]) for path, data in found if name in data.get("profiles", {})), None)
+    preset = presets().get(name)
+    if preset is not None:
+        base = _check(_load(preset)["profiles"][name], name, preset)
+        return base if mine is None else _check(mine[1], name, mine[0]).over(base)
+    if mine is not None:
+        return _check(mine[1], name, mine[0])
     where = " or ".join(files)
     known = sorted({p for _, data in found for p in data.get("profiles", {})})
-    raise ProfileError(f"no profile {name!r}{chosen_by} in {where}" + (f"; known: {', '.join(known)}" if known else ""))
+    raise ProfileError(f"no profile {name!r}{chosen_by} in {where}" + (f"; known: {', '.join(known)}" if known else "")
+                       + f"; site presets: {', '.join(presets())}")
+
+
+def describe(name: str | None = None, files: list[str] | None = None) -> str:
+    """``hpcdist profiles``: every profile and preset, one line each; with ``name``, what it sets
+    (a preset's file as shipped, with its sources, then the user's keys laid over it)."""
+    files = files if files is not None else [PROJECT_FILE, user_file()]
+    found = [(path, _load(path)) for path in files if os.path.isfile(path)]
+    if name is None:
+        rows = [(n, path) for path, data in found for n in data.get("profiles", {})]
+        rows += [(n, f"site preset ({path})") for n, path in presets().items()]
+        width = max((len(n) for n, _ in rows), default=0)
+        lines = [f"{n:<{width}}  {where}" for n, where in rows]
+        return "\n".join(lines + ["", "hpcdist profiles NAME shows one; use it with --profile NAME."]) + "\n"
+    profile = load_profile(name, files)  # checked, and an error names what exists
+    out = []
+    if name in presets():
+        with open(presets()[name], encoding="utf-8") as f:
+            out.append(f.read().rstrip("\n"))
+    mine = [(key, profile.written[key]) for key in profile if profile.where.get(key, profile.path) == profile.path
+            and profile.path != presets().get(name)]
+    if mine:
+        out.append(f"# Your settings{' over the preset' if out else ''}, from {profile.path}:")
+        out += [f"{raw_key} = {_toml(value)}" for _, (raw_key, value) in mine]
+    return "\n".join(out) + "\n"
+
+
+def _toml(value) -> str:
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
 
 
 def _check(table: dict, name: str, path: str) -> dict:
@@ -213,12 +277,13 @@ def _blame(error, profile: dict, flags: dict) -> ProfileError | None:
     elif given is not None:
         return None
     raw_key, raw_value = profile.written[option.key]
+    path = profile.where.get(option.key, profile.path)
     rule, fix = error.rule, error.fix
     if option.key in _PATHS:
         if not os.path.isabs(raw_value):
             rule = f"{rule.rstrip('.')} ({error.value}: a profile's paths are relative to its file)."
         fix = "Check the path, or remove the line (hpcdist's own templates are used without it)."
-    return ProfileError(f"{profile.path}: profiles.{profile.name}.{raw_key} = {raw_value!r}: {rule}"
+    return ProfileError(f"{path}: profiles.{profile.name}.{raw_key} = {raw_value!r}: {rule}"
                         + (f" {fix}" if fix else ""))
 
 

@@ -118,8 +118,15 @@ def _environment(folder: str | None, user_dir: str | None):
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters = _Filters(env.filters, raw=Shell)
+    env.filters = _Filters(env.filters, raw=Shell, module=_module_command)
     return env
+
+
+def _module_command(value: str) -> Shell:
+    """The words after ``module`` for a --module value, each quoted: ``load cuda/12.1``, ``use /soft/x``."""
+    from hpcdist.options import module_words
+
+    return Shell(" ".join(quote(w) for w in module_words(value)))
 
 
 class _Filters(dict):

@@ -422,6 +422,14 @@ def _short(value, limit=300) -> str:
     return text if len(text) <= limit else text[:limit // 2] + " ... " + text[-limit // 2:]
 
 
+def module_words(value: str) -> list[str]:
+    """What ``module`` is called with for a --module value: a verb and its names, or load and the name."""
+    verb, *names = value.split() or [""]
+    if verb in ("use", "unuse", "load", "unload", "swap") and names or verb in ("purge", "reset") and not names:
+        return [verb, *names]
+    return ["load", value]
+
+
 def check_run(proc, calls, sourced, spec, launcher_id, sentinel, problems, label):
     if sentinel.exists():
         problems.append(f"{label}: THE SENTINEL EXISTS: a payload was executed")
@@ -439,7 +447,7 @@ def check_run(proc, calls, sourced, spec, launcher_id, sentinel, problems, label
             if env.get(name) != value:
                 problems.append(f"{label}: {name} arrived as {_short(env.get(name))}, not {_short(value)}")
     modules = [argv for n, argv, _ in calls if n == "module"]
-    if modules != [["load", m] for m in spec.modules]:
+    if modules != [module_words(m) for m in spec.modules]:
         problems.append(f"{label}: module calls {_short(modules, 2000)} != {_short(list(spec.modules), 2000)}")
     conda = [argv for n, argv, _ in calls if n == "conda" and argv[:1] != ["shell.bash"]]
     if conda != ([["activate", spec.conda]] if spec.conda else []):

@@ -240,3 +240,19 @@ def test_elastic_needs_slurm():
     with pytest.raises(ValidationError) as e:
         build_spec({"script": "train.py", "scheduler": "pbs", "nodes": 2, "min_nodes": 1}, check_files=False)
     assert "--min-nodes" in str(e.value) and "needs --scheduler slurm" in str(e.value)
+
+
+def test_module_commands_run_in_order_with_their_words(tmp_path):
+    """`module use PATH`, `purge`, `swap A B` as sites' scripts write them (a bare name is loaded);
+    bash runs the environment block with a `module` that records its arguments."""
+    spec = build_spec({"script": "t.py", "modules": ["purge", "use /soft/modulefiles", "conda", "swap a b"]},
+                      check_files=False)
+    text = render(spec, workdir="/w")
+    block = text[text.index("command -v module"):text.index("set -u", text.index("command -v module"))]
+    log = tmp_path / "calls"
+    proc = subprocess.run(["bash", "-c", f'module() {{ echo "$*" >> {quote(str(log))}; }}\n' + block],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().splitlines() == ["purge", "use /soft/modulefiles", "load conda", "swap a b"]
+    with pytest.raises(ValidationError, match="module purge takes no names"):
+        build_spec({"script": "t.py", "modules": ["purge x"]}, check_files=False)
