@@ -118,17 +118,6 @@ def aurora_pmix_one_node(rank: int) -> dict:
     return vector
 
 
-def aurora_pmix_hosts_reordered() -> dict:
-    """``mpiexec --pmi=pmix --hosts <second>,<first>``: node 0 of the run is the node file's second
-    host, and WORLD_SIZE was passed (mpiexec --env): the run spans nodes, rank 0 is not on the first host."""
-    vector = aurora_pmix(0, 0, hostname=_AURORA_HOSTS[1].split(".")[0], WORLD_SIZE="24")
-    vector["name"] = "aurora-pals-pmix-hosts-reordered"
-    vector["answer"] = {"rank": 0, "world_size": 24, "local_world_size": 12, "node_rank": 0}
-    vector["unknown"] = {"master_addr": ["node 0 of the run (PALS_NODEID=0)", "host 1 of PBS_NODEFILE",
-                                         "Set MASTER_ADDR", "install mpi4py"]}
-    return vector
-
-
 #: A step of the test cluster's Slurm 22.05.8 captured here: ``srun --mpi=cray_shasta -N2 -n4
 #: --ntasks-per-node=2``: the plugin sets PALS_APID, PALS_APINFO, PALS_NODEID, PALS_RANKID and
 #: PALS_SPOOL_DIR only (no PALS_LOCAL_*, no PMI_*); the rest is srun's. (host, rank, local, gtids)
@@ -192,7 +181,6 @@ LAUNCHER_ENVS = (
     + [pals_default(rank, host) for rank, host in ((0, 0), (5, 1))]
     + [aurora_pmix(rank, host) for rank, host in ((0, 0), (13, 1))]
     + [aurora_pmix_one_node(rank) for rank in (0, 7)]
-    + [aurora_pmix_hosts_reordered()]
     + [srun_cray_shasta(*t) for t in SHASTA_TASKS]
     + [srun_pmix(rank) for rank in (0, 3)]
     + [BARE_PMIX]

@@ -13,8 +13,8 @@ resolver's step 4). Each rule fills one field still unknown, and its source says
 - world size: the local world size when the allocation has one host (PALS's PMIx mode says no
   world size);
 - master address: the first host of the allocation (where rank 0 runs unless srun placed the
-  tasks by a host file, or a node rank puts this host elsewhere than the list does), for a run
-  across nodes; and, as the resolver's last step, where neither the variables nor MPI say it
+  tasks by a host file, or mpiexec was given other hosts: MASTER_ADDR then), for a run across
+  nodes; and, as the resolver's last step, where neither the variables nor MPI say it
   (:func:`first_host_master`).
 
 Never a rank computed as node rank x local size: cyclic placement would make it wrong. Nor a
@@ -76,19 +76,10 @@ def first_host_master(env: EnvReader, reading: "D.Reading") -> None:
 
 
 def _first_host_master(reading: "D.Reading", hosts: "Allocation | None") -> None:
-    if "master_addr" in reading.values or hosts is None or not hosts.rank0_first:
-        return
-    # A node rank that is not this host's place in the list: the run's nodes are in another
-    # order (mpiexec --hosts), and its rank 0 need not be on the list's first host.
-    node, index = reading.get("node_rank"), D.host_position(hosts.hosts)
-    if node is not None and index is not None and node != index:
-        reading.unknown["master_addr"] = (
-            f"this host ({hosts.hosts[index]}) is host {index} of {hosts.where} but node {node} of the run "
-            f"({reading.values['node_rank'][1]}): the run's nodes are in another order than the list, so its "
-            f"rank 0 need not be on the list's first host. Set MASTER_ADDR (the host of rank 0) for every rank, or "
-            f"install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI.")
-        return
-    reading.put("master_addr", hosts.hosts[0], f"first host of {hosts.where}")
+    # Not checked against a node rank that puts this host elsewhere (mpiexec --hosts): only some
+    # hosts could tell, and those alone would then ask MPI, a collective the others never join.
+    if "master_addr" not in reading.values and hosts is not None and hosts.rank0_first:
+        reading.put("master_addr", hosts.hosts[0], f"first host of {hosts.where}")
 
 
 def _allocation(env: EnvReader, launcher: str) -> "Allocation | None":
