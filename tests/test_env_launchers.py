@@ -69,6 +69,40 @@ def test_mpi4py_discovery_when_only_pmix_is_left(tmp_path):
         assert "mpi4py" in r["sources"]["node_rank"]
 
 
+#: PALS's PMIx mode (Aurora's mpiexec --pmi=pmix) stood in for by Open MPI's mpirun, a real PMIx
+#: server on this host: each rank gets the PALS variables of that mode from Open MPI's own values
+#: (PALS_RANKID, PALS_LOCAL_RANKID, PALS_LOCAL_SIZE, PALS_NODEID; tests/launcher_envs.py), and loses
+#: OMPI_COMM_WORLD_*: PMIX_RANK and no PMI_*, as under PALS.
+AS_PALS_PMIX = ("PALS_APID=test PALS_NODEID=0 PALS_RANKID=$OMPI_COMM_WORLD_RANK "
+                "PALS_LOCAL_RANKID=$OMPI_COMM_WORLD_LOCAL_RANK PALS_LOCAL_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE env "
+                "-u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_LOCAL_RANK "
+                "-u OMPI_COMM_WORLD_LOCAL_SIZE ")
+
+
+def test_pals_pmix_mode_asks_mpi_for_the_world_size_alone(tmp_path):
+    """The world size is all the variables do not say: with mpi4py MPI says it; without (a
+    mpi4py package that fails to import stands in for a machine without it), it stays unknown,
+    saying what to install, and the rest is still answered."""
+    pytest.importorskip("mpi4py")
+    for folder in ("with", "without", "hidden/mpi4py"):
+        (tmp_path / folder).mkdir(parents=True)
+    results = env_json_per_process(openmpi_run(2), tmp_path / "with", clean_env(), shell_prefix=AS_PALS_PMIX)
+    assert_two_local_ranks(results, "pals")
+    for r in results:
+        assert r["sources"]["world_size"] == "MPI COMM_WORLD (mpi4py)"
+        assert r["sources"]["rank"].startswith("PALS_RANKID=") and r["sources"]["node_rank"] == "PALS_NODEID=0"
+    hidden = tmp_path / "hidden"
+    (hidden / "mpi4py" / "__init__.py").write_text("raise ImportError('no mpi4py on this machine')\n")
+    results = env_json_per_process(openmpi_run(2), tmp_path / "without", clean_env(PYTHONPATH=str(hidden)),
+                                   shell_prefix=AS_PALS_PMIX)
+    assert sorted((r["rank"], r["local_rank"], r["local_world_size"], r["node_rank"]) for r in results) == [
+        (0, 0, 2, 0), (1, 1, 2, 0)]
+    for r in results:
+        assert r["world_size"] is None and r["master_addr"] is None
+        why = r["sources"]["world_size"]
+        assert "PMIx mode" in why and "pip install 'hpcdist[mpi]'" in why and "WORLD_SIZE" in why, why
+
+
 TRAIN_STEP = """
 import torch, torch.distributed as dist
 import hpcdist.env as henv

@@ -10,8 +10,12 @@ resolver's step 4). Each rule fills one field still unknown, and its source says
   ``SLURM_TASKS_PER_NODE``) when the run has the job's tasks; the world size on a one-node job;
   this host's lines in ``$PBS_NODEFILE`` or the LSF rank file when they are the run's ranks;
 - local rank: 0 when this node runs one process;
+- world size: the local world size when the allocation has one host (PALS's PMIx mode says no
+  world size);
 - master address: the first host of the allocation (where rank 0 runs unless srun placed the
-  tasks by a host file).
+  tasks by a host file, or mpiexec was given other hosts: MASTER_ADDR then), for a run across
+  nodes; and, as the resolver's last step, where neither the variables nor MPI say it
+  (:func:`first_host_master`).
 
 Never a rank computed as node rank x local size: cyclic placement would make it wrong. Nor a
 local size from the task count over the node count: Slurm places tasks by free CPUs.
@@ -51,12 +55,29 @@ def fill(env: EnvReader, reading: "D.Reading") -> None:
     if "local_rank" not in reading.values and reading.get("local_world_size") == 1:
         reading.put("local_rank", 0, "the only process on this node")
     local_world = reading.get("local_world_size")
+    if world is None and local_world is not None and hosts is not None and len(hosts.hosts) == 1:
+        # A run cannot span more hosts than its job has (PALS in PMIx mode says no world size).
+        source = reading.values["local_world_size"][1]
+        reading.put("world_size", local_world, f"{source}: the only host of {hosts.where}")
+        world = local_world
     if world is None or local_world is None or world == local_world:
-        return  # one node (the resolver says so), or not known to span nodes
+        return  # one node (the resolver says so), or not known to span nodes (see first_host_master)
     if "node_rank" not in reading.values and hosts is not None:
         index = D.host_position(hosts.hosts)
         if index is not None:
             reading.put("node_rank", index, f"position of {hosts.hosts[index]} among the hosts of {hosts.where}")
+    _first_host_master(reading, hosts)
+
+
+def first_host_master(env: EnvReader, reading: "D.Reading") -> None:
+    """The master where nothing else says it (no MASTER_ADDR, no MPI to ask): the allocation's first
+    host, as mpiexec places rank 0 there (PALS in PMIx mode, whose run may span nodes or not)."""
+    _first_host_master(reading, _allocation(env, reading.launcher))
+
+
+def _first_host_master(reading: "D.Reading", hosts: "Allocation | None") -> None:
+    # Not checked against a node rank that puts this host elsewhere (mpiexec --hosts): only some
+    # hosts could tell, and those alone would then ask MPI, a collective the others never join.
     if "master_addr" not in reading.values and hosts is not None and hosts.rank0_first:
         reading.put("master_addr", hosts.hosts[0], f"first host of {hosts.where}")
 
@@ -137,6 +158,31 @@ def stray_node_rank(env: EnvReader, reading: "D.Reading") -> None:
         )
 
 
+#: How each MPI launcher passes one variable to every rank, for the advice in the reasons.
+_PASS_TO_ALL = {"pals": "mpiexec --env {0}=...", "mpich": "mpiexec -genv {0} ...", "openmpi": "mpirun -x {0}=...",
+                "mvapich": "mpirun_rsh ... {0}=..."}
+#: The fields one variable, the same for every rank, can say.
+_SAME_FOR_ALL = {"world_size": "WORLD_SIZE", "master_addr": "MASTER_ADDR (the host of rank 0)",
+                 "local_world_size": "LOCAL_WORLD_SIZE (where every node runs as many ranks)"}
+
+
+def without_mpi(env: EnvReader, launcher: str, field: str) -> "list[str]":
+    """The ways to say ``field`` that need no mpi4py."""
+    ways = []
+    if field in _SAME_FOR_ALL:
+        variable = _SAME_FOR_ALL[field].split()[0]
+        how = _PASS_TO_ALL.get(launcher)
+        ways.append(f"set {_SAME_FOR_ALL[field]} for every rank" + (f" ({how.format(variable)})" if how else ""))
+    if field == "world_size" and pals_pmix(env, launcher):
+        ways.append("start the ranks with mpiexec's default PMI (no --pmi=pmix), which sets PMI_SIZE")
+    return ways
+
+
+def pals_pmix(env: EnvReader, launcher: str) -> bool:
+    """PALS's mpiexec in PMIx mode (``--pmi=pmix``): PMIX_RANK, no PMI_SIZE."""
+    return launcher == "pals" and env.has("PMIX_RANK") and not env.has("PMI_SIZE")
+
+
 def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool) -> str:
     """Why ``field`` is unknown, and how to supply it."""
     if field in reading.unknown:
@@ -166,5 +212,8 @@ def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool)
     if field in ("node_rank", "master_addr"):
         return (f"the world size or the number of processes on this node is unknown, so whether this {launcher} "
                 f"run spans nodes is unknown too{note}: set WORLD_SIZE and LOCAL_WORLD_SIZE{install}.")
+    if field == "world_size" and pals_pmix(env, launcher):
+        what = f"PALS's mpiexec in PMIx mode (--pmi=pmix) sets no PMI_SIZE, and nothing else says the world size{note}"
+        return f"{what}: {', or '.join(without_mpi(env, launcher, field))}{install}."
     return (f"no variable of this {launcher} launch says the {D.MEANING[field]}{note}: start the processes with a "
             f"launcher hpcdist reads (torchrun, srun, mpirun){install}.")

@@ -210,7 +210,10 @@ MVAPICH = Launcher(
     },
 )
 
-#: HPE Cray PALS (``mpiexec`` on PBS Pro systems, Slurm's cray_shasta). Not proof of PBS.
+#: HPE Cray PALS ``mpiexec`` (PBS Pro systems). Not proof of PBS. In PMIx mode (``--pmi=pmix``,
+#: Aurora) it sets no ``PMI_*``: no world size, which the resolver derives or asks MPI for. An
+#: srun task with PALS_* is Slurm's cray_shasta plugin (Slurm 22.05 sets PALS_RANKID and
+#: PALS_NODEID only): srun's own variables say the rest (:func:`_pals_srun_task`).
 PALS = Launcher(
     "pals",
     ("PALS_RANKID",),
@@ -221,6 +224,8 @@ PALS = Launcher(
         "local_world_size": ("PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE"),
         "node_rank": ("PALS_NODEID",),
     },
+    required=("rank", "local_rank", "local_world_size"),
+    completes=lambda env, reading: _pals_srun_task(env, reading),
 )
 
 
@@ -367,6 +372,15 @@ _SLURM_VARIABLES = {
     "local_rank": ("SLURM_LOCALID",),
     "node_rank": ("SLURM_NODEID",),
 }
+
+def _pals_srun_task(env: EnvReader, reading: Reading) -> None:
+    if in_srun_task(env):
+        for name, variables in _SLURM_VARIABLES.items():
+            found = None if name in reading.values else env.first(variables, MEANING[name])
+            if found is not None:
+                reading.put(name, *found)
+        _srun_task(env, reading)
+
 
 #: An ``srun`` task. Step-level variables, never the job-level ones.
 SLURM = Launcher("slurm", ("SLURM_PROCID", "SLURM_STEP_ID"), _SLURM_VARIABLES,

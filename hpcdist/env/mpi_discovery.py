@@ -48,10 +48,11 @@ def discover(reason: str) -> Discovery:
     try:
         from mpi4py import MPI
     except ImportError as e:
+        # No full stop: the resolver adds, per field, the variable that would say it instead.
         raise NoMpi4py(
-            f"{reason}, so hpcdist asks MPI through mpi4py, which cannot be imported ({e}). "
-            f"Install it in the job's environment (pip install 'hpcdist[mpi]'), or set "
-            f"MASTER_ADDR and NODE_RANK for every rank (mpirun -x MASTER_ADDR ...)."
+            f"{reason}, so hpcdist asks MPI through mpi4py, which cannot be imported ({e}): install mpi4py "
+            f"in the job's environment, working with the MPI that starts the ranks (pip install "
+            f"'hpcdist[mpi]', or the site's mpi4py module)"
         ) from None
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()

@@ -10,7 +10,8 @@
 4. Fill what is still unknown: ``MASTER_ADDR`` if set, then what the
    environment implies (:mod:`.derive`: other launchers' variables, Slurm's
    tasks per node, the allocation's hosts), then node 0 and ``127.0.0.1``
-   when all ranks share this node, then mpi4py discovery for an MPI launch.
+   when all ranks share this node, then mpi4py discovery for an MPI launch,
+   then, for the master alone, the allocation's first host (``$PBS_NODEFILE``).
    Ranks are never computed from node and local ranks.
 5. ``MASTER_PORT`` if set, else derived from the job id (:mod:`.ports`).
 6. Check the numbers against each other.
@@ -88,11 +89,20 @@ def explain(environ: "Mapping[str, str] | None" = None) -> tuple[DistEnv, Explan
         from hpcdist.env.mpi_discovery import NoMpi4py
 
         try:
-            name = _discover_into(values, name, _lacking(values, name, [f for f in missing if f in _RANK_FIELDS]))
+            name = _discover_into(values, name, _lacking(env, values, name, [f for f in missing if f in _RANK_FIELDS]))
         except NoMpi4py as e:  # the fields it would give stay unknown, with this reason
-            reading.unknown.update((f, str(e)) for f in missing)
+            from hpcdist.env import derive
+
+            reading.unknown.update((f, "".join([str(e)] + [f"; or {way}" for way in derive.without_mpi(
+                env, name, f)]) + ".") for f in missing)
         _one_node(values)
         _validate(values)  # again: discovery filled in more
+        missing = [f for f in _KNOWABLE if f not in values]
+    if "master_addr" in missing and name != "single":
+        from hpcdist.env import derive
+
+        # Neither the variables nor MPI say it: rank 0 runs on the allocation's first host.
+        derive.first_host_master(env, reading)
         missing = [f for f in _KNOWABLE if f not in values]
     if missing:
         from hpcdist.env import derive
@@ -155,9 +165,14 @@ def _check_aliases(env: EnvReader, values: dict, launcher: str) -> None:
                 )
 
 
-def _lacking(values: dict, launcher: str, missing_rank: list[str]) -> str:
+def _lacking(env: EnvReader, values: dict, launcher: str, missing_rank: list[str]) -> str:
+    from hpcdist.env.derive import pals_pmix
+
+    if missing_rank == ["world_size"] and pals_pmix(env, launcher):
+        return "PALS's mpiexec in PMIx mode (--pmi=pmix) sets no PMI_SIZE, and nothing else says the world size"
     if missing_rank:
-        return f"this MPI launch ({launcher}) sets no {', '.join(D.MEANING[f] for f in missing_rank)}"
+        which = D.BARE_MPI.why(env) if launcher == D.BARE_MPI.name else launcher
+        return f"this MPI launch ({which}) sets no {', '.join(D.MEANING[f] for f in missing_rank)}"
     lacking = [n for f, n in (("master_addr", "master address"), ("node_rank", "node rank")) if f not in values]
     return (
         f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, "
