@@ -354,6 +354,7 @@ class Scheduler:
         values["dialect"] = self.check_dialect(given.get("dialect"))
         self.check_values(values, given)
         self.check_elastic(values)
+        self.check_spread(values)
 
     def check_values(self, values: dict, given: dict) -> None:
         """This scheduler's own rules (QOS, directives, the log path ...), once the dialect is known."""
@@ -367,6 +368,19 @@ class Scheduler:
             raise v.ValidationError("--dialect", dialect, f"only {titles} has dialects, and --scheduler is {self.name}.",
                                     f"Drop --dialect, or use --scheduler {names}.")
         return None
+
+    def check_spread(self, values: dict) -> None:
+        """``--pbs-spread``: a choice only a scheduler listed in :data:`hpcdist.schedulers.SPREADS` offers."""
+        from hpcdist import validate as v
+        from hpcdist.schedulers import SPREADS
+
+        spread = values.get("pbs_spread")
+        if spread and spread not in SPREADS.get(self.name, ()):
+            offered = " or ".join(SPREADS)
+            raise v.ValidationError("--pbs-spread", spread,
+                                    f"chooses how {offered} starts one agent per node; --scheduler {self.name} "
+                                    "starts them its own way.",
+                                    f"Leave --pbs-spread out, or use --scheduler {offered}.")
 
     def check_elastic(self, values: dict) -> None:
         from hpcdist import validate as v
