@@ -66,6 +66,13 @@ PBS_SPREADS = {
     "torchrun-pbsdsh": ["--pbs-spread", "pbsdsh"],
 }
 LAUNCHERS.update(PBS_SPREADS)
+#: What a row's log must show besides the training: the stand-in, not Open MPI, started the ranks.
+SHOWS = {"mpirun-pals": r"via pals \(master [^)]*, rank from PALS_RANKID\)"}
+#: What a failure row's log must show: the stand-in's report of the failed agent (node2's: PALS
+#: rank 1 with --ppn 1), and hpcdist's watcher of the pbsdsh agents (the stand-in, as PBS Pro's
+#: pbsdsh, exits 0 whatever its task did: the job fails because the watcher saw the agent's status).
+FAILURE_SHOWS = {"torchrun-pals": r"(?m)^node2: rank 1 exited with code 1$",
+                 "torchrun-pbsdsh": r"hpcdist: the agent on node 1 \(node2\) ended with status 1 "}
 #: The paths that do not exist, and why (the README's matrix says the same).
 NOT_A_PATH = {
     ("pbs-torque", "srun"): "srun is Slurm's own launcher",
@@ -126,6 +133,8 @@ def test_trains_on_two_nodes_of_two_processes(scheduler, launcher, request, tmp_
     before, after = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+) on 4 ranks", out).groups())
     assert after < before and "identical on all ranks: True" in out
     assert state_of(job_id, tmp_path, env) == "COMPLETED"
+    if launcher in SHOWS:
+        assert len(re.findall(SHOWS[launcher], out)) == 4, testcluster.log_excerpt(out)
 
 
 #: Of the PBS_SPREADS, the failure rows that add something: an agent that fails under pbsdsh
@@ -152,6 +161,8 @@ def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, reque
     with open(testcluster.ARTIFACTS / "failure-end-times.tsv", "a") as f:  # for the record, not asserted
         f.write(f"{scheduler}\t{launcher}\t{how}\t{ended - failed_at:.1f}\n")
     assert state_of(job_id, tmp_path, env) == "FAILED"
+    if launcher in FAILURE_SHOWS:
+        assert re.search(FAILURE_SHOWS[launcher], out), testcluster.log_excerpt(out)
     leftover = testcluster.leftover_processes("failing_rank.py --fail-rank")
     assert not leftover, f"still running after the job ended:\n{leftover}"
     if scheduler != "local":
