@@ -67,7 +67,7 @@ PBS_SPREADS = {
 }
 LAUNCHERS.update(PBS_SPREADS)
 #: What a row's log must show besides the training: the stand-in, not Open MPI, started the ranks.
-SHOWS = {"mpirun-pals": r"via pals \(master [^)]*, rank from PALS_RANKID\)"}
+SHOWS = {"mpirun-pals": r"via pals \(master [^)]*, rank from PALS_RANKID=\d\)"}
 #: What a failure row's log must show: the stand-in's report of the failed agent (node2's: PALS
 #: rank 1 with --ppn 1), and hpcdist's watcher of the pbsdsh agents (the stand-in, as PBS Pro's
 #: pbsdsh, exits 0 whatever its task did: the job fails because the watcher saw the agent's status).
