@@ -288,11 +288,17 @@ OPTIONS = (
     Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS),
     Option("no_ssh", bool, False, LAUNCH, check=_yes_no, help="DeepSpeed: one launcher per node, no ssh"),
     Option("ssh_port", int, None, LAUNCH, check=_port),
+    # What each writes: hpcdist.launchers.mpi.
     Option("mpi", str, "openmpi", LAUNCH, check=_one_of, choices=MPI_FLAVOURS,
-           help="mpirun flavour (default: openmpi)"),
-    # The MPI launcher program; default mpirun (Open MPI) or mpiexec (MPICH).
+           help="the MPI implementation, for --launcher mpirun and PBS's node agents: openmpi (default), "
+                "mpich, intel (Intel MPI), pals (HPE Cray PALS)"),
+    # The MPI launcher program; default mpirun (Open MPI) or mpiexec (the others).
     Option("mpiexec", str, None, LAUNCH, check=_program, metavar="PROGRAM",
-           help="the MPI launcher program (default: mpirun for openmpi, mpiexec for mpich)"),
+           help="the MPI launcher program (default: mpirun for openmpi, mpiexec for the others)"),
+    # PBS only (Scheduler.check_spread): pbsdsh where a site has no MPI launcher to start the agents with.
+    Option("pbs_spread", str, None, LAUNCH, check=_one_of, choices=schedulers.SPREADS["pbs"],
+           help="PBS: what starts one agent per node (torchrun, accelerate, DeepSpeed --no-ssh): mpi, the "
+                "--mpi flavour's launcher (default), or pbsdsh"),
     Option("python", str, "python", LAUNCH, check=_program, metavar="PROGRAM",
            help="interpreter for mpirun/srun (default: python)"),
     Option("template", str, None, LAUNCH, check=_word, metavar="FILE",

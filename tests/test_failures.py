@@ -57,6 +57,10 @@ MPICH_KILLED = """\
 ===================================================================================
 YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)
 """
+#: HPE Cray PALS's mpiexec: as Aurora printed it (pmodels/mpich#7605), and as the test cluster's
+#: PALS stand-in (tests/cluster/pals-mpiexec) prints a rank's exit.
+PALS_SIGNAL = "x4213c4s7b0n0.hsn.cm.aurora.alcf.anl.gov: rank 27 died from signal 6\n"
+PALS_EXIT = "node2: rank 3 exited with code 1\n"
 DEEPSPEED_KILLED = """\
 node2: [2026-11-22 13:55:37,697] [INFO] [launch.py:169:main] global_rank_mapping=defaultdict(<class 'list'>, {'node1': [0, 1], 'node2': [2, 3]})
 node2: [2026-11-22 13:55:47,763] [ERROR] [launch.py:259:sigkill_handler] ['/work/main/.venv/bin/python3', '-u', 'failing_training.py', '--local_rank=1', '--fail-rank', '3'] exits with return code = -9
@@ -86,9 +90,13 @@ node1: hpcdist: rank 1/4 (local rank 1 on node1) failed at 2026-11-22T13:55:24.0
     # One host, no pdsh prefix (a local DeepSpeed launch): the mapping's one host.
     (DEEPSPEED_KILLED.replace("node2: ", "").replace("'node1': [0, 1], 'node2': [2, 3]", "'localhost': [0, 1, 2, 3]"),
      False, "rank 1 (local rank 1) on localhost: killed by signal 9 (SIGKILL) [from deepspeed]"),
+    (PALS_SIGNAL, False, "rank 27 on x4213c4s7b0n0.hsn.cm.aurora.alcf.anl.gov: signal 6 [from mpiexec (PALS)]"),
+    (PALS_EXIT, False, "rank 3 on node2: exit code 1 [from mpiexec (PALS)]"),
+    # Agents spread by PALS (--ppn 1): its "rank" 1 is the second node's agent.
+    (PALS_EXIT.replace("rank 3", "rank 1"), True, "a rank on node2: exit code 1 [from mpiexec (PALS)]"),
     ("nothing went wrong\n", False, None),
 ], ids=["torchrun", "srun", "openmpi-signal", "openmpi-exit", "mpich", "deepspeed", "agents", "agents-torchrun",
-         "deepspeed-one-host",
+         "deepspeed-one-host", "pals-signal", "pals-exit", "pals-agents",
         "none"])
 def test_launcher_lines_name_the_rank(log, agents, expected):
     found = first_failure(log, agents)

@@ -184,6 +184,7 @@ FIELDS = [
     Field("min-nodes", "--min-nodes", _set("min_nodes"), must_refuse=lambda p, v: True),
     Field("launcher", "--launcher", _set("launcher"), must_refuse=lambda p, v: True),
     Field("mpi", "--mpi", _set("mpi"), must_refuse=lambda p, v: True),
+    Field("pbs-spread", "--pbs-spread", _set("pbs_spread"), must_refuse=lambda p, v: True),
     Field("dialect", "--dialect", _set("dialect"), must_refuse=lambda p, v: p.value != "", schedulers=("pbs",)),
     Field("template-dir", "--template-dir", _set("template_dir"), must_refuse=lambda p, v: not _line(p)),
     # PBS's request (hpcdist.schedulers.pbs_request): each value by its grammar, written into #PBS lines.
@@ -672,7 +673,7 @@ def test_dataclass_fields_are_all_in_the_matrix():
     covered = {"job_name", "script", "script_args", "env", "propagate", "modules", "sources", "conda", "venv",
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
-               "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes",
+               "pbs_spread", "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes",
                "project", "request", "select", "place", "chunk_resources", "job_resources"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",
                "deepspeed_runner", "notes",

@@ -101,7 +101,7 @@ def test_the_registries_name_what_their_modules_hold():
     from hpcdist.schedulers.pbs import DIALECTS
 
     assert tuple(DIALECTS) == schedulers.DIALECTS["pbs"]
-    assert set(FLAVOURS) == {"openmpi", "mpich"}
+    assert set(FLAVOURS) == {"openmpi", "mpich", "intel", "pals"}
     assert launchers.DEEPSPEED_RUNNERS == ("pdsh", "openmpi", "slurm")
     assert [launchers.get(name).name for name in launchers.NAMES] == list(launchers.NAMES)
     assert [schedulers.get(name).name for name in schedulers.NAMES] == list(schedulers.NAMES)

@@ -12,6 +12,14 @@ the launchers can end them. Their ranks do not import torch
 training rows above already run torch on every path. The whole job must end within 60 s of the
 failure, leave no process and no allocation behind, show as failed, and
 ``hpcdist logs`` must name the rank, its host and why.
+
+The PBS rows of :data:`PBS_SPREADS` start the node agents (and, for ``mpirun-pals``, the ranks)
+with what a PBS site without Open MPI has. HPE Cray PALS cannot be installed here: its
+``mpiexec`` is a stand-in, tests/cluster/pals-mpiexec, which takes PALS's flags, starts the ranks
+with the cluster's Open MPI and gives each the variables PALS gives (PALS_RANKID, PALS_NODEID,
+PMI_RANK ...) instead of Open MPI's. ``pbsdsh`` is a stand-in too, tests/cluster/pbsdsh: PBS Pro's
+pbsdsh over ``srun`` inside the job, each task with the environment a MOM gives (PBS_* and a
+default PATH, nothing the batch script exported) and started in $HOME.
 """
 
 from __future__ import annotations
@@ -48,6 +56,23 @@ LAUNCHERS = {
     "deepspeed-no-ssh": ["--launcher", "deepspeed", "--no-ssh"],
     "accelerate": ["--launcher", "accelerate"],
 }
+#: The PALS mpiexec stand-in (tests/cluster/pals-mpiexec), where tests/cluster/cluster.sh installs it.
+PALS_MPIEXEC = str(testcluster.state_dir() / "pals" / "mpiexec")
+#: PBS only: the node agents (the ranks, for mpirun) started by Cray PALS (a stand-in) or pbsdsh.
+PBS_SPREADS = {
+    "torchrun-pals": ["--mpi", "pals", "--mpiexec", PALS_MPIEXEC],
+    "mpirun-pals": ["--launcher", "mpirun", "--mpi", "pals", "--mpiexec", PALS_MPIEXEC],
+    "deepspeed-no-ssh-pals": ["--launcher", "deepspeed", "--no-ssh", "--mpi", "pals", "--mpiexec", PALS_MPIEXEC],
+    "torchrun-pbsdsh": ["--pbs-spread", "pbsdsh"],
+}
+LAUNCHERS.update(PBS_SPREADS)
+#: What a row's log must show besides the training: the stand-in, not Open MPI, started the ranks.
+SHOWS = {"mpirun-pals": r"via pals \(master [^)]*, rank from PALS_RANKID=\d\)"}
+#: What a failure row's log must show: the stand-in's report of the failed agent (node2's: PALS
+#: rank 1 with --ppn 1), and hpcdist's watcher of the pbsdsh agents (the stand-in, as PBS Pro's
+#: pbsdsh, exits 0 whatever its task did: the job fails because the watcher saw the agent's status).
+FAILURE_SHOWS = {"torchrun-pals": r"(?m)^node2: rank 1 exited with code 1$",
+                 "torchrun-pbsdsh": r"hpcdist: the agent on node 1 \(node2\) ended with status 1 "}
 #: The paths that do not exist, and why (the README's matrix says the same).
 NOT_A_PATH = {
     ("pbs-torque", "srun"): "srun is Slurm's own launcher",
@@ -55,7 +80,9 @@ NOT_A_PATH = {
     ("local", "srun"): "srun is Slurm's own launcher",
     ("local", "deepspeed-no-ssh"): "one host: DeepSpeed starts every process without ssh anyway (the deepspeed row)",
 }
-ROWS = [(s, launcher) for s in SCHEDULERS for launcher in LAUNCHERS if (s, launcher) not in NOT_A_PATH]
+ROWS = [(s, launcher) for s in SCHEDULERS for launcher in LAUNCHERS
+        if (s, launcher) not in NOT_A_PATH and launcher not in PBS_SPREADS] + [
+    ("pbs-pro", launcher) for launcher in PBS_SPREADS]
 IDS = [f"{s}-{launcher}" for s, launcher in ROWS]
 
 
@@ -106,9 +133,15 @@ def test_trains_on_two_nodes_of_two_processes(scheduler, launcher, request, tmp_
     before, after = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+) on 4 ranks", out).groups())
     assert after < before and "identical on all ranks: True" in out
     assert state_of(job_id, tmp_path, env) == "COMPLETED"
+    if launcher in SHOWS:
+        assert len(re.findall(SHOWS[launcher], out)) == 4, testcluster.log_excerpt(out)
 
 
-FAILURES = [(s, launcher, "raise") for s, launcher in ROWS] + [
+#: Of the PBS_SPREADS, the failure rows that add something: an agent that fails under pbsdsh
+#: (which does not end the others itself) and under PALS.
+FAILING_SPREADS = ("torchrun-pals", "torchrun-pbsdsh")
+FAILURES = [(s, launcher, "raise") for s, launcher in ROWS
+            if launcher not in PBS_SPREADS or launcher in FAILING_SPREADS] + [
     (s, launcher, "kill") for s, launcher in ROWS if s in ("slurm", "local")]
 
 
@@ -128,6 +161,8 @@ def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, reque
     with open(testcluster.ARTIFACTS / "failure-end-times.tsv", "a") as f:  # for the record, not asserted
         f.write(f"{scheduler}\t{launcher}\t{how}\t{ended - failed_at:.1f}\n")
     assert state_of(job_id, tmp_path, env) == "FAILED"
+    if launcher in FAILURE_SHOWS:
+        assert re.search(FAILURE_SHOWS[launcher], out), testcluster.log_excerpt(out)
     leftover = testcluster.leftover_processes("failing_rank.py --fail-rank")
     assert not leftover, f"still running after the job ended:\n{leftover}"
     if scheduler != "local":

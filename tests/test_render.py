@@ -45,7 +45,18 @@ def spec_for(scheduler, dialect, launcher, extra, **more):
 
 
 CASES = [(s, d, name, extra) for s, d in SCHEDULERS for name, extra in LAUNCHERS
-         if not (name == "srun" and s != "slurm")]
+         if not (name == "srun" and s != "slurm")] + [
+    # Each MPI flavour's ranks (with --cpus-per-proc: its CPU binding), and PBS's node agents
+    # started by each flavour's launcher or by pbsdsh.
+    ("pbs", "pro", "mpirun-intel", {"launcher": "mpirun", "mpi": "intel", "cpus_per_proc": 2}),
+    ("pbs", "pro", "mpirun-pals", {"launcher": "mpirun", "mpi": "pals", "cpus_per_proc": 2}),
+    ("pbs", "pro", "torchrun-mpich", {"launcher": "torchrun", "mpi": "mpich"}),
+    ("pbs", "pro", "torchrun-intel", {"launcher": "torchrun", "mpi": "intel"}),
+    ("pbs", "pro", "torchrun-pals", {"launcher": "torchrun", "mpi": "pals"}),
+    ("pbs", "pro", "deepspeed-nossh-pals", {"launcher": "deepspeed", "no_ssh": True, "mpi": "pals"}),
+    ("pbs", "pro", "torchrun-pbsdsh", {"launcher": "torchrun", "pbs_spread": "pbsdsh"}),
+    ("pbs", "torque", "deepspeed-nossh-pbsdsh", {"launcher": "deepspeed", "no_ssh": True, "pbs_spread": "pbsdsh"}),
+]
 
 
 @pytest.mark.parametrize("scheduler,dialect,name,extra", CASES,

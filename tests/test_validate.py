@@ -585,3 +585,19 @@ def test_describe_walltime_reads_back(seconds):
 def test_module_exports():
     for name in v.__all__:
         assert hasattr(v, name), name
+
+
+@pytest.mark.parametrize("scheduler,starts", [("slurm", "slurm"), ("local", "local")])
+def test_pbs_spread_is_refused_where_pbs_is_not_the_scheduler(scheduler, starts):
+    """--pbs-spread chooses PBS's way to start the node agents: elsewhere it is a mistake, named."""
+    from hpcdist.spec import build_spec
+
+    with pytest.raises(ValidationError) as caught:
+        build_spec({"script": "t.py", "scheduler": scheduler, "nodes": 2, "pbs_spread": "pbsdsh"}, check_files=False)
+    e = caught.value
+    assert (e.field, e.value) == ("--pbs-spread", "pbsdsh")
+    assert f"--scheduler {starts} starts them its own way" in str(e) and "--scheduler pbs" in e.fix
+    spec = build_spec({"script": "t.py", "scheduler": "pbs", "nodes": 2, "pbs_spread": "pbsdsh"}, check_files=False)
+    assert spec.pbs_spread == "pbsdsh"
+    with pytest.raises(ValidationError, match="--pbs-spread.*mpi, pbsdsh"):
+        build_spec({"script": "t.py", "scheduler": "pbs", "pbs_spread": "ssh"}, check_files=False)

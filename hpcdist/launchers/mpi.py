@@ -1,9 +1,11 @@
-"""MPI implementations as data: each one's ``mpirun`` syntax, how it passes variables, its log lines.
+"""MPI implementations as data: each one's launcher syntax, how it passes variables and binds CPUs,
+its rank variable and its log lines.
 
-:data:`FLAVOURS` holds Open MPI and MPICH (Hydra); another implementation
-(Cray PALS) is one more :class:`Flavour`. Used by the mpirun launcher
-(:mod:`hpcdist.launchers.mpirun`) and by schedulers that spread one agent per
-node with Open MPI's ``mpirun`` (PBS).
+``--mpi`` takes the keys of :data:`FLAVOURS`: Open MPI, MPICH (Hydra), Intel MPI (Hydra-based) and
+HPE Cray PALS. Each is used twice: by the mpirun launcher (:meth:`Flavour.words`, every rank an MPI
+process; :mod:`hpcdist.launchers.mpirun`), and by PBS to start one agent per node
+(:meth:`Flavour.agents`; :meth:`hpcdist.schedulers.pbs.Pbs.spread`). The sources of each
+flavour's syntax are named in its class.
 """
 
 from __future__ import annotations
@@ -32,58 +34,89 @@ def mpi_exports(spec, flag: str = "-x") -> str:
 
 
 MPI_EXPORTS = Shell('"${mpi_exports[@]}"')
+#: What a launcher that passes the whole environment is still told: the values the launch sets.
+MASTER = ("MASTER_ADDR", "MASTER_PORT")
 
 
 class Flavour:
-    """One MPI implementation's launcher syntax and log lines.
+    """One MPI implementation: its launcher's command line, its rank variable, its log lines.
 
-    ``env_flag``: how a variable reaches the other ranks. Open MPI passes only
-    the variables named (``-x NAME``: every propagated one that is set, collected
-    in the job by :func:`mpi_exports`); Hydra passes the whole environment
-    (``passes_environment``), so it is told only the values the launch itself
-    sets (``-genv NAME VALUE``). :meth:`failures`: its log lines that name a failed rank.
+    A command is ``PROGRAM HOSTFILE_FLAG "$HOSTFILE" COUNT_FLAG N`` and then this flavour's
+    :meth:`placement` (processes per host), :meth:`binding` (CPUs per process) and
+    :meth:`environment` (how the variables reach the other hosts). ``hostfile_format`` is the
+    ``hpcdist hostfile --format`` its hostfile is written in; ``rank_variable`` the variable that
+    holds a process's rank (with one process per host: its host's index) in the process.
     """
 
-    def __init__(self, name: str, program: str, hostfile_flag: str, count_flag: str, hostfile_format: str,
-                 env_flag: str, passes_environment: bool, mapping: tuple = (), one_per_node: tuple = (),
-                 rank_variable: str = ""):
-        self.name, self.program, self.hostfile_flag, self.count_flag = name, program, hostfile_flag, count_flag
-        self.hostfile_format, self.env_flag, self.passes_environment = hostfile_format, env_flag, passes_environment
-        self.mapping = mapping
-        #: The mapping that puts one process on each host of a hostfile with one line per host
-        #: (for schedulers that spread agents with this mpirun: PBS, with Open MPI's).
-        self.one_per_node = one_per_node
-        #: The variable that holds a process's rank, in the process.
-        self.rank_variable = rank_variable
+    name = title = program = hostfile_flag = count_flag = hostfile_format = rank_variable = ""
 
-    def command(self, program: str, hostfile: str, count: int, mapping: tuple) -> list:
-        """``program`` (mpirun, or the site's ``--mpiexec``) starting ``count`` processes over the
-        hostfile in the variable ``hostfile``, mapped by ``mapping``, with the variables they need."""
-        if self.passes_environment:
-            env = [w for name in ("MASTER_ADDR", "MASTER_PORT") for w in (self.env_flag, name, var(name))]
-        else:
-            env = [MPI_EXPORTS]
-        return [program, self.hostfile_flag, var(hostfile), self.count_flag, str(count), *mapping, *env]
+    def placement(self, per_node: int, agents: bool) -> list:
+        raise NotImplementedError
+
+    def binding(self, cpus: int | None, agents: bool) -> list:
+        """Flags that bind each process to ``cpus`` CPUs (--cpus-per-proc; None: not set). An
+        agent (``agents``) is never bound to a part of its node: its workers share the node."""
+        return []
+
+    def environment(self, spec) -> list:
+        """The words that pass the job's variables to the processes on the other hosts."""
+        return [w for name in MASTER for w in ("-genv", name, var(name))]
+
+    def setup(self, spec) -> list[str]:
+        """Launch-block lines the command needs before it."""
+        return []
+
+    def command(self, spec, hostfile: str, count: int, per_node: int, agents: bool) -> list:
+        return [spec.mpiexec or self.program, self.hostfile_flag, var(hostfile), self.count_flag, str(count),
+                *self.placement(per_node, agents), *self.binding(spec.cpus_per_proc, agents),
+                *self.environment(spec)]
 
     def words(self, spec, program: list) -> list:
         """``mpirun`` (or the site's ``--mpiexec``) starting ``program`` on every slot of the hostfile."""
-        return self.command(spec.mpiexec or self.program, "HPCDIST_HOSTFILE", spec.total_procs,
-                            self.mapping) + program
+        return self.command(spec, "HPCDIST_HOSTFILE", spec.total_procs, spec.procs_per_node, False) + program
 
-    def setup(self, spec) -> list[str]:
-        return [] if self.passes_environment else [mpi_exports(spec, self.env_flag)]
+    def agents(self, spec) -> list:
+        """The command that starts one process on each host of ``$HPCDIST_NODEFILE`` (one line per
+        host): a node's agent, which learns its node's index from :attr:`rank_variable`."""
+        return self.command(spec, "HPCDIST_NODEFILE", spec.nodes, 1, True)
 
     def failures(self, text: str, agents: bool, nodes: list[str]) -> list[tuple]:
+        """(position, :func:`~hpcdist.launchers.failure`) for each of its log lines that names a failed rank."""
         return []
 
 
 class OpenMpi(Flavour):
+    """Open MPI's ``mpirun`` (mpirun(1) of Open MPI 4: ``--hostfile``, ``-np``, ``--map-by``, ``-x``).
+
+    It passes only the variables named with ``-x`` (every propagated one that is set, collected
+    in the job: :func:`mpi_exports`). Processes are never bound (``--bind-to none``): Open MPI
+    binds each rank to one core by default when there are at most two, which would squeeze a
+    training's threads and data loader workers onto one core; ``--cpus-per-proc`` reaches the
+    scheduler's request, not mpirun.
+    """
+
+    name, title, program = "openmpi", "Open MPI", "mpirun"
+    hostfile_flag, count_flag, hostfile_format = "--hostfile", "-np", "openmpi"
+    rank_variable = "OMPI_COMM_WORLD_RANK"
     #: A rank killed by a signal.
     SIGNAL = (r"noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<host>\S+) exited on "
               r"(?P<why>signal \d+[^.\n]*)")
     #: The first rank that exited with a non-zero status.
     EXIT = (r"The first process to do so was:\s*Process name: \[(?:\[\d+,\d+\],|[^\]]*?,)(?P<rank>\d+)\]\s*"
             r"(?:Exit code|Exit status):\s*(?P<code>\d+)")
+
+    def placement(self, per_node, agents):
+        # The hostfile holds each host's slots (`host slots=N`); the agents' has one line per host.
+        return ["--map-by", "ppr:1:node" if agents else "slot"]
+
+    def binding(self, cpus, agents):
+        return ["--bind-to", "none"]
+
+    def environment(self, spec):
+        return [MPI_EXPORTS]
+
+    def setup(self, spec):
+        return [mpi_exports(spec, "-x")]
 
     def failures(self, text, agents, nodes):
         import re
@@ -102,28 +135,96 @@ class OpenMpi(Flavour):
 
 
 class Hydra(Flavour):
-    #: MPICH's banner about the first rank that ended badly.
+    """MPICH's Hydra ``mpiexec`` (mpiexec(1) of MPICH, mpich/src/pm/hydra/mansrc/mpiexec.txt: ``-f``
+    hostfile of ``host:N`` lines, ``-n``, ``-ppn``, ``-genv NAME VALUE``, ``-bind-to core:N``).
+
+    Hydra passes the whole environment by default, so it is told only the values the launch
+    sets. ``--cpus-per-proc C`` binds each rank to C cores (``-bind-to core:C``); by default
+    Hydra binds nothing.
+    """
+
+    name, title, program = "mpich", "MPICH", "mpiexec"
+    hostfile_flag, count_flag, hostfile_format = "-f", "-n", "mpich"
+    rank_variable = "PMI_RANK"
+    #: MPICH's banner about the first rank that ended badly (Intel MPI's Hydra prints the same).
     BAD_TERMINATION = (
         r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\s*=\s*(?:RANK (?P<rank>\d+) )?PID \d+ "
         r"RUNNING AT (?P<host>\S+)\s*=\s*(?P<why>(?:EXIT CODE|KILLED BY SIGNAL): [^\n=]*)"
         r"(?:[\s\S]*?EXIT STRING: (?P<string>[^\n]*))?")
 
+    def placement(self, per_node, agents):
+        # The ranks' hostfile says each host's count (`host:N`); the agents' has one line per host.
+        return ["-ppn", "1"] if agents else []
+
+    def binding(self, cpus, agents):
+        return ["-bind-to", f"core:{cpus}"] if cpus and not agents else []
+
     def failures(self, text, agents, nodes):
         import re
 
-        return [(m.start(), failure((m["string"] or m["why"]).strip(), rank=int(m["rank"]) if m["rank"] else None,
+        return [(m.start(), failure((m["string"] or m["why"]).strip(),
+                                    rank=int(m["rank"]) if m["rank"] and not agents else None,
                                     host=m["host"], source="mpiexec"))
                 for m in re.finditer(self.BAD_TERMINATION, text)]
 
 
+class IntelMpi(Hydra):
+    """Intel MPI's ``mpiexec`` (Hydra-based; Intel MPI Library Developer Reference, "mpiexec.hydra"
+    and "Global Options": ``-f`` hostfile of host names, ``-n``, ``-ppn``, ``-genv NAME VALUE``).
+
+    It passes the whole environment by default (``-genvall``), and pins each rank to a domain of
+    its own by default (I_MPI_PIN_DOMAIN=auto: the node's CPUs shared out among its ranks);
+    ``--cpus-per-proc C`` sets the domain to C CPUs (``-genv I_MPI_PIN_DOMAIN C``). Its log lines
+    about a failed rank are Hydra's.
+    """
+
+    name, title = "intel", "Intel MPI"
+    hostfile_format = "nodes"
+
+    def placement(self, per_node, agents):
+        return ["-ppn", str(per_node)]
+
+    def binding(self, cpus, agents):
+        return ["-genv", "I_MPI_PIN_DOMAIN", str(cpus)] if cpus and not agents else []
+
+
+class Pals(Flavour):
+    """HPE Cray PALS ``mpiexec`` (PBS Pro systems: ALCF Polaris and Aurora, NCAR Derecho; their
+    user guides: ``mpiexec -n N --ppn P --depth D --cpu-bind depth --env NAME=VALUE --hostfile FILE``).
+
+    The hostfile has one host per line (as ``$PBS_NODEFILE`` on those systems); ``--envall``
+    passes the whole environment. ``--cpus-per-proc C`` gives each rank C CPUs (``--depth C
+    --cpu-bind depth``); an agent is left unbound (``--cpu-bind none``) for its workers to share
+    the node. Each rank gets ``PALS_RANKID``, ``PALS_LOCAL_RANKID``, ``PALS_NODEID`` and the
+    ``PMI_*`` variables; a rank that fails is reported as ``<host>: rank N exited with code C``
+    or ``<host>: rank N died from signal S`` (seen on Aurora, pmodels/mpich#7605).
+    """
+
+    name, title, program = "pals", "Cray PALS", "mpiexec"
+    hostfile_flag, count_flag, hostfile_format = "--hostfile", "-n", "nodes"
+    # One agent per host: its rank is its host's index, which PALS_NODEID says outright.
+    rank_variable = "PALS_NODEID"
+    RANK_FAILED = r"^(?P<host>[^\s:]+): rank (?P<rank>\d+) (?:exited with code (?P<code>\d+)|died from (?P<sig>signal \d+))"
+
+    def placement(self, per_node, agents):
+        return ["--ppn", str(per_node)]
+
+    def binding(self, cpus, agents):
+        if agents:
+            return ["--cpu-bind", "none"]
+        return ["--depth", str(cpus), "--cpu-bind", "depth"] if cpus else []
+
+    def environment(self, spec):
+        return ["--envall"]
+
+    def failures(self, text, agents, nodes):
+        import re
+
+        return [(m.start(), failure(f"exit code {m['code']}" if m["code"] else m["sig"],
+                                    rank=None if agents else int(m["rank"]), host=m["host"], source="mpiexec (PALS)"))
+                for m in re.finditer(self.RANK_FAILED, text, re.M)]
+
+
 #: ``--mpi`` values, in the order their log lines are read.
-FLAVOURS = {
-    "openmpi": OpenMpi("openmpi", program="mpirun", hostfile_flag="--hostfile", count_flag="-np",
-                       hostfile_format="openmpi", env_flag="-x", passes_environment=False,
-                       mapping=("--map-by", "slot", "--bind-to", "none"),
-                       one_per_node=("--map-by", "ppr:1:node", "--bind-to", "none"),
-                       rank_variable="OMPI_COMM_WORLD_RANK"),
-    "mpich": Hydra("mpich", program="mpiexec", hostfile_flag="-f", count_flag="-n",
-                   hostfile_format="mpich", env_flag="-genv", passes_environment=True),
-}
+FLAVOURS = {f.name: f for f in (OpenMpi(), Hydra(), IntelMpi(), Pals())}
 MPI_FLAVOURS = tuple(FLAVOURS)

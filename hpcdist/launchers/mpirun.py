@@ -25,8 +25,10 @@ class Mpirun(Launcher):
         return FLAVOURS[spec.mpi].hostfile_format
 
     def failures(self, text, agents, nodes):
-        # Every implementation's lines: a log does not say which one ran.
-        return [pair for flavour in FLAVOURS.values() for pair in flavour.failures(text, agents, nodes)]
+        # Every implementation's lines: a log does not say which one ran. Intel MPI's are Hydra's:
+        # each reader once.
+        readers = {type(flavour).failures: flavour for flavour in FLAVOURS.values()}.values()
+        return [pair for flavour in readers for pair in flavour.failures(text, agents, nodes)]
 
 
 LAUNCHER = Mpirun()

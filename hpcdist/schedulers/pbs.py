@@ -263,13 +263,18 @@ class Pbs(BatchScheduler):
         return [self.submit_program, "-o", log, "-j", "oe", script]
 
     def spread(self, spec, words):
-        """Open MPI's mpirun, one process per node (PBS has no srun); mpirun aborts the job when
-        one agent fails. Open MPI's syntax is its flavour's (:mod:`hpcdist.launchers.mpi`)."""
+        """One agent per node (PBS has no srun): by the ``--mpi`` flavour's launcher, one process per
+        host of the node file, which ends every agent when one fails and hands each its node's
+        index (:meth:`hpcdist.launchers.mpi.Flavour.agents`); or, with ``--pbs-spread pbsdsh``, by
+        pbsdsh (:mod:`hpcdist.schedulers.pbsdsh`)."""
+        if spec.pbs_spread == "pbsdsh":
+            from hpcdist.schedulers.pbsdsh import spread_lines
+
+            return spread_lines(spec, words)
         from hpcdist.launchers.mpi import FLAVOURS
 
-        mpi = FLAVOURS["openmpi"]
-        spread = mpi.command(mpi.program, "HPCDIST_NODEFILE", spec.nodes, mpi.one_per_node)
-        return mpi.setup(spec) + on_each_node(spread, words, mpi.rank_variable)
+        mpi = FLAVOURS[spec.mpi]
+        return mpi.setup(spec) + on_each_node(mpi.agents(spec), words, mpi.rank_variable)
 
     # --- the job -------------------------------------------------------------------
 

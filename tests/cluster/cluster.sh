@@ -33,6 +33,8 @@ SLURMD_PORT=${HPCDIST_CLUSTER_SLURMD_PORT:-16818}
 WAIT_S=${HPCDIST_CLUSTER_WAIT:-60}
 PACKAGES="slurm-wlm slurm-wlm-torque munge openssh-server openssh-client pdsh iproute2"
 
+HERE=$(cd "$(dirname "$0")" && pwd)
+
 log() { echo "[cluster] $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -233,6 +235,16 @@ EOF
     write_env "$n"
 }
 
+# PBS's pbsdsh and HPE Cray PALS's mpiexec, which cannot be installed here: stand-ins (each
+# one's header says what it does and what not). pbsdsh is on the cluster's PATH, as PBS puts it;
+# the PALS mpiexec in a folder of its own (Open MPI's mpiexec stays what `mpiexec` runs), which
+# the tests name with --mpiexec. Installed on every `up`, also to a cluster already up.
+install_stand_ins() {
+    mkdir -p "$STATE/bin" "$STATE/pals"
+    install -m 755 "$HERE/pbsdsh" "$STATE/bin/pbsdsh"
+    install -m 755 "$HERE/pals-mpiexec" "$STATE/pals/mpiexec"
+}
+
 # ---------------------------------------------------------------- network
 net_up() {
     local n=$1 k ns ip
@@ -359,6 +371,7 @@ cmd_up() {
     case $n in 1|2|3|4) ;; *) die "node count must be 1..4 (got $n)";; esac
     if [ -s "$STATE/nodes" ]; then
         if [ "$(cat "$STATE/nodes")" = "$n" ] && healthy; then
+            install_stand_ins
             log "already up ($n nodes)"; return 0
         fi
         log "existing cluster is unhealthy or has another size: tearing it down first"
@@ -374,6 +387,7 @@ cmd_up() {
     rm -rf "$STATE/ctld" "$STATE/spool" "$STATE/pbs"
     echo "$n" >"$STATE/nodes"     # written first: `down` after a failed `up` knows what to remove
     write_configs "$n"
+    install_stand_ins
     net_up "$n"
     start_munge
     start_slurmctld
