@@ -114,10 +114,10 @@ def test_pbs_settings_are_refused_under_slurm(values, field):
 
 def test_a_profile_holds_the_request_and_names_itself_when_wrong(tmp_path):
     path = tmp_path / "hpcdist.toml"
-    path.write_text('[profiles.gadi]\nscheduler = "pbs"\nrequest = "job-wide"\nproject = "a00"\n'
+    path.write_text('[profiles.mine]\nscheduler = "pbs"\nrequest = "job-wide"\nproject = "a00"\n'
                     'job_resources = ["storage=gdata/a00", "jobfs=100GB"]\n'
                     '[profiles.bad]\nscheduler = "pbs"\nselect = "2:ncpus=4"\n')
-    spec = build(load_profile("gadi", [str(path)]), {"script": "t.py", "nodes": 1}, check_files=False)
+    spec = build(load_profile("mine", [str(path)]), {"script": "t.py", "nodes": 1}, check_files=False)
     assert resources(spec) == ["#PBS -l ncpus=1", "#PBS -l storage=gdata/a00", "#PBS -l jobfs=100GB", "#PBS -P a00"]
     with pytest.raises(ProfileError, match=r"profiles\.bad\.select = '2:ncpus=4': asks for 2 chunks.*--nodes is 3"):
         build(load_profile("bad", [str(path)]), {"script": "t.py", "nodes": 3}, check_files=False)
