@@ -155,6 +155,17 @@ def test_status_of_an_array_with_a_failed_subjob_is_failed_with_its_exit_code(tm
     assert "subjob 2 exited 3" in row["reason"], row
 
 
+def test_an_array_pbs_says_failed_stays_failed_when_no_subjob_recorded_a_failure(tmp_path):
+    """Replays qstat_json_array_one_subjob_exit3.json; the failed subjob left no exit_code file
+    (killed before its EXIT trap ran): the files that say 0 do not make the array completed."""
+    env = replay(tmp_path, {"qstat": [{"answers": [{"stdout_file": "qstat_json_array_one_subjob_exit3.json"}]}]})
+    folder = recorded_job(tmp_path, "12[].pbshead")
+    for index in (1, 3):
+        Path(folder, f"exit_code.{index}").write_text("0\n")
+    row = status_row(tmp_path, env)
+    assert (row["state"], row["exit_code"]) == ("FAILED", None), row
+
+
 def test_status_of_a_cancelled_array_is_cancelled(tmp_path):
     """Replays qstat_json_array_cancelled.json (hpcdist_array_cancel.txt: hpcdist said failed, 1)."""
     env = replay(tmp_path, {"qstat": [{"answers": [{"stdout_file": "qstat_json_array_cancelled.json"}]}]})
