@@ -15,6 +15,7 @@ Its files:
   start of the script, ``resubmitted <time> <id> <log>`` by ``hpcdist requeue`` (PBS).
 - ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
   trap and by the local runner; ``hpcdist status`` reads it when the scheduler keeps no record.
+  An array's subjobs each write ``exit_code.<index>``, and a log of their own (:mod:`hpcdist.subjobs`).
 - ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time>`` of the runner process.
 
 A folder whose record cannot be read, is not of the shape hpcdist writes, or that another user
@@ -97,7 +98,13 @@ class Job:
                 starts += 1
             elif words[0] == RESUBMITTED:
                 logs.append((words[2], words[3] if len(words) > 3 and words[3] else logs[-1][1]))
-        return History(restarts=max(0, starts - 1), current_id=logs[-1][0], logs=logs)
+        current = logs[-1][0]
+        from hpcdist.subjobs import logs_of
+
+        subjobs = logs_of(self.record)  # an array's subjobs write a log each
+        if subjobs:
+            logs = [(f"{self.job_id} subjob {index}", path) for index, path in subjobs]
+        return History(restarts=max(0, starts - 1), current_id=current, logs=logs)
 
     @property
     def current_id(self) -> str:
@@ -315,6 +322,14 @@ def exit_code_file(folder: str) -> str:
     return os.path.join(folder, EXIT_CODE)
 
 
+def read_subjob_exit_codes(folder: str) -> dict[int, int]:
+    """An array's subjobs' exit codes, by index, from their ``exit_code.<index>`` files."""
+    from hpcdist.subjobs import indexed
+
+    codes = {index: _exit_code_in(path) for index, path in indexed(exit_code_file(folder) + ".")}
+    return {index: code for index, code in codes.items() if code is not None}
+
+
 def read_exit_code(folder: str) -> int | None:
     """The job's exit code from its ``exit_code`` file; None when there is none.
 
@@ -324,8 +339,12 @@ def read_exit_code(folder: str) -> int | None:
     written; one that holds no number was not written by hpcdist, nor one past a shell's exit
     status (0-255: 256 would be a failure that --wait, exiting with it, turns into 0).
     """
+    return _exit_code_in(exit_code_file(folder))
+
+
+def _exit_code_in(path: str) -> int | None:
     try:
-        with open(exit_code_file(folder)) as f:
+        with open(path) as f:
             text = f.read().strip()
     except (OSError, ValueError):
         return None
@@ -412,16 +431,19 @@ def _in_script(folder: str, name: str) -> str:
     return f"{folder}/{name}"
 
 
-def script_context(folder: str | None) -> dict | None:
+def script_context(folder: str | None, index_variable: str | None = None) -> dict | None:
     """What the job script writes into its folder, for the template (``job_files``): paths as
     plain strings (the renderer quotes them), shell lines as :class:`~hpcdist.shell.Shell`.
-    None without a folder (``hpcdist render``): the script then records nothing."""
+    None without a folder (``hpcdist render``): the script then records nothing. An array's
+    subjob (its index in ``index_variable``) writes an exit-code file of its own."""
     if not folder:
         return None
-    from hpcdist.shell import Shell
+    from hpcdist.shell import Shell, quote
+    from hpcdist.subjobs import exit_file_shell
 
+    exit_file = _in_script(folder, EXIT_CODE)
     return {
-        "exit_code_file": _in_script(folder, EXIT_CODE),
+        "exit_code_file": Shell(exit_file_shell(quote(exit_file), index_variable)) if index_variable else exit_file,
         "write_exit_code": Shell(write_exit_code_shell("$hpcdist_exit_file")),
         "record_start": Shell(start_line_shell(folder)),
     }

@@ -156,14 +156,14 @@ def _check_folder(path: str, what: str) -> str:
         raise validate.ValidationError(e.field, e.value, e.rule, "Rename the folder, or submit from another one.") from None
 
 
-def _job_files(job_dir: str | None):
+def _job_files(job_dir: str | None, spec, scheduler):
     """The job folder's files as the script writes them (:mod:`hpcdist.jobs`); None without a
     folder (`hpcdist render`, which then need not import the job records)."""
     if not job_dir:
         return None
     from hpcdist import jobs
 
-    return jobs.script_context(job_dir)
+    return jobs.script_context(job_dir, scheduler.array_index_variable if spec.array else None)
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
@@ -230,7 +230,7 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         request=scheduler.request(spec),
         workdir=workdir,
         job_dir=job_dir,
-        job_files=_job_files(job_dir),
+        job_files=_job_files(job_dir, spec, scheduler),
         hostfile_format=launcher.hostfile_format(spec),
         # What MASTER_ADDR:MASTER_PORT are to the launcher, for the log's "nodes:" line.
         endpoint=launcher.endpoint,

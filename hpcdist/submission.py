@@ -12,9 +12,10 @@ from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_lo
 from hpcdist.render import render
 from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers import get as get_scheduler
-from hpcdist.schedulers.base import FINISHED_STATES, NODE_FAIL, PREEMPTED, JobStatus
+from hpcdist.schedulers.base import FINISHED_STATES, NODE_FAIL, PREEMPTED, TIMEOUT, JobStatus
 from hpcdist.schedulers.batch import UNCONFIRMED, UNREACHABLE, MaybeQueued, SubmitError
 from hpcdist.spec import JobSpec
+from hpcdist.subjobs import LOGS as SUBJOB_LOGS
 
 #: hpcdist's own states for a folder whose record has no id yet (:attr:`Job.submitting`).
 SUBMITTING, INTERRUPTED = "SUBMITTING", "SUBMISSION INTERRUPTED"
@@ -32,12 +33,18 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
     draft = Draft(os.path.abspath(root), spec.job_name)
     try:
         spec = dataclasses.replace(spec, output=spec.output or draft.default_log)
+        # An array's subjobs each write a log of their own (the scheduler names it by the index).
+        subjob_logs = scheduler.array_log(spec.output) if spec.array else None
+        if subjob_logs:
+            spec = dataclasses.replace(spec, output=subjob_logs[0])
         log = os.path.join(workdir, spec.output)  # where the script really writes (a user's --output too)
         draft.write_spec(spec.as_dict())
         script = draft.write_script(render(spec, command_line=command_line, workdir=workdir, job_dir=draft.path))
         record = {"job_id": "", "cluster": None, "scheduler": spec.scheduler, "dialect": spec.dialect,
                   "job_name": spec.job_name, "workdir": workdir, "log": log, "submitted_at": time.time(),
                   "command_line": command_line}
+        if subjob_logs:
+            record[SUBJOB_LOGS] = [os.path.join(workdir, subjob_logs[1]), subjob_logs[2]]
         from hpcdist.schedulers.local import process_start  # not at import: it imports Slurm's module
 
         draft.write_pending(record, os.getpid(), process_start(os.getpid()))
@@ -262,11 +269,26 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             job.update(**end)
             if state.state != "COMPLETED":
                 print_first_failure(job)
-            if state.exit_code is not None and 0 <= state.exit_code <= 255:
-                return state.exit_code
-            # None, or a code no exit status can carry (PBS's negative ones): 256 would wrap to 0.
-            return 0 if state.state == "COMPLETED" else 1
+            if state.state == TIMEOUT:
+                print(f"hpcdist: job {job.job_id} was killed at its walltime limit ({state.reason}); give it a longer "
+                      f"--walltime, or let it checkpoint and go on with --requeue", file=sys.stderr, flush=True)
+            return exit_status(state)
         time.sleep(poll)
+
+
+#: --wait's exit status for a job that ran out of its walltime and has no exit code a shell could
+#: give (PBS's Exit_status -29): 124, as timeout(1) exits.
+WALLTIME_EXIT = 124
+
+
+def exit_status(state: JobStatus) -> int:
+    """The exit status of ``--wait`` for a finished job: its exit code, when a shell could have
+    given it (1-255; 0 only for a completed job), else :data:`WALLTIME_EXIT` for a job killed at
+    its walltime, 0 for a completed job and 1 for any other end (256 would wrap to 0)."""
+    code = state.exit_code
+    if code is not None and 0 <= code <= 255 and (code != 0) == (state.state != "COMPLETED"):
+        return code
+    return 0 if state.state == "COMPLETED" else WALLTIME_EXIT if state.state == TIMEOUT else 1
 
 
 def log_text(job: Job) -> str | None:
@@ -318,26 +340,16 @@ def print_first_failure(job: Job) -> None:
 
 
 class _LogFollower:
-    """Prints what the job's log gained since the last call. A resubmitted PBS job writes a
-    log of its own: that one is followed once it exists (the job before it has ended by then,
-    and has written its last lines)."""
+    """Prints what the job's logs gained since the last call, each log in turn. A resubmitted PBS
+    job writes a log of its own, which follows the last lines of the one before; an array's
+    subjobs write one each (PBS copies each back whole when its subjob ends)."""
 
     def __init__(self, job: Job, out):
-        self.job, self.out, self.shown, self.offset = job, out, 0, 0
+        self.job, self.out, self.offsets = job, out, {}
 
     def __call__(self) -> None:
-        logs = [path for _, path in self.job.logs]
-        while True:
-            self.offset = _print_new_log(logs[self.shown], self.offset, self.out)
-            if self.shown + 1 >= len(logs):
-                return
-            after = logs[self.shown + 1]
-            if after != logs[self.shown]:
-                if not os.path.exists(after):
-                    return
-                _print_new_log(logs[self.shown], self.offset, self.out)  # its last lines, if any came since
-                self.offset = 0
-            self.shown += 1
+        for path in dict.fromkeys(path for _, path in self.job.logs):
+            self.offsets[path] = _print_new_log(path, self.offsets.get(path, 0), self.out)
 
 
 def _print_new_log(path: str, offset: int, out) -> int:
@@ -353,4 +365,4 @@ def _print_new_log(path: str, offset: int, out) -> int:
     return offset + len(chunk)
 
 
-__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "log_text", "first_failure", "SubmitError"]
+__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "exit_status", "log_text", "first_failure", "SubmitError"]

@@ -332,6 +332,9 @@ class Scheduler:
     runs_srun = False
     #: Every "node" of a job is this one host (the local backend).
     one_host = False
+    #: The variable that holds an array subjob's index inside it, when each subjob writes an
+    #: exit_code file of its own (:func:`hpcdist.jobs.script_context`); None: one file for all.
+    array_index_variable: str | None = None
 
     @property
     def template(self) -> str:
@@ -459,6 +462,11 @@ class Scheduler:
     def submit_argv(self, script: str, log: str) -> list[str]:
         """The exact submit command (submit runs it; --dry-run shows it)."""
         return [self.submit_program, script]
+
+    def array_log(self, log: str) -> tuple[str, str, str] | None:
+        """An array job's log: ``(the path the submit command gets, the text before and after the
+        index in each subjob's own log)``; None when the scheduler writes one log for all."""
+        return None
 
     def spread(self, spec, words: list) -> list[str]:
         """Lines that start ``words`` (a launcher's agent) once on every node of the job, and end

@@ -77,7 +77,7 @@ def retry_settings() -> dict:
             "delay": setting("HPCDIST_RETRY_DELAY", RETRY_DELAY)}
 
 
-def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOUT):
+def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOUT, env: dict | None = None):
     """Run a scheduler command, bounded by ``timeout``: a ``subprocess.CompletedProcess``.
 
     The command gets its own session and, when it times out, the whole group
@@ -91,7 +91,7 @@ def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOU
 
     try:
         # errors="replace": a site's banner may be Latin-1, and the job id after it must still be read.
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 encoding="utf-8", errors="replace", stdin=subprocess.DEVNULL, start_new_session=True)
     except FileNotFoundError:
         raise SubmitError(f"{argv[0]} is not installed or not on PATH (is this a login node of the cluster?)") from None
@@ -114,9 +114,9 @@ def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOU
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
-def run_or_fail(argv: list[str], cwd: str | None = None):
-    """:func:`run`, and SubmitError quoting the command's words when it exits non-zero."""
-    proc = run(argv, cwd=cwd)
+def run_or_fail(argv: list[str], cwd: str | None = None, env: dict | None = None):
+    """:func:`run` (in ``env``, default ours), and SubmitError quoting the command's words when it exits non-zero."""
+    proc = run(argv, cwd=cwd, env=env)
     if proc.returncode != 0:
         import shlex
 
@@ -134,9 +134,16 @@ def query(argv: list[str]):
 
 
 def recorded_exit(job) -> JobStatus | None:
-    """The exit code the job script wrote into its folder (see templates/common/job.sh.j2)."""
+    """The exit code the job script wrote into its folder (see templates/common/job.sh.j2); for an
+    array, the first subjob that failed, by index, else 0 (each subjob writes its own file)."""
     from hpcdist import jobs
 
+    codes = jobs.read_subjob_exit_codes(job.path)
+    if codes:
+        index, code = next(((i, c) for i, c in codes.items() if c != 0), (None, 0))
+        why = (f"subjob {index} exited {code}" if index is not None else f"{len(codes)} subjob(s) exited 0")
+        return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}",
+                         reason=f"{why}, from their exit_code files")
     code = jobs.read_exit_code(job.path)
     if code is None:
         return None

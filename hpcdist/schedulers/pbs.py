@@ -34,13 +34,18 @@ class Dialect:
     """What one kind of PBS server reads differently. (A plain class: it is built when a
     script is rendered, where a dataclass costs time.)"""
 
-    __slots__ = ("name", "request", "array_flag", "json_status", "clashes")
+    __slots__ = ("name", "request", "array_flag", "array_index", "array_output", "json_status", "clashes")
 
-    def __init__(self, name: str, request: str, array_flag: str, json_status: bool, clashes: dict) -> None:
+    def __init__(self, name: str, request: str, array_flag: str, array_index: str, array_output: str | None,
+                 json_status: bool, clashes: dict) -> None:
         self.name = name  # as --dialect takes it
         #: The resource a job asks for its nodes with (the template writes its line).
         self.request = request
         self.array_flag = array_flag  # the flag of a job array
+        self.array_index = array_index  # the variable that holds a subjob's index
+        #: What the server replaces by the index in an array's -o path; None: it appends
+        #: "-<index>" to the path itself (Torque: job_clone in src/server/job_func.c).
+        self.array_output = array_output
         #: ``qstat -f -F json -x`` is asked first (it also lists finished jobs).
         self.json_status = json_status
         #: A resource in a raw ``-l`` directive that clashes with the request: (rule, fix).
@@ -49,13 +54,15 @@ class Dialect:
 
 DIALECTS = {
     "pro": Dialect(
-        name="pro", request="select", array_flag="-J", json_status=True, clashes={
+        name="pro", request="select", array_flag="-J", array_index="PBS_ARRAY_INDEX", array_output="^array_index^",
+        json_status=True, clashes={
             "nodes": ("uses the old -l nodes= syntax; hpcdist writes -l select=, and PBS Pro refuses jobs that mix "
                       "new and old syntax.",
                       "Use --nodes and --procs-per-node, or --dialect torque if the server is Torque."),
         }),
     "torque": Dialect(
-        name="torque", request="nodes", array_flag="-t", json_status=False, clashes={
+        name="torque", request="nodes", array_flag="-t", array_index="PBS_ARRAYID", array_output=None,
+        json_status=False, clashes={
             "nodes": ("sets -l nodes, but hpcdist already writes the nodes line from --nodes, --procs-per-node and "
                       "--gpus-per-node; two node requests clash.",
                       "Use those flags, or --template for a nodes spec hpcdist cannot express."),
@@ -209,6 +216,7 @@ class Pbs(BatchScheduler):
 
     def __init__(self, dialect: Dialect):
         self.dialect = dialect
+        self.array_index_variable = dialect.array_index
 
     # --- the job spec ----------------------------------------------------------
 
@@ -262,6 +270,18 @@ class Pbs(BatchScheduler):
         # ignore #PBS -o, and the command line wins anyway.
         return [self.submit_program, "-o", log, "-j", "oe", script]
 
+    def array_log(self, log):
+        """PBS Pro writes each subjob's output where ``^array_index^`` stands in the -o path
+        (``job.^array_index^.log``, unless the path has one already); Torque appends ``-<index>``."""
+        mark = self.dialect.array_output
+        if mark is None:
+            return log, log + "-", ""
+        if mark not in log:
+            stem, ext = os.path.splitext(log)
+            log = f"{stem}.{mark}{ext}"
+        before, _, after = log.partition(mark)
+        return log, before, after
+
     def spread(self, spec, words):
         """One agent per node (PBS has no srun): by the ``--mpi`` flavour's launcher, one process per
         host of the node file, which ends every agent when one fails and hands each its node's
@@ -289,14 +309,22 @@ class Pbs(BatchScheduler):
         names there is asked about alone."""
         from hpcdist import retry
         from hpcdist.schedulers.pbs_qstat import (
-            parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_unknown, parse_qstat_unknown_ids)
+            parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown,
+            parse_qstat_unknown_ids)
 
         ids = [JobId(id=job_id, scheduler="pbs") for job_id in dict.fromkeys(job_ids)]
-        found, proc = {}, None
+        found, proc, history = {}, None, True
         if self.dialect.json_status:
             proc = query(["qstat", "-f", "-F", "json", "-x", *(job_id.id for job_id in ids)])
             if proc.returncode == 0 or parse_qstat_unknown(proc.stderr):
                 found = parse_qstat_jobs_json(proc.stdout, ids)
+            if proc.returncode == 0 and parse_qstat_no_history(proc.stderr) and len(found) < len(ids):
+                # Job history off (OpenPBS's default): -x lists nothing, not even a running job, and
+                # exits 0. Without -x qstat lists the jobs still there; the others have ended.
+                history = False
+                proc = query(["qstat", "-f", "-F", "json", *(job_id.id for job_id in ids if job_id.id not in found)])
+                if proc.returncode == 0 or parse_qstat_unknown(proc.stderr):
+                    found.update(parse_qstat_jobs_json(proc.stdout, ids))
         text = "" if proc is None else proc.stdout + "\n" + proc.stderr
         if proc is None or (proc.returncode != 0 and not parse_qstat_unknown(proc.stderr)
                             and not retry.unreachable(text) and not retry.not_configured(text)):
@@ -307,26 +335,28 @@ class Pbs(BatchScheduler):
         unknown = parse_qstat_unknown_ids(proc.stderr, ids) if len(ids) > 1 else None
         # An answer about some of the jobs: one it left out for no reason it gave is asked alone.
         partial = unknown is not None and bool(proc.returncode == 0 or found or unknown)
-        return [self._judged(job, job_id, found.get(job_id), proc, unknown, partial)
+        return [self._judged(job, job_id, found.get(job_id), proc, unknown, partial, history)
                 for job, job_id in zip(jobs, job_ids)]
 
-    def _judged(self, job, job_id, found, proc, unknown, partial):
+    def _judged(self, job, job_id, found, proc, unknown, partial, history=True):
         """One job's state from what qstat listed for it (or None) and the run that did not list
-        it; ``unknown``: the ids its stderr says it does not know, when several were asked about."""
+        it; ``unknown``: the ids its stderr says it does not know, when several were asked about;
+        ``history``: False when the server keeps no finished jobs."""
         from hpcdist import retry
         from hpcdist.schedulers.pbs_qstat import parse_qstat_unknown
 
         if found is not None:
-            # Some qstat (Torque, Slurm's wrapper) say "C" with no exit status: the job said it.
             if found.finished and found.exit_code is None:
-                return recorded_exit(job) or found
+                return self._with_recorded_exit(job, job_id, found)
             return found
         missing = self.not_configured(job, "qstat", proc)
         if missing is not None:
             return missing
         if parse_qstat_unknown(proc.stderr) if unknown is None else job_id in unknown:
+            why = "" if history else (" (this PBS server keeps no finished jobs: job_history_enable is off), and "
+                                      "the job left no exit_code file in its folder")
             return recorded_exit(job) or JobStatus(
-                state="UNKNOWN", exit_code=None, raw="", reason="qstat no longer knows the job")
+                state="UNKNOWN", exit_code=None, raw="", reason=f"qstat no longer knows the job{why}")
         down = retry.unreachable(proc.stdout + "\n" + proc.stderr)
         if down:
             return self.controller_down(job, f"qstat: {down}")
@@ -334,6 +364,20 @@ class Pbs(BatchScheduler):
             return self.status(job)
         first = (proc.stderr.strip().splitlines() or [""])[0]
         return JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"qstat: {first}" if first else None)
+
+    @staticmethod
+    def _with_recorded_exit(job, job_id, found):
+        """A finished job qstat gives no exit status for: Torque's (and Slurm's wrapper's) "C",
+        whose exit_code file says how it ended; an array's parent PBS marks failed (its Exit_status
+        is 0), whose subjobs' files say which one failed, and how."""
+        recorded = recorded_exit(job)
+        if recorded is None:
+            return found
+        if not JobId(job_id, scheduler="pbs").is_array:
+            return recorded
+        if recorded.state != found.state:  # a subjob that wrote no file: PBS's word on the array wins
+            return found
+        return JobStatus(recorded.state, recorded.exit_code, recorded.raw, f"{recorded.reason}; {found.reason}")
 
     #: PBS has no requeue a job may ask for itself: it goes on as a new job.
     resubmits = True
@@ -350,11 +394,32 @@ class Pbs(BatchScheduler):
         argv = self.submit_argv(script, below(log, workdir)) if log else [self.submit_program, script]
         # -V: the new job gets this job's environment, as a job submitted from here would.
         argv[1:1] = ["-V", "-v", f"{self.restart_variable}={restart}", "-W", f"depend=afterany:{job_id}"]
-        proc = run_or_fail(argv, cwd=environ.get("PBS_O_WORKDIR"))
+        proc = run_or_fail(argv, cwd=environ.get("PBS_O_WORKDIR"), env=next_job_environment(environ))
         try:
             return parse_qsub(proc.stdout, proc.stderr, proc.returncode).id
         except SchedulerOutputError as e:
             raise SubmitError(f"qsub printed no job id for the resubmitted job: {e}") from None
+
+
+#: What PBS's mom and the job script set for one job alone. ``qsub -V`` must not hand them to the
+#: job that goes on: it would keep this job's MASTER_PORT (the script keeps a port it finds) and
+#: talk to this job's master, or write into this job's TMPDIR. PBS and the script set them again;
+#: a user's own value (--env) is exported by the script itself.
+_PER_JOB = frozenset({
+    "MASTER_ADDR", "MASTER_PORT", "TMPDIR", "ENVIRONMENT", "NCPUS", "OMP_NUM_THREADS",
+    "HPCDIST_JOB_ID", "HPCDIST_HOSTFILE", "HPCDIST_NODEFILE", "HPCDIST_STOP_FILE", "HPCDIST_RESTART_COUNT",
+    # PBS Pro / OpenPBS, and Torque
+    "PBS_JOBID", "PBS_JOBNAME", "PBS_JOBDIR", "PBS_JOBCOOKIE", "PBS_NODEFILE", "PBS_GPUFILE", "PBS_MICFILE",
+    "PBS_NODENUM", "PBS_VNODENUM", "PBS_TASKNUM", "PBS_MOMPORT", "PBS_ENVIRONMENT", "PBS_QUEUE", "PBS_ACCOUNT",
+    "PBS_ARRAY_INDEX", "PBS_ARRAY_ID", "PBS_ARRAYID", "PBS_NP", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_WALLTIME",
+})
+
+
+def next_job_environment(environ) -> dict:
+    """The environment ``qsub -V`` gives the job that goes on: this job's, less what was this
+    job's alone (:data:`_PER_JOB`, and the ``PBS_O_*`` that qsub sets again)."""
+    return {name: value for name, value in environ.items()
+            if name not in _PER_JOB and not name.startswith("PBS_O_")}
 
 
 def scheduler(dialect: str | None = None) -> Pbs:

@@ -16,7 +16,7 @@ from hpcdist.schedulers.base import (
     SchedulerOutputError, output_lines, output_text)
 
 __all__ = ["parse_qstat_pro_json", "parse_qstat_jobs_json", "parse_qstat_full_text", "parse_qstat_jobs_text", "parse_qstat_unknown",
-           "parse_qstat_unknown_ids", "EXEC_CODES"]
+           "parse_qstat_unknown_ids", "parse_qstat_no_history", "EXEC_CODES"]
 
 # job_state letters.  PBS Pro/OpenPBS: B E F H M Q R S T U W X; Torque:
 # C E H Q R T W S.  No letter means different things in the two.
@@ -71,6 +71,7 @@ _TORQUE_EXEC_CODES = {
 EXEC_CODES = {"pro": _PRO_EXEC_CODES, "torque": _TORQUE_EXEC_CODES}
 
 _SUBSTATE_TERMINATED = 91  # OpenPBS job.h: finished because deleted
+_SUBSTATE_FAILED = 93  # OpenPBS job.h: finished and failed (an array's parent: a subjob failed)
 
 
 def _pbs_duration(value) -> int | None:
@@ -146,6 +147,10 @@ def _pbs_status(attrs: dict, dialect: str, what: str, stdout: str, stderr: str) 
         if substate == _SUBSTATE_TERMINATED:
             return JobStatus(CANCELLED, None, letter, comment or "deleted (substate 91)")
         return JobStatus(FAILED, None, letter, comment or "finished without an exit status")
+    if exit_status == 0 and substate == _SUBSTATE_FAILED:
+        # An array's parent keeps Exit_status 0 when a subjob fails: its substate says it failed.
+        return JobStatus(FAILED, None, letter, f"{comment or 'failed'} (PBS substate 93 with Exit_status 0: "
+                                               f"a subjob failed)")
     if exit_status == 0:
         return JobStatus(COMPLETED, 0, letter, comment)
 
@@ -173,6 +178,8 @@ def _pbs_status(attrs: dict, dialect: str, what: str, stdout: str, stderr: str) 
             return JobStatus(TIMEOUT, code, letter, why(f"killed by signal {signal} {walltime}"))
         state = CANCELLED if signal in (9, 15) else FAILED
         return JobStatus(state, code, letter, why(f"killed by signal {signal}"))
+    if substate == _SUBSTATE_TERMINATED:  # deleted: an array's parent says 1, a subjob deleted while queued too
+        return JobStatus(CANCELLED, exit_status, letter, comment or "deleted (substate 91)")
     if exit_status in (128 + 9, 128 + 15) and over_walltime:
         # The shell reports its child killed by SIGKILL/SIGTERM: at the limit,
         # that is PBS enforcing the walltime.
@@ -464,6 +471,19 @@ def parse_qstat_jobs_text(stdout, job_ids: list, *, stderr: str = "") -> dict:
 
 
 _QSTAT_UNKNOWN = Pattern(r"Unknown Job Id|\bhas finished\b", re.I)
+_QSTAT_NO_HISTORY = Pattern(r"not configured to maintain job history", re.I)
+
+
+def parse_qstat_no_history(stderr) -> bool:
+    """Whether ``qstat -x`` says the server keeps no job history: ``qstat: PBS is not configured
+    to maintain job history 6.pbshead`` (OpenPBS 23.06 with ``job_history_enable`` off, its
+    default). It then lists no job at all, not even a running one, and exits 0."""
+    try:
+        text = output_text(stderr)
+    except TypeError:
+        return False
+    return _QSTAT_NO_HISTORY.search(text) is not None
+
 
 
 def parse_qstat_unknown(stderr) -> bool:

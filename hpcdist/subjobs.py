@@ -1,0 +1,49 @@
+"""An array job's subjobs in its job folder: each writes a log and an exit-code file of its own,
+named by its array index (one shared file would be overwritten by each subjob in turn).
+
+:mod:`hpcdist.jobs` reads and writes the job folder; this module names the subjobs' files:
+
+- the log of subjob ``i`` is ``<prefix><i><suffix>``, ``[prefix, suffix]`` being the record's
+  ``subjob_logs`` (the scheduler puts the index there: ``Scheduler.array_log``);
+- its exit code is in ``exit_code.<i>``: the job script's exit-code file, the index appended
+  (:func:`exit_file_shell`).
+"""
+
+from __future__ import annotations
+
+import os
+
+#: The record's key for ``[prefix, suffix]`` of the subjobs' logs.
+LOGS = "subjob_logs"
+
+
+def indexed(prefix: str, suffix: str = "") -> list[tuple[int, str]]:
+    """``(index, path)`` of each file ``<prefix><index><suffix>`` there is, by index (none when
+    the folder cannot be read)."""
+    folder, start = os.path.split(prefix)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        index = name[len(start):len(name) - len(suffix)] if name.startswith(start) and name.endswith(suffix) else ""
+        # ASCII digits only, and few: an index, not some other file that shares the prefix.
+        if index.isascii() and index.isdigit() and len(index) <= 9 and len(name) == len(start) + len(index) + len(suffix):
+            found.append((int(index), os.path.join(folder, name)))
+    return sorted(found)
+
+
+def logs_of(record: dict) -> list[tuple[int, str]] | None:
+    """``(index, log)`` of the subjobs whose log is there, for a record of an array job whose
+    subjobs write logs of their own; None for any other record."""
+    pattern = record.get(LOGS)
+    if not (isinstance(pattern, list) and len(pattern) == 2 and all(isinstance(p, str) for p in pattern)):
+        return None
+    return indexed(*pattern)
+
+
+def exit_file_shell(path_word: str, index_variable: str) -> str:
+    """Shell for the exit-code file of this subjob: ``path_word`` (a quoted path) with ``.<index>``
+    appended when ``index_variable`` is set (a job submitted without the array runs too)."""
+    return f"{path_word}${{{index_variable}:+.${index_variable}}}"
