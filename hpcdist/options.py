@@ -295,8 +295,8 @@ OPTIONS = (
     # The MPI launcher program; default mpirun (Open MPI) or mpiexec (the others).
     Option("mpiexec", str, None, LAUNCH, check=_program, metavar="PROGRAM",
            help="the MPI launcher program (default: mpirun for openmpi, mpiexec for the others)"),
-    # PBS only (Scheduler.check_spread): pbsdsh where a site has no MPI launcher to start the agents with.
-    Option("pbs_spread", str, None, LAUNCH, check=_one_of, choices=schedulers.SPREADS["pbs"],
+    # pbsdsh where a site has no MPI launcher to start the agents with.
+    Option("pbs_spread", str, None, LAUNCH, check=_one_of, choices=("mpi", "pbsdsh"), only_for="pbs",
            help="PBS: what starts one agent per node (torchrun, accelerate, DeepSpeed --no-ssh): mpi, the "
                 "--mpi flavour's launcher (default), or pbsdsh"),
     Option("python", str, "python", LAUNCH, check=_program, metavar="PROGRAM",

@@ -596,8 +596,12 @@ def test_pbs_spread_is_refused_where_pbs_is_not_the_scheduler(scheduler, starts)
         build_spec({"script": "t.py", "scheduler": scheduler, "nodes": 2, "pbs_spread": "pbsdsh"}, check_files=False)
     e = caught.value
     assert (e.field, e.value) == ("--pbs-spread", "pbsdsh")
-    assert f"--scheduler {starts} starts them its own way" in str(e) and "--scheduler pbs" in e.fix
+    assert "is a PBS setting" in str(e) and f"--scheduler is {scheduler}" in str(e) and "--scheduler pbs" in e.fix
     spec = build_spec({"script": "t.py", "scheduler": "pbs", "nodes": 2, "pbs_spread": "pbsdsh"}, check_files=False)
     assert spec.pbs_spread == "pbsdsh"
     with pytest.raises(ValidationError, match="--pbs-spread.*mpi, pbsdsh"):
         build_spec({"script": "t.py", "scheduler": "pbs", "pbs_spread": "ssh"}, check_files=False)
+    for launcher in ("mpirun", "none", "deepspeed"):
+        with pytest.raises(ValidationError, match=f"--launcher {launcher} runs once, from the first node"):
+            build_spec({"script": "t.py", "scheduler": "pbs", "nodes": 2, "launcher": launcher,
+                        "pbs_spread": "pbsdsh"}, check_files=False)

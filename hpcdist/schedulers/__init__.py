@@ -24,9 +24,6 @@ QUEUED = ("slurm", "pbs")
 #: The dialects of a scheduler whose kinds read different directives (what each means is its
 #: module's): named here so that --dialect's choices need not import the module.
 DIALECTS = {"pbs": ("pro", "torque")}
-#: What may start one agent per node under a scheduler that offers a choice (--pbs-spread):
-#: "mpi", the --mpi flavour's launcher (the default), or "pbsdsh" (PBS's own, hpcdist.schedulers.pbsdsh).
-SPREADS = {"pbs": ("mpi", "pbsdsh")}
 
 __all__ = ["NAMES", "QUEUED", "get", "all_schedulers", "check_dialect", "check_directive",
            "check_gpu_directives", "check_job_name", "suggest_job_name", "Scheduler"]

@@ -364,7 +364,6 @@ class Scheduler:
         self.check_others_settings(values)
         self.check_values(values, given)
         self.check_elastic(values)
-        self.check_spread(values)
 
     def check_others_settings(self, values: dict) -> None:
         """A setting only another scheduler reads (``--project``, ``--select``: PBS's) is refused:
@@ -392,19 +391,6 @@ class Scheduler:
             raise v.ValidationError("--dialect", dialect, f"only {titles} has dialects, and --scheduler is {self.name}.",
                                     f"Drop --dialect, or use --scheduler {names}.")
         return None
-
-    def check_spread(self, values: dict) -> None:
-        """``--pbs-spread``: a choice only a scheduler listed in :data:`hpcdist.schedulers.SPREADS` offers."""
-        from hpcdist import validate as v
-        from hpcdist.schedulers import SPREADS
-
-        spread = values.get("pbs_spread")
-        if spread and spread not in SPREADS.get(self.name, ()):
-            offered = " or ".join(SPREADS)
-            raise v.ValidationError("--pbs-spread", spread,
-                                    f"chooses how {offered} starts one agent per node; --scheduler {self.name} "
-                                    "starts them its own way.",
-                                    f"Leave --pbs-spread out, or use --scheduler {offered}.")
 
     def check_elastic(self, values: dict) -> None:
         from hpcdist import validate as v

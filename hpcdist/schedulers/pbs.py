@@ -231,8 +231,25 @@ class Pbs(BatchScheduler):
         # The spec's dialect, which need not be this instance's.
         dialect = DIALECTS[values["dialect"]]
         check_request(values, given, torque=dialect.request == "nodes")
+        self._check_spread(values)
         get(self.name, values["dialect"]).check_gpu_directives(values.get("gpus_per_node", 0),
                                                                list(values.get("directives", ())))
+
+    def _check_spread(self, values):
+        """pbsdsh starts one agent per node: a launcher started once, from the first node, has none."""
+        from types import SimpleNamespace
+
+        from hpcdist import launchers
+        from hpcdist import validate as v
+
+        if values.get("pbs_spread") != "pbsdsh":
+            return
+        seen = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1), scheduler=self.name)
+        if not launchers.get(values["launcher"]).per_node(seen):
+            raise v.ValidationError("--pbs-spread", "pbsdsh", f"starts one agent per node, but --launcher "
+                                    f"{values['launcher']} runs once, from the first node{'' if seen.nodes > 1 else ' (one node)'}.",
+                                    "Leave --pbs-spread out, or use a launcher with an agent per node (torchrun, "
+                                    "accelerate, deepspeed --no-ssh).")
 
     def check_dialect(self, dialect):
         """``"pro"`` (the default; also for ``openpbs``/``pbspro``) or ``"torque"``."""
