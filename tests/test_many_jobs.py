@@ -220,14 +220,16 @@ def test_job_folders_and_hostfiles_are_private_whatever_the_umask(tmp_path):
     assert _mode(os.path.join(folder, "job.sh")) == "0o700"
     for name in ("spec.json", "record.json"):
         assert _mode(os.path.join(folder, name)) == "0o600", name
-    # In the job: its private run folder (mktemp -d: 0700, a random name) and the hostfile in it (0600).
+    # In the job: its private run folder (mktemp -d: 0700, a random name) in the submit folder, which
+    # every node sees (TMPDIR is node-local on clusters), and the hostfile in it (0600).
     report = re.search(r"run_dir=(\S+) mode=(\d+)\nhostfile_mode=(\d+)", open(job["log"]).read())
     assert report, open(job["log"]).read()
     run_dir, dir_mode, hostfile_mode = report.groups()
-    assert re.fullmatch(re.escape(str(tmp_path / "shared-tmp")) + r"/hpcdist\.[A-Za-z0-9]{6}", run_dir)
+    assert re.fullmatch(re.escape(str(tmp_path)) + r"/\.hpcdist-run\.[A-Za-z0-9]{6}", run_dir)
     assert (dir_mode, hostfile_mode) == ("700", "600")
-    # Nothing is left in the shared temporary folder once the job is over.
+    # Nothing is left in the temporary folder, or in the submit folder, once the job is over.
     assert os.listdir(tmp_path / "shared-tmp") == []
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".hpcdist-run")]
 
 
 def _hostfile(tmp_path, out, *, hosts=3, umask=None, fsize=None, check=True):

@@ -13,8 +13,8 @@ man pages and source say, and what the lines below do about it:
   started through ``env NAME=VALUE...`` with the variables it needs (argv words, not a command
   line: no quoting is lost), and changes to the submit folder itself.
 - PBS Pro's pbsdsh exits 0 whatever its task did (it prints ``pbsdsh: task 0x... exit status N``):
-  each agent writes its own exit status into a folder of the submit folder (which every node
-  sees: the training script is read from it), and the lines below watch the pbsdsh processes.
+  each agent writes its own exit status into the job's run folder (in the submit folder, which
+  every node sees: the training script is read from it), and the lines below watch the pbsdsh processes.
   When one agent fails, or its pbsdsh ends without its status, the other pbsdsh are ended (on
   SIGTERM pbsdsh kills its task: tm_kill), and the job fails with the first failed status.
 """
@@ -61,7 +61,7 @@ def spread_lines(spec, words: list) -> list[str]:
         f'hpcdist_agent_env=(); for name in {names}; do if [ -n "${{!name+set}}" ]; then '
         'hpcdist_agent_env+=("$name=${!name}"); fi; done',
         '# Each agent leaves its exit status here (pbsdsh itself may exit 0 when its task failed).',
-        'hpcdist_agents=$(mktemp -d "$PWD/.hpcdist-agents.XXXXXX")',
+        'hpcdist_agents="$run_dir/agents"; mkdir "$hpcdist_agents"',
         "hpcdist_agent_pids=(); hpcdist_node_rank=0",
         "# One pbsdsh per host, at the index of the host's first line in $PBS_NODEFILE.",
         "for hpcdist_index in $(awk '!seen[$0]++ { print NR - 1 }' \"$PBS_NODEFILE\"); do",
@@ -92,6 +92,5 @@ def spread_lines(spec, words: list) -> list[str]:
         "done",
         'if [ "${#hpcdist_agent_pids[@]}" -gt 0 ]; then kill "${hpcdist_agent_pids[@]}" 2>/dev/null || true; '
         'wait "${hpcdist_agent_pids[@]}" || true; fi',
-        'rm -rf "$hpcdist_agents"',
         'exit "$hpcdist_status"',
     ]

@@ -20,7 +20,9 @@ hpcdist_wait_all() {
     set -- "${alive[@]+"${alive[@]}"}"
   done
 }
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+# The job's own files (host files, the stop request), in the submit folder, which every node sees:
+# agents on the other nodes read them (DeepSpeed --no-ssh: the host file), and TMPDIR is the node's own.
+run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
 # Every value below that came from the job spec is shell-quoted.

@@ -17,7 +17,9 @@ set -euo pipefail
 # PBS starts jobs in $HOME.
 cd "$PBS_O_WORKDIR"
 export HPCDIST_JOB_ID="$PBS_JOBID"
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+# The job's own files (host files, the stop request), in the submit folder, which every node sees:
+# agents on the other nodes read them (DeepSpeed --no-ssh: the host file), and TMPDIR is the node's own.
+run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
 # Every value below that came from the job spec is shell-quoted.
@@ -39,7 +41,7 @@ echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); torchrun rendezvous:
 # pbsdsh tasks get the job's environment from PBS, not this script's: what the agents need goes with them.
 hpcdist_agent_env=(); for name in PATH LD_LIBRARY_PATH PYTHONPATH VIRTUAL_ENV CONDA_PREFIX MASTER_ADDR MASTER_PORT HPCDIST_STOP_FILE HPCDIST_JOB_ID HPCDIST_HOSTFILE HPCDIST_NODEFILE; do if [ -n "${!name+set}" ]; then hpcdist_agent_env+=("$name=${!name}"); fi; done
 # Each agent leaves its exit status here (pbsdsh itself may exit 0 when its task failed).
-hpcdist_agents=$(mktemp -d "$PWD/.hpcdist-agents.XXXXXX")
+hpcdist_agents="$run_dir/agents"; mkdir "$hpcdist_agents"
 hpcdist_agent_pids=(); hpcdist_node_rank=0
 # One pbsdsh per host, at the index of the host's first line in $PBS_NODEFILE.
 for hpcdist_index in $(awk '!seen[$0]++ { print NR - 1 }' "$PBS_NODEFILE"); do
@@ -66,5 +68,4 @@ while [ "${#hpcdist_agent_pids[@]}" -gt 0 ] && [ "$hpcdist_status" = 0 ]; do
   done
 done
 if [ "${#hpcdist_agent_pids[@]}" -gt 0 ]; then kill "${hpcdist_agent_pids[@]}" 2>/dev/null || true; wait "${hpcdist_agent_pids[@]}" || true; fi
-rm -rf "$hpcdist_agents"
 exit "$hpcdist_status"

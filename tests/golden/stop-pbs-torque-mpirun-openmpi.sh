@@ -12,7 +12,9 @@ set -euo pipefail
 # PBS starts jobs in $HOME.
 cd "$PBS_O_WORKDIR"
 export HPCDIST_JOB_ID="$PBS_JOBID"
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpcdist.XXXXXX")
+# The job's own files (host files, the stop request), in the submit folder, which every node sees:
+# agents on the other nodes read them (DeepSpeed --no-ssh: the host file), and TMPDIR is the node's own.
+run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 # How the job ended, in its folder: `hpcdist status` reads it when the scheduler keeps no record.
 # Written whole (a reader never sees the file before its number).
 hpcdist_exit_file=/home/alice/project/.hpcdist/jobs/train-20261122-120000/exit_code
