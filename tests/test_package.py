@@ -63,6 +63,8 @@ def test_wheel_carries_templates_and_the_console_script(wheel):
     assert "hpcdist/templates/README.md" in names
     assert any(n.startswith("hpcdist/templates/pbs/") for n in names)
     assert any(n.startswith("hpcdist/templates/slurm/") for n in names)
+    # The site presets (--profile polaris) come with the package.
+    assert {f"hpcdist/sites/{site}.toml" for site in ("polaris", "aurora", "derecho", "gadi", "torque")} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "hpcdist = hpcdist.cli:main" in text
