@@ -102,6 +102,11 @@ def _memory(x, o, _):
     return v.parse_memory(str(x), o.flag)
 
 
+def _node_memory(x, o, _):
+    """Memory per node; ``0`` (or ``all``) is all of each node's memory (Slurm's ``--mem=0``)."""
+    return 0 if str(x).strip().lower() in ("0", "all") else v.parse_memory(str(x), o.flag)
+
+
 def _name(x, o, _):
     return v.check_name(str(x), o.flag)
 
@@ -227,8 +232,13 @@ OPTIONS = (
     # One per GPU when GPUs are asked for (build_spec).
     Option("procs_per_node", int, 1, WHERE, check=_at_least_1, help="default: one per GPU, else one"),
     Option("cpus_per_proc", int, None, WHERE, check=_at_least_1),
-    Option("mem_mb", str, None, WHERE, key="mem", held="int | None", check=_memory,
-           help="per node, with a unit: 16G, 500M"),
+    Option("mem_mb", str, None, WHERE, key="mem", held="int | None", check=_node_memory,
+           help="per node, with a unit: 16G, 500M; 0 or all: all of each node's memory (Slurm)"),
+    Option("mem_per_gpu_mb", str, None, WHERE, key="mem_per_gpu", held="int | None", check=_memory, only_for="slurm",
+           metavar="MEM", help="Slurm: memory per GPU (--mem-per-gpu), instead of --mem"),
+    # A GPU model: Slurm's --gpus-per-node=TYPE:N, PBS Pro's gpu_type chunk resource, a Torque node property.
+    Option("gpu_type", str, None, WHERE, check=_name, metavar="TYPE", help="the GPUs' model, e.g. a100 (needs "
+           "--gpus-per-node)"),
     Option("walltime_s", str, None, WHERE, key="walltime", held="int | None", check=_walltime,
            help="90m, 1h30m, 01:30:00, 1-12:00:00 (a bare number is refused)"),
     # Names the scheduler reads; values placed in directives follow its grammar (no quoting needed).

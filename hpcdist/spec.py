@@ -127,7 +127,8 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     if "walltime" in given:
         notes.append(f"walltime {given['walltime']!r} understood as {v.describe_walltime(out['walltime_s'])}")
     if "mem" in given:
-        notes.append(f"memory {given['mem']!r} understood as {out['mem_mb']} MB per node")
+        notes.append(f"memory {given['mem']!r} understood as " + (f"{out['mem_mb']} MB per node" if out["mem_mb"]
+                                                                 else "all of each node's memory"))
 
     # Defaults that follow from other values, and those the rules below read.
     out.setdefault("procs_per_node", out.get("gpus_per_node", 0) or 1)
@@ -154,6 +155,14 @@ def _rules(out: dict, given: dict, check_files: bool) -> None:
             "--procs-per-node", str(out["procs_per_node"]),
             f"is more than --gpus-per-node {gpus}: several processes would share a GPU.",
             "Use one process per GPU (leave --procs-per-node out), or ask for more GPUs.")
+    if out.get("gpu_type") and not gpus:
+        raise v.ValidationError("--gpu-type", out["gpu_type"], "names a GPU model, but no GPUs are asked for.",
+                                "Add --gpus-per-node N, or leave --gpu-type out.")
+    if out.get("mem_per_gpu_mb") and (not gpus or out.get("mem_mb") is not None):
+        why = ("asks for memory per GPU, but no GPUs are asked for." if not gpus else
+               f"is given with --mem {given.get('mem')}: Slurm takes one of --mem and --mem-per-gpu.")
+        raise v.ValidationError("--mem-per-gpu", str(given["mem_per_gpu"]), why,
+                                "Add --gpus-per-node N." if not gpus else "Keep one of them.")
     if "conda" in out and "venv" in out:
         raise v.ValidationError("--venv", out["venv"], "cannot be used together with --conda.", "Pick one environment.")
     nodes, procs = out.get("nodes", 1), out["procs_per_node"]

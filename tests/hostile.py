@@ -184,9 +184,11 @@ def expected_directive_lines(spec) -> list[str]:
         d = "#SBATCH "
         lines += [d + f"--job-name={q(spec.job_name)}", d + f"--nodes={spec.nodes}",
                   d + f"--ntasks-per-node={spec.procs_per_node}"]
-        lines += [d + f"--gpus-per-node={spec.gpus_per_node}"] if spec.gpus_per_node else []
+        lines += [d + "--gpus-per-node=" + (f"{q(spec.gpu_type)}:" if spec.gpu_type else "")
+                  + str(spec.gpus_per_node)] if spec.gpus_per_node else []
         lines += [d + f"--cpus-per-task={spec.cpus_per_proc}"] if spec.cpus_per_proc else []
-        lines += [d + f"--mem={format_slurm_mem(spec.mem_mb)}"] if spec.mem_mb else []
+        lines += [d + f"--mem={format_slurm_mem(spec.mem_mb)}"] if spec.mem_mb is not None else []
+        lines += [d + f"--mem-per-gpu={format_slurm_mem(spec.mem_per_gpu_mb)}"] if spec.mem_per_gpu_mb else []
         lines += [d + f"--time={format_slurm_time(spec.walltime_s)}"] if spec.walltime_s else []
         lines += [d + f"--partition={q(spec.queue)}"] if spec.queue else []
         lines += [d + f"--account={q(spec.account)}"] if spec.account else []
@@ -204,7 +206,8 @@ def expected_directive_lines(spec) -> list[str]:
         lines += [d + f"-N {q(spec.job_name)}"]
         if spec.dialect == "torque":
             lines += [d + f"-l nodes={spec.nodes}:ppn={ncpus}"
-                      + (f":gpus={spec.gpus_per_node}" if spec.gpus_per_node else "")]
+                      + (f":gpus={spec.gpus_per_node}" + (f":{spec.gpu_type}" if spec.gpu_type else "")
+                         if spec.gpus_per_node else "")]
             lines += [d + f"-l mem={format_pbs_mem(spec.mem_mb * spec.nodes)}"] if spec.mem_mb else []
         elif spec.request == "job-wide":
             lines += [d + f"-l ncpus={ncpus * spec.nodes}"]
@@ -216,7 +219,8 @@ def expected_directive_lines(spec) -> list[str]:
                 f":ncpus={ncpus}:mpiprocs={spec.procs_per_node}"
                 + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else "")
                 + (f":mem={format_pbs_mem(spec.mem_mb)}" if spec.mem_mb else ""))
-            select = spec.select or f"{spec.nodes}{counts}" + "".join(":" + r for r in spec.chunk_resources)
+            model = [f"gpu_type={spec.gpu_type}"] if spec.gpu_type else []
+            select = spec.select or f"{spec.nodes}{counts}" + "".join(":" + r for r in model + list(spec.chunk_resources))
             lines += [d + f"-l select={q(select)}",
                       d + "-l place=" + q(spec.place or "scatter") + (":excl" if spec.exclusive else "")]
         lines += [d + f"-l {q(r)}" for r in spec.job_resources]

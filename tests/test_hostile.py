@@ -189,6 +189,9 @@ FIELDS = [
     Field("template-dir", "--template-dir", _set("template_dir"), must_refuse=lambda p, v: not _line(p)),
     # PBS's request (hpcdist.schedulers.pbs_request): each value by its grammar, written into #PBS lines.
     Field("project", "--project", _set("project"), schedulers=("pbs",)),
+    Field("gpu-type", "--gpu-type", lambda v, x: {**v, "gpu_type": x, "gpus_per_node": 2}, schedulers=("slurm", "pbs")),
+    Field("mem-per-gpu", "--mem-per-gpu", lambda v, x: {**v, "mem_per_gpu": x, "gpus_per_node": 2},
+          must_refuse=lambda p, v: True, schedulers=("slurm",)),
     Field("request", "--request", _set("request"), must_refuse=lambda p, v: True, schedulers=("pbs",)),
     Field("select", "--select", _set("select"), schedulers=("pbs",)),
     Field("place", "--place", _set("place"), must_refuse=lambda p, v: True, schedulers=("pbs",)),
@@ -674,7 +677,8 @@ def test_dataclass_fields_are_all_in_the_matrix():
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
                "pbs_spread", "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes",
-               "project", "request", "select", "place", "chunk_resources", "job_resources"}
+               "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
+               "mem_per_gpu_mb"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",
                "deepspeed_runner", "notes",
                "template"}  # a file read by jinja2 (its folder and name), never written into the script

@@ -121,3 +121,4 @@ def test_a_profile_holds_the_request_and_names_itself_when_wrong(tmp_path):
     assert resources(spec) == ["#PBS -l ncpus=1", "#PBS -l storage=gdata/a00", "#PBS -l jobfs=100GB", "#PBS -P a00"]
     with pytest.raises(ProfileError, match=r"profiles\.bad\.select = '2:ncpus=4': asks for 2 chunks.*--nodes is 3"):
         build(load_profile("bad", [str(path)]), {"script": "t.py", "nodes": 3}, check_files=False)
+

@@ -158,6 +158,9 @@ def test_format_walltime(seconds, slurm, pbs):
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "60"])
 def test_format_walltime_rejects_non_positive_ints(bad):
     for func in (format_slurm_time, format_pbs_walltime, format_slurm_mem, format_pbs_mem):
+        if func is format_slurm_mem and type(bad) is int and bad == 0:
+            assert func(bad) == "0"  # --mem 0: all of each node's memory (sbatch --mem=0)
+            continue
         with pytest.raises(ValueError):
             func(bad)
 

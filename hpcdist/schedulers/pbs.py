@@ -228,6 +228,9 @@ class Pbs(BatchScheduler):
 
         if "qos" in values:
             raise v.ValidationError("--qos", values["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
+        if values.get("mem_mb") == 0:
+            raise v.ValidationError("--mem", "0", "is all of a node's memory to Slurm; PBS gives a job the memory it "
+                                    "asks for, or the site's default.", "Give an amount (e.g. 380G), or leave --mem out.")
         # The spec's dialect, which need not be this instance's.
         dialect = DIALECTS[values["dialect"]]
         check_request(values, given, torque=dialect.request == "nodes")

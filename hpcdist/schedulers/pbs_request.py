@@ -123,7 +123,7 @@ def check_request(values: dict, given: dict, torque: bool) -> None:
     _adopt_directives(values)
     if values.get("request") == "job-wide":
         for key, flag in (("select", "--select"), ("chunk_resources", "--chunk-resource"),
-                          ("bare_select", "--bare-select")):
+                          ("bare_select", "--bare-select"), ("gpu_type", "--gpu-type")):
             if values.get(key):
                 raise _error(flag, _shown(values[key]), "describes select chunks, but --request is job-wide "
                              "(-l ncpus=,ngpus=,mem= for the whole job, no select).",
@@ -201,7 +201,8 @@ def _check_own_select(values: dict, given: dict) -> None:
 def request(spec, torque: bool, format_mem) -> list[str]:
     """The ``-l`` resources, in order: the node request, then the site's own (``job_resources``)."""
     if torque:
-        gpus = f":gpus={spec.gpus_per_node}" if spec.gpus_per_node else ""
+        # A GPU model is a node property after gpus= (TORQUE's nodes grammar: [:gpus=<gpu>][:<property>...]).
+        gpus = f":gpus={spec.gpus_per_node}" + (f":{spec.gpu_type}" if spec.gpu_type else "") if spec.gpus_per_node else ""
         lines = [f"nodes={spec.nodes}:ppn={spec.procs_per_node * (spec.cpus_per_proc or 1)}{gpus}"]
         if spec.mem_mb:  # Torque's mem is the whole job's
             lines.append(f"mem={format_mem(spec.mem_mb * spec.nodes)}")
@@ -224,7 +225,10 @@ def select(spec, format_mem) -> str:
             words.append(f"ngpus={spec.gpus_per_node}")
         if spec.mem_mb:
             words.append(f"mem={format_mem(spec.mem_mb)}")
-    return ":".join(words + list(spec.chunk_resources))
+    # A GPU model is the gpu_type chunk resource (NCAR Derecho's name; a site with another name
+    # gives it with --chunk-resource).
+    model = [f"gpu_type={spec.gpu_type}"] if spec.gpu_type else []
+    return ":".join(words + model + list(spec.chunk_resources))
 
 
 def place(spec) -> str | None:

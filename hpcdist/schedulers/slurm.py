@@ -109,6 +109,8 @@ def format_slurm_mem(mb: int) -> str:
     """Slurm ``--mem``: ``16G`` for a whole number of gigabytes, else ``500M``."""
     from hpcdist.validate import positive_int
 
+    if type(mb) is int and mb == 0:  # all of each node's memory (sbatch --mem=0)
+        return "0"
     mb = positive_int(mb, "mb")
     return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
 
