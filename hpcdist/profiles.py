@@ -142,20 +142,21 @@ def describe(name: str | None = None, files: list[str] | None = None) -> str:
     """``hpcdist profiles``: every profile and preset, one line each; with ``name``, what it sets
     (a preset's file as shipped, with its sources, then the user's keys laid over it)."""
     files = files if files is not None else [PROJECT_FILE, user_file()]
-    found = [(path, _load(path)) for path in files if os.path.isfile(path)]
+    shipped = presets()
     if name is None:
+        found = [(path, _load(path)) for path in files if os.path.isfile(path)]
         rows = [(n, path) for path, data in found for n in data.get("profiles", {})]
-        rows += [(n, f"site preset ({path})") for n, path in presets().items()]
+        rows += [(n, f"site preset ({path})") for n, path in shipped.items()]
         width = max((len(n) for n, _ in rows), default=0)
         lines = [f"{n:<{width}}  {where}" for n, where in rows]
         return "\n".join(lines + ["", "hpcdist profiles NAME shows one; use it with --profile NAME."]) + "\n"
     profile = load_profile(name, files)  # checked, and an error names what exists
     out = []
-    if name in presets():
-        with open(presets()[name], encoding="utf-8") as f:
+    if name in shipped:
+        with open(shipped[name], encoding="utf-8") as f:
             out.append(f.read().rstrip("\n"))
     mine = [(key, profile.written[key]) for key in profile if profile.where.get(key, profile.path) == profile.path
-            and profile.path != presets().get(name)]
+            and profile.path != shipped.get(name)]
     if mine:
         out.append(f"# Your settings{' over the preset' if out else ''}, from {profile.path}:")
         out += [f"{raw_key} = {_toml(value)}" for _, (raw_key, value) in mine]

@@ -178,6 +178,10 @@ def without_mpi(env: EnvReader, launcher: str, field: str) -> "list[str]":
     return ways
 
 
+#: Why PALS's PMIx mode leaves the world size unknown (the reasons here, and the resolver's for mpi4py).
+PALS_PMIX_NO_WORLD = "PALS's mpiexec in PMIx mode (--pmi=pmix) sets no PMI_SIZE, and nothing else says the world size"
+
+
 def pals_pmix(env: EnvReader, launcher: str) -> bool:
     """PALS's mpiexec in PMIx mode (``--pmi=pmix``): PMIX_RANK, no PMI_SIZE."""
     return launcher == "pals" and env.has("PMIX_RANK") and not env.has("PMI_SIZE")
@@ -213,7 +217,6 @@ def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool)
         return (f"the world size or the number of processes on this node is unknown, so whether this {launcher} "
                 f"run spans nodes is unknown too{note}: set WORLD_SIZE and LOCAL_WORLD_SIZE{install}.")
     if field == "world_size" and pals_pmix(env, launcher):
-        what = f"PALS's mpiexec in PMIx mode (--pmi=pmix) sets no PMI_SIZE, and nothing else says the world size{note}"
-        return f"{what}: {', or '.join(without_mpi(env, launcher, field))}{install}."
+        return f"{PALS_PMIX_NO_WORLD}{note}: {', or '.join(without_mpi(env, launcher, field))}{install}."
     return (f"no variable of this {launcher} launch says the {D.MEANING[field]}{note}: start the processes with a "
             f"launcher hpcdist reads (torchrun, srun, mpirun){install}.")

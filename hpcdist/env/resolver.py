@@ -166,10 +166,10 @@ def _check_aliases(env: EnvReader, values: dict, launcher: str) -> None:
 
 
 def _lacking(env: EnvReader, values: dict, launcher: str, missing_rank: list[str]) -> str:
-    from hpcdist.env.derive import pals_pmix
+    from hpcdist.env.derive import PALS_PMIX_NO_WORLD, pals_pmix
 
     if missing_rank == ["world_size"] and pals_pmix(env, launcher):
-        return "PALS's mpiexec in PMIx mode (--pmi=pmix) sets no PMI_SIZE, and nothing else says the world size"
+        return PALS_PMIX_NO_WORLD
     if missing_rank:
         which = D.BARE_MPI.why(env) if launcher == D.BARE_MPI.name else launcher
         return f"this MPI launch ({which}) sets no {', '.join(D.MEANING[f] for f in missing_rank)}"

@@ -270,18 +270,19 @@ class JobId(Record):
 # --------------------------------------------------------------------------
 
 
-def get_scheduler_title(name: str) -> str:
-    from hpcdist.schedulers import get
-
-    return get(name).title
-
-
 def _those(what: str) -> tuple[str, str]:
     """The names and the titles of the schedulers that have ``what`` (for messages)."""
     from hpcdist.schedulers import all_schedulers
 
     having = [s for s in all_schedulers() if getattr(s, what)]
     return " or ".join(s.name for s in having), " or ".join(s.title for s in having)
+
+
+def uses_node_rank(words: list) -> bool:
+    """Whether a launcher's words refer to ``$NODE_RANK``, which each node's agent must be given."""
+    from hpcdist.shell import Shell
+
+    return any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words)
 
 
 def on_each_node(prefix: list, words: list, rank_variable: str) -> list[str]:
@@ -291,9 +292,9 @@ def on_each_node(prefix: list, words: list, rank_variable: str) -> list[str]:
     ``bash -c`` after setting it from the scheduler's per-task variable, so
     the variable is expanded on that node, not once in the batch shell.
     """
-    from hpcdist.shell import Shell, words_to_line
+    from hpcdist.shell import words_to_line
 
-    if not any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words):
+    if not uses_node_rank(words):
         return [words_to_line(prefix + words)]
     agent = f'export NODE_RANK="${rank_variable}"; exec {words_to_line(words)}'
     return [words_to_line(prefix + ["bash", "-c", agent])]
@@ -374,7 +375,9 @@ class Scheduler:
         for o in OPTIONS:
             if o.only_for and o.only_for != self.name and values.get(o.name) not in (None, (), False, o.default):
                 value = given.get(o.key, values[o.name])  # as typed (--mem-per-gpu 4G, not 4096)
-                title = get_scheduler_title(o.only_for)
+                from hpcdist.schedulers import get
+
+                title = get(o.only_for).title
                 raise v.ValidationError(o.flag, " ".join(value) if isinstance(value, (tuple, list)) else str(value),
                                         f"is a {title} setting, and --scheduler is {self.name}.",
                                         f"Leave it out, or use --scheduler {o.only_for}.")

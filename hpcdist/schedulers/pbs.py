@@ -216,7 +216,10 @@ class Pbs(BatchScheduler):
 
     def __init__(self, dialect: Dialect):
         self.dialect = dialect
-        self.array_index_variable = dialect.array_index
+
+    @property
+    def array_index_variable(self):
+        return self.dialect.array_index
 
     # --- the job spec ----------------------------------------------------------
 
@@ -232,11 +235,10 @@ class Pbs(BatchScheduler):
             raise v.ValidationError("--mem", "0", "is all of a node's memory to Slurm; PBS gives a job the memory it "
                                     "asks for, or the site's default.", "Give an amount (e.g. 380G), or leave --mem out.")
         # The spec's dialect, which need not be this instance's.
-        dialect = DIALECTS[values["dialect"]]
-        check_request(values, given, torque=dialect.request == "nodes")
+        pbs = get(self.name, values["dialect"])
+        check_request(values, given, torque=pbs.dialect.request == "nodes")
         self._check_spread(values)
-        get(self.name, values["dialect"]).check_gpu_directives(values.get("gpus_per_node", 0),
-                                                               list(values.get("directives", ())))
+        pbs.check_gpu_directives(values.get("gpus_per_node", 0), list(values.get("directives", ())))
 
     def _check_spread(self, values):
         """pbsdsh starts one agent per node: a launcher started once, from the first node, has none."""

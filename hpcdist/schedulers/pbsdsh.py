@@ -22,6 +22,7 @@ man pages and source say, and what the lines below do about it:
 from __future__ import annotations
 
 from hpcdist.launchers.mpi import propagated
+from hpcdist.schedulers.base import uses_node_rank
 from hpcdist.shell import Shell, words_to_line
 
 #: What every agent needs besides the propagated variables: the job's id (torchrun's rendezvous
@@ -52,7 +53,7 @@ def spread_lines(spec, words: list) -> list[str]:
     """Lines that start ``words`` once on each host of the job with pbsdsh and end every agent when
     one fails; they end with the job's status (``exit``: in the launch function, or the script)."""
     names = " ".join(dict.fromkeys(list(propagated(spec)) + list(AGENT_VARIABLES)))
-    node_rank = ["NODE_RANK=$hpcdist_node_rank"] if any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words) else []
+    node_rank = ["NODE_RANK=$hpcdist_node_rank"] if uses_node_rank(words) else []
     start = words_to_line(["pbsdsh", "-n", Shell('"$hpcdist_index"'), "--", "env", Shell('"${hpcdist_agent_env[@]}"'),
                            *(Shell(f'"{w}"') for w in node_rank), "bash", "-c", agent_script(words), "hpcdist-agent",
                            Shell('"$PWD"'), Shell('"$hpcdist_agents/$hpcdist_node_rank"')])
