@@ -188,6 +188,45 @@ def _env_name(x, o, _):
     return v.check_env_name(str(x), o.flag)
 
 
+def _setup_line(x, o, _):
+    """A shell line of the user's, run as written (a profile's string may hold several lines)."""
+    x = v.check_text(str(x), o.flag, allow_newline=True)
+    if SETUP_END in x.splitlines():
+        raise v.ValidationError(o.flag, x, f"a line {SETUP_END} would end the setup file the script writes.",
+                                "Rename that line's word.")
+    return x
+
+
+#: The line that ends the every-node setup file in the script (a here-document's end).
+SETUP_END = "HPCDIST_SETUP_END"
+
+
+def _env_expand(x, o, _):
+    """NAME=VALUE whose $VAR and ${VAR} expand in the job: written in double quotes, so nothing
+    else in it may be read by the shell (no command substitution, no quotes, no backslash)."""
+    name, value = v.parse_env_assignment(x, o.flag) if isinstance(x, str) else tuple(x)
+    value = v.check_text(str(value), o.flag)
+    bad = [c for c in ('"', "`", "\\", "$(") if c in value]
+    if bad:
+        raise v.ValidationError(o.flag, f"{name}={value}", f"holds {bad[0]}: only $VAR and ${{VAR}} expand in the job "
+                                "(the value is written in double quotes).",
+                                "Compute the value in a --setup line (export NAME=...) instead.")
+    return v.check_env_settable(name, o.flag), value
+
+
+#: How the ranks of a node share its GPUs (--gpu-map).
+GPU_MAPS = ("local-rank", "per-task", "visible-devices")
+
+
+def _binding(x, o, _):
+    """A binding in the launcher's own words: one word (cores, list:0:16:32:48, mask_cpu:0xfe,0xfe00)."""
+    return v.check_binding(str(x), o.flag)
+
+
+def _constraint(x, o, _):
+    return v.check_constraint(str(x), o.flag)
+
+
 def _directive(x, o, scheduler):
     # Under a scheduler with a queue, its own grammar; local refuses directives (its rule in
     # build_spec), and a profile read before the scheduler is known checks them as text.
@@ -245,6 +284,9 @@ OPTIONS = (
     Option("queue", str, None, WHERE, check=_name, flags=("--queue", "--partition")),
     Option("account", str, None, WHERE, check=_name),
     Option("qos", str, None, WHERE, check=_name),
+    # Node features (Perlmutter's gpu, a GPU model's): letters, digits and Slurm's & | [ ] * : ( ).
+    Option("constraint", str, None, WHERE, check=_constraint, only_for="slurm",
+           help="Slurm: node features, e.g. gpu (NERSC Perlmutter), gpu&hbm80g"),
     Option("project", str, None, WHERE, check=_name, only_for="pbs",
            help="PBS -P: the project to charge (NCI Gadi); --account writes -A"),
     Option("job_name", str, "job", WHERE, check=_job_name),
@@ -281,6 +323,16 @@ OPTIONS = (
     Option("env", dict, None, ENVIRONMENT, check=_env, metavar="NAME=VALUE", help="(repeatable)"),
     Option("propagate", list, None, ENVIRONMENT, check=_env_name, metavar="NAME",
            help="pass this variable to every node (repeatable)"),
+    # The user's own shell lines: the one place hpcdist writes a value unquoted (marked as such).
+    Option("setup", list, None, ENVIRONMENT, check=_setup_line, metavar="LINE",
+           help="a shell line of your own, written into the script as is, not quoted (repeatable, in order)"),
+    Option("setup_file", str, None, ENVIRONMENT, check=_word, metavar="FILE",
+           help="shell lines of your own from FILE, copied into the script after the --setup lines"),
+    Option("setup_on", str, "batch", ENVIRONMENT, check=_one_of, choices=("batch", "every-node"),
+           help="where the setup lines run: batch (in the job script, before hpcdist's steps; default) or "
+                "every-node (once on each node, in a shell of their own, just before the launch)"),
+    Option("env_expand", dict, None, ENVIRONMENT, check=_env_expand, metavar="NAME=VALUE",
+           help="as --env, but $VAR and ${VAR} in VALUE expand in the job: DATA='$SCRATCH/data' (repeatable)"),
     Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="default: torchrun"),
     # torchrun: restarts of all workers after one fails; elastic: the fewest nodes to go on with.
     Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N",
@@ -309,6 +361,19 @@ OPTIONS = (
     Option("pbs_spread", str, None, LAUNCH, check=_one_of, choices=("mpi", "pbsdsh"), only_for="pbs",
            help="PBS: what starts one agent per node (torchrun, accelerate, DeepSpeed --no-ssh): mpi, the "
                 "--mpi flavour's launcher (default), or pbsdsh"),
+    # Binding, in the words of the launcher that starts the ranks (hpcdist.launchers.mpi, srun).
+    Option("cpu_bind", str, None, LAUNCH, check=_binding, metavar="BINDING",
+           help="bind each rank's CPUs, in its launcher's words: srun --cpu-bind=BINDING, PALS --cpu-bind, Open "
+                "MPI --bind-to, MPICH -bind-to (srun and mpirun only)"),
+    Option("gpu_map", str, "local-rank", LAUNCH, check=_one_of, choices=GPU_MAPS,
+           help="how ranks share a node's GPUs: local-rank (each sees all and uses its local rank's; default), "
+                "per-task (each sees only its own: srun --gpus-per-task=1, elsewhere as visible-devices), "
+                "visible-devices (hpcdist sets CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES per rank)"),
+    Option("gpu_bind", str, None, LAUNCH, check=_binding, metavar="BINDING", only_for="slurm",
+           help="Slurm: srun --gpu-bind=BINDING for the ranks (closest, map_gpu:0,1)"),
+    Option("hint", str, None, WHERE, check=_one_of, only_for="slurm",
+           choices=("nomultithread", "multithread", "compute_bound", "memory_bound"),
+           help="Slurm: --hint (nomultithread: one task per core, no hyperthreads)"),
     Option("python", str, "python", LAUNCH, check=_program, metavar="PROGRAM",
            help="interpreter for mpirun/srun (default: python)"),
     Option("template", str, None, LAUNCH, check=_word, metavar="FILE",

@@ -60,6 +60,28 @@ def prepare(environ=None) -> list[str]:
     return []
 
 
+def own_gpu(environ) -> list[str]:
+    """``--own-gpu`` (``--gpu-map visible-devices``): let this rank see only its own GPU, the one
+    of its local rank, as LUMI's ``select_gpu`` wrapper does; the lines to print about it.
+
+    AMD GPUs (``/dev/kfd``) by ``ROCR_VISIBLE_DEVICES``, others by ``CUDA_VISIBLE_DEVICES``.
+    Where the variable already lists the node's GPUs (set by the scheduler), the rank gets the
+    one at its local rank's place in that list; where it lists one, it is left as it is.
+    """
+    name = "ROCR_VISIBLE_DEVICES" if os.path.exists("/dev/kfd") else "CUDA_VISIBLE_DEVICES"
+    local = environ.get("LOCAL_RANK")
+    if local is None:
+        return [f"hpcdist.rank: --own-gpu: the local rank is unknown; {name} is left as it is."]
+    visible = [d.strip() for d in environ.get(name, "").split(",") if d.strip()]
+    if len(visible) == 1:
+        return []
+    if visible and int(local) >= len(visible):
+        return [f"hpcdist.rank: --own-gpu: local rank {local}, but {name}={environ[name]} lists "
+                f"{len(visible)} GPUs; it is left as it is."]
+    environ[name] = visible[int(local)] if visible else local
+    return []
+
+
 def run(argv: list[str]) -> int:
     """Run ``argv`` (script and arguments) as ``python SCRIPT ARGS`` would; its exit status.
 
@@ -127,14 +149,20 @@ def _let_go(module) -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m hpcdist.rank SCRIPT [ARGS...]\n" + __doc__.split("\n\n")[0].split(": ", 1)[1],
+        print("usage: python -m hpcdist.rank [--own-gpu] SCRIPT [ARGS...]\n" + __doc__.split("\n\n")[0].split(": ", 1)[1],
               file=sys.stderr if not argv else sys.stdout)
         sys.exit(2 if not argv else 0)
+    own = argv[:1] == ["--own-gpu"] or argv[0].startswith("--local_rank=") and argv[1:2] == ["--own-gpu"]
+    if own:
+        argv = [a for i, a in enumerate(argv) if not (i < 2 and a == "--own-gpu")]
     if len(argv) > 1 and argv[0].startswith("--local_rank="):
         # DeepSpeed's launcher puts it right after the module it starts (-m hpcdist.rank):
         # the script gets it first, as it would without hpcdist.
         argv = [argv[1], argv[0], *argv[2:]]
-    for line in prepare():
+    lines = prepare()
+    if own:
+        lines += own_gpu(os.environ)
+    for line in lines:
         print(line, file=sys.stderr)
     sys.exit(run(argv))
 

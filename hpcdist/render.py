@@ -34,6 +34,32 @@ def launch_lines(spec: JobSpec) -> list[str]:
     return launcher.setup(spec) + [words_to_line(words)]
 
 
+def user_setup(spec: JobSpec) -> dict:
+    """The user's setup lines (``--setup``, then ``--setup-file``'s), as written, for the batch
+    shell or, written to a file, for every node (``--setup-on``), with the scheduler's line
+    that runs that file once on each node."""
+    from hpcdist.options import BY_NAME, SETUP_END
+
+    lines = [line for item in spec.setup for line in item.splitlines()]
+    if spec.setup_file:
+        try:
+            with open(spec.setup_file, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise validate.ValidationError("--setup-file", spec.setup_file, f"cannot be read ({e}).",
+                                           "Give a readable UTF-8 text file.") from None
+        lines += BY_NAME["setup"].check(text, BY_NAME["setup_file"], spec.scheduler).splitlines()
+    source = " and ".join(flag for flag, given in (("--setup", spec.setup), (f"--setup-file {spec.setup_file}",
+                                                                          spec.setup_file)) if given)
+    lines = [Shell(line) for line in lines]
+    every = bool(lines) and spec.setup_on == "every-node"
+    spread = []
+    if every:
+        spread = schedulers.get(spec.scheduler, spec.dialect).spread(spec, ["bash", "-e", Shell('"$run_dir/setup.sh"')])
+    return dict(source=source, end=SETUP_END, batch=[] if every else lines, every_node=lines if every else [],
+                spread=[Shell(line) for line in spread])
+
+
 def templates_dir() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     installed = os.path.join(here, "templates")
@@ -238,4 +264,6 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         # The launcher's lines for the allocation block (after the hostfile and the master).
         allocation_lines=[Shell(line) for line in launcher.allocation_lines(spec)],
         launch_lines=[Shell(line) for line in launch_lines(spec)],
+        # The user's own lines (--setup, --setup-file), where --setup-on puts them.
+        setup=user_setup(spec),
     )

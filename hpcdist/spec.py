@@ -163,6 +163,14 @@ def _rules(out: dict, given: dict, check_files: bool) -> None:
                f"is given with --mem {given.get('mem')}: Slurm takes one of --mem and --mem-per-gpu.")
         raise v.ValidationError("--mem-per-gpu", str(given["mem_per_gpu"]), why,
                                 "Add --gpus-per-node N." if not gpus else "Keep one of them.")
+    both = {k for k, _ in out.get("env", ())} & {k for k, _ in out.get("env_expand", ())}
+    if both:
+        name = sorted(both)[0]
+        raise v.ValidationError("--env-expand", name, "is also given with --env: the script would set it twice.",
+                                "Keep one of them.")
+    if out.get("setup_on", "batch") != "batch" and not (out.get("setup") or out.get("setup_file")):
+        raise v.ValidationError("--setup-on", out["setup_on"], "says where setup lines run, but none are given.",
+                                "Add --setup LINE or --setup-file FILE, or leave --setup-on out.")
     if "conda" in out and "venv" in out:
         raise v.ValidationError("--venv", out["venv"], "cannot be used together with --conda.", "Pick one environment.")
     nodes, procs = out.get("nodes", 1), out["procs_per_node"]
@@ -172,7 +180,8 @@ def _rules(out: dict, given: dict, check_files: bool) -> None:
     if check_files:
         _check_file("SCRIPT", out["script"], " (relative to the current directory)",
                     "Check the path; the job runs from the directory you submit from.")
-        for key, flag in (("deepspeed_config", "--deepspeed-config"), ("template", "--template")):
+        for key, flag in (("deepspeed_config", "--deepspeed-config"), ("template", "--template"),
+                          ("setup_file", "--setup-file")):
             if key in out:
                 _check_file(flag, out[key], "", "Check the path.")
         if "template_dir" in out and not os.path.isdir(out["template_dir"]):

@@ -65,10 +65,17 @@ def program(spec, argparse_launcher: bool = False) -> list:
     return [spec.script] + args
 
 
+def rank_module(spec) -> list:
+    """``-m hpcdist.rank`` and its options: ``--own-gpu`` where each rank is to see only its own
+    GPU and no scheduler sees to it (``--gpu-map``: :func:`hpcdist.rank.own_gpu`)."""
+    own = spec.gpu_map == "visible-devices" or spec.gpu_map == "per-task" and spec.launcher != "srun"
+    return ["-m", "hpcdist.rank"] + (["--own-gpu"] if own else [])
+
+
 def rank_program(spec) -> list:
     """The program for a launcher that starts every rank itself (srun, mpirun): through
     :mod:`hpcdist.rank`, which gives the frameworks hpcdist's answer before the script runs."""
-    return [spec.python, "-m", "hpcdist.rank"] + program(spec)
+    return [spec.python, *rank_module(spec)] + program(spec)
 
 
 def rank_program_check(spec) -> str:
@@ -105,6 +112,10 @@ class Launcher:
     """One launcher; the defaults are those of a launcher started once, with no rules of its own."""
 
     name: str
+    #: It starts every rank itself and binds them (--cpu-bind in its words): srun, mpirun.
+    binds_ranks = False
+    #: Its ranks start through hpcdist.rank, which can give each its own GPU (--gpu-map).
+    ranks_through_hpcdist = False
     #: What ``$MASTER_ADDR:$MASTER_PORT`` are to this launcher, as the job script's log says it
     #: (shell text inside double quotes): the ranks' master, where their process group meets.
     endpoint = "master: $MASTER_ADDR:$MASTER_PORT"
@@ -120,6 +131,27 @@ class Launcher:
 
         deepspeed.check_runner(values)
         torchrun.refuse_settings(values)
+        self.check_binding(values)
+
+    def check_binding(self, values: dict) -> None:
+        """--cpu-bind needs a launcher that starts (and binds) every rank; --gpu-map other than
+        local-rank needs ranks that start through hpcdist.rank (or srun's own --gpus-per-task)."""
+        from hpcdist.validate import ValidationError
+
+        if values.get("cpu_bind") and not self.binds_ranks:
+            raise ValidationError("--cpu-bind", values["cpu_bind"], f"binds each rank's CPUs, but {self.name} starts "
+                                  "the ranks without a binding of its own (its agents share each node).",
+                                  "Use --launcher srun or mpirun, or leave --cpu-bind out.")
+        for key, flag in (("gpu_bind", "--gpu-bind"),):
+            if values.get(key) and self.name != "srun":
+                raise ValidationError(flag, values[key], f"is srun's binding of each rank's GPUs; the launcher is "
+                                      f"{self.name}.", f"Use --launcher srun, or leave {flag} out.")
+        gpu_map = values.get("gpu_map", "local-rank")
+        if gpu_map != "local-rank" and not self.ranks_through_hpcdist:
+            raise ValidationError("--gpu-map", gpu_map, f"gives each rank only its own GPU, but {self.name} starts its "
+                                  "workers itself: each sees all of the node's GPUs, and hpcdist.env.init_distributed "
+                                  "picks the one of its local rank.",
+                                  "Use --launcher srun, mpirun or deepspeed, or leave --gpu-map out.")
 
     def words(self, spec) -> list:
         raise NotImplementedError

@@ -8,7 +8,7 @@ lines that name a failed rank (``sigkill_handler``, ``global_rank_mapping``).
 from __future__ import annotations
 
 from hpcdist import schedulers
-from hpcdist.launchers import Launcher, exit_why, failure, program
+from hpcdist.launchers import Launcher, exit_why, failure, program, rank_module
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, var
 #: DeepSpeed's name for its runner that starts the nodes with srun.
@@ -46,6 +46,7 @@ def ranks_by_host(text: str) -> dict:
 
 class DeepSpeed(Launcher):
     name = "deepspeed"
+    ranks_through_hpcdist = True
 
     @staticmethod
     def mode(spec) -> str:
@@ -91,7 +92,7 @@ class DeepSpeed(Launcher):
         # Each rank through hpcdist.rank (DeepSpeed's --module), which adds the node rank and
         # local world size DeepSpeed does not export (Lightning reads NODE_RANK). The script is
         # then not the launcher's first argument, where its argparse would swallow a "--".
-        words += ["--module", "hpcdist.rank"] + program(spec)
+        words += ["--module", *rank_module(spec)[1:]] + program(spec)
         # pdsh waits for every node even after one failed: see hpcdist.supervise.
         return ["hpcdist", "supervise", "--"] + words if mode == "pdsh" else words
 

@@ -19,7 +19,7 @@ BASE_PROPAGATED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "COND
 
 
 def propagated(spec) -> list[str]:
-    names = list(BASE_PROPAGATED) + [k for k, _ in spec.env] + list(spec.propagate)
+    names = list(BASE_PROPAGATED) + [k for k, _ in spec.env + spec.env_expand] + list(spec.propagate)
     return list(dict.fromkeys(names))
 
 
@@ -53,9 +53,10 @@ class Flavour:
     def placement(self, per_node: int, agents: bool) -> list:
         raise NotImplementedError
 
-    def binding(self, cpus: int | None, agents: bool) -> list:
-        """Flags that bind each process to ``cpus`` CPUs (--cpus-per-proc; None: not set). An
-        agent (``agents``) is never bound to a part of its node: its workers share the node."""
+    def binding(self, cpus: int | None, agents: bool, bind: str | None = None) -> list:
+        """Flags that bind each process to ``cpus`` CPUs (--cpus-per-proc; None: not set), or as
+        ``bind`` says (--cpu-bind, in this flavour's words). An agent (``agents``) is never bound
+        to a part of its node: its workers share the node."""
         return []
 
     def environment(self, spec) -> list:
@@ -68,7 +69,7 @@ class Flavour:
 
     def command(self, spec, hostfile: str, count: int, per_node: int, agents: bool) -> list:
         return [spec.mpiexec or self.program, self.hostfile_flag, var(hostfile), self.count_flag, str(count),
-                *self.placement(per_node, agents), *self.binding(spec.cpus_per_proc, agents),
+                *self.placement(per_node, agents), *self.binding(spec.cpus_per_proc, agents, spec.cpu_bind),
                 *self.environment(spec)]
 
     def words(self, spec, program: list) -> list:
@@ -89,7 +90,8 @@ class OpenMpi(Flavour):
     """Open MPI's ``mpirun`` (mpirun(1) of Open MPI 4: ``--hostfile``, ``-np``, ``--map-by``, ``-x``).
 
     It passes only the variables named with ``-x`` (every propagated one that is set, collected
-    in the job: :func:`mpi_exports`). Processes are never bound (``--bind-to none``): Open MPI
+    in the job: :func:`mpi_exports`). Processes are not bound (``--bind-to none``) unless
+    ``--cpu-bind`` says how (``--bind-to core``): Open MPI
     binds each rank to one core by default when there are at most two, which would squeeze a
     training's threads and data loader workers onto one core; ``--cpus-per-proc`` reaches the
     scheduler's request, not mpirun.
@@ -109,8 +111,8 @@ class OpenMpi(Flavour):
         # The hostfile holds each host's slots (`host slots=N`); the agents' has one line per host.
         return ["--map-by", "ppr:1:node" if agents else "slot"]
 
-    def binding(self, cpus, agents):
-        return ["--bind-to", "none"]
+    def binding(self, cpus, agents, bind=None):
+        return ["--bind-to", bind if bind and not agents else "none"]
 
     def environment(self, spec):
         return [MPI_EXPORTS]
@@ -156,8 +158,10 @@ class Hydra(Flavour):
         # The ranks' hostfile says each host's count (`host:N`); the agents' has one line per host.
         return ["-ppn", "1"] if agents else []
 
-    def binding(self, cpus, agents):
-        return ["-bind-to", f"core:{cpus}"] if cpus and not agents else []
+    def binding(self, cpus, agents, bind=None):
+        if agents:
+            return []
+        return ["-bind-to", bind] if bind else ["-bind-to", f"core:{cpus}"] if cpus else []
 
     def failures(self, text, agents, nodes):
         import re
@@ -184,8 +188,10 @@ class IntelMpi(Hydra):
     def placement(self, per_node, agents):
         return ["-ppn", str(per_node)]
 
-    def binding(self, cpus, agents):
-        return ["-genv", "I_MPI_PIN_DOMAIN", str(cpus)] if cpus and not agents else []
+    def binding(self, cpus, agents, bind=None):
+        # --cpu-bind is a pin domain (core, socket, omp, a size, [mask,mask]).
+        domain = bind or cpus
+        return ["-genv", "I_MPI_PIN_DOMAIN", str(domain)] if domain and not agents else []
 
 
 class Pals(Flavour):
@@ -209,9 +215,11 @@ class Pals(Flavour):
     def placement(self, per_node, agents):
         return ["--ppn", str(per_node)]
 
-    def binding(self, cpus, agents):
+    def binding(self, cpus, agents, bind=None):
         if agents:
             return ["--cpu-bind", "none"]
+        if bind:  # list:0:16:32:48 (NCAR Derecho), core, numa, depth (with --depth when CPUs are given)
+            return (["--depth", str(cpus)] if cpus and bind == "depth" else []) + ["--cpu-bind", bind]
         return ["--depth", str(cpus), "--cpu-bind", "depth"] if cpus else []
 
     def environment(self, spec):

@@ -15,6 +15,7 @@ TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<w
 
 class Srun(Launcher):
     name = "srun"
+    binds_ranks = ranks_through_hpcdist = True
 
     def check(self, values):
         if not schedulers.get(values["scheduler"]).runs_srun:
@@ -31,6 +32,13 @@ class Srun(Launcher):
         if spec.cpus_per_proc:
             # Slurm 22.05 stopped passing --cpus-per-task from sbatch to srun.
             words.append(f"--cpus-per-task={spec.cpus_per_proc}")
+        if spec.cpu_bind:
+            words.append(f"--cpu-bind={spec.cpu_bind}")
+        if spec.gpu_map == "per-task":
+            # Slurm gives each task its own GPU (and sets its CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES).
+            words.append("--gpus-per-task=1")
+        if spec.gpu_bind:
+            words.append(f"--gpu-bind={spec.gpu_bind}")
         return words + rank_program(spec)
 
     def setup(self, spec):

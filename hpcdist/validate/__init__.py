@@ -26,9 +26,9 @@ from hpcdist.validate.quantities import (  # noqa: F401
     positive_int
 )
 from hpcdist.validate.words import (  # noqa: F401
-    BASH_KEYWORDS, BASH_READONLY, MAX_COUNT, check_array, check_choice, check_dependency, check_env_name,
-    check_env_settable, check_mail, check_name, check_positive, check_program, check_text, check_utf8,
-    check_word,
+    BASH_KEYWORDS, BASH_READONLY, MAX_COUNT, check_array, check_binding, check_choice, check_constraint, check_dependency,
+    check_env_name, check_env_settable, check_mail, check_name, check_positive, check_program, check_text,
+    check_utf8, check_word,
     parse_env_assignment
 )
 
@@ -38,7 +38,9 @@ __all__ = [
     "ValidationError",
     "bad_char_rule",
     "check_array",
+    "check_binding",
     "check_choice",
+    "check_constraint",
     "check_dependency",
     "check_env_name",
     "check_env_settable",

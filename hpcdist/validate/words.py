@@ -244,6 +244,25 @@ def check_mail(value: str, field: str = "--mail") -> str:
                           "alice@example.org")
 
 
+_BINDING_CHARS = Pattern(r"[A-Za-z0-9_:,.=+\-]", re.A)
+
+
+_CONSTRAINT_CHARS = Pattern(r"[A-Za-z0-9_.:&|\[\]*()\-]", re.A)
+
+
+def check_constraint(value: str, field: str) -> str:
+    """Slurm node features (``--constraint``): ``gpu``, ``gpu&hbm80g``, ``[a100|v100]``, ``gpu*2``."""
+    return _check_charset(value, field, _CONSTRAINT_CHARS, "constraints", "letters, digits and _ . : & | [ ] * ( ) -",
+                          "gpu or gpu&hbm80g")
+
+
+def check_binding(value: str, field: str) -> str:
+    """A CPU or GPU binding in a launcher's own words (``cores``, ``list:0:16:32:48``,
+    ``mask_cpu:0xfe,0xfe00``, ``closest``): letters, digits and ``_ : , . = + -``."""
+    return _check_charset(value, field, _BINDING_CHARS, "bindings", "letters, digits and _ : , . = + -",
+                          "cores, closest or list:0:16:32:48")
+
+
 # --------------------------------------------------------------------------
 # choices
 # --------------------------------------------------------------------------
