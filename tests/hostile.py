@@ -193,6 +193,9 @@ def expected_directive_lines(spec) -> list[str]:
         lines += [d + f"--partition={q(spec.queue)}"] if spec.queue else []
         lines += [d + f"--account={q(spec.account)}"] if spec.account else []
         lines += [d + f"--qos={q(spec.qos)}"] if spec.qos else []
+        # sbatch reads "double quotes" in #SBATCH lines, and a constraint's characters need none.
+        lines += [d + f"--constraint={spec.constraint}"] if spec.constraint else []
+        lines += [d + f"--hint={spec.hint}"] if spec.hint else []
         out = spec.output or "%x-%j.out"  # sbatch reads "double quotes" there, not single ones
         lines += [d + "--output=" + (out if out and not any(c.isspace() or c in "'\"\\" for c in out)
                                      else f'"{out}"')]

@@ -197,6 +197,17 @@ FIELDS = [
     Field("place", "--place", _set("place"), must_refuse=lambda p, v: True, schedulers=("pbs",)),
     Field("chunk-resource", "--chunk-resource", _add("chunk_resources"), schedulers=("pbs",)),
     Field("resource", "--resource", _add("job_resources"), schedulers=("pbs",)),
+    # Issue 15: Slurm's node features and hint; binding in the launcher's words; the value of
+    # --env-expand is written in double quotes, so only what cannot run a command is carried.
+    Field("constraint", "--constraint", _set("constraint"), schedulers=("slurm",)),
+    Field("hint", "--hint", _set("hint"), must_refuse=lambda p, v: True, schedulers=("slurm",)),
+    Field("cpu-bind", "--cpu-bind", _set("cpu_bind"), launch=True, launchers=("mpirun-openmpi", "mpirun-mpich", "srun")),
+    Field("gpu-bind", "--gpu-bind", _set("gpu_bind"), launch=True, launchers=("srun",), schedulers=("slurm",)),
+    Field("gpu-map", "--gpu-map", _set("gpu_map"), must_refuse=lambda p, v: True, launch=True,
+          launchers=("mpirun-openmpi", "srun")),
+    Field("env-expand", "--env-expand", lambda v, x: {**v, "env_expand": [f"HOSTILE={x}"]},
+          must_refuse=lambda p, v: not _line(p) or any(c in p.value for c in ('"', "`", "\\", "$(")), launch=True),
+    Field("setup-on", "--setup-on", _set("setup_on"), must_refuse=lambda p, v: True),
 ]
 # Values that reach the script through render()'s arguments, not the spec.
 RENDER_ARGS = {
@@ -678,9 +689,12 @@ def test_dataclass_fields_are_all_in_the_matrix():
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
                "pbs_spread", "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes",
                "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
-               "mem_per_gpu_mb"}
+               "mem_per_gpu_mb", "constraint", "hint", "cpu_bind", "gpu_bind", "gpu_map", "env_expand", "setup_on"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",
                "deepspeed_runner", "notes",
-               "template"}  # a file read by jinja2 (its folder and name), never written into the script
+               "template",  # a file read by jinja2 (its folder and name), never written into the script
+               # The user's own shell lines, written as they are by design (and marked so): their file's
+               # path is checked as one word (tests/test_setup_binding.py runs them).
+               "setup", "setup_file"}
     names = {f.name for f in dataclasses.fields(JobSpec)}
     assert names == covered | no_text, names ^ (covered | no_text)
