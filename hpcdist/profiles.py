@@ -17,7 +17,8 @@
     template_dir = "site-templates"     # its slurm/job.sh.j2 replaces ours; relative to this file
 
 Site presets ship with hpcdist (``hpcdist/sites/<name>.toml``: ALCF Polaris and Aurora,
-NCAR Derecho, NCI Gadi, a generic Torque site), each written from its site's public user
+NCAR Derecho, NCI Gadi, a generic Torque site; on Slurm NERSC Perlmutter, LUMI-G, OLCF Frontier,
+IDRIS Jean Zay, a university cluster after Princeton's guide), each written from its site's public user
 guide, which it cites. ``--profile polaris`` uses one with no file of the user's; a profile
 of the same name in the user's files is laid over it, key by key. ``hpcdist profiles``
 lists them all and shows one.
