@@ -53,6 +53,8 @@ def test_setup_lines_and_an_expanded_value_run_in_the_job(tmp_path):
     (tmp_path / "more.sh").write_text('echo "from the file: $DATA" > from-file.txt\n')
     proc, shows = submit(tmp_path, "--launcher", "none", "--env", "BASE=/data root",
                          "--env-expand", "DATA=${BASE}/set-${HPCDIST_JOB_ID:+in-job}",
+                         # An unset variable is empty there, as in the user's shell (not -u's error).
+                         "--env-expand", "EMPTY=${NOT_SET_ANYWHERE}x", "--setup", 'test "$EMPTY" = x',
                          "--setup", "mkdir -p staged && echo $((6 * 7)) > staged/answer",
                          "--setup-file", "more.sh")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -78,7 +80,7 @@ def test_a_failing_setup_line_ends_the_job_before_the_training(tmp_path):
 def test_setup_lines_are_marked_as_the_users_and_every_other_value_stays_quoted():
     text = render(spec(scheduler="slurm", setup=("cp $HOME/data /tmp",), env={"A": "$HOME"}.items(),
                        env_expand={"B": "$HOME/x"}.items()))
-    assert "# Your setup lines (--setup), as you wrote them: hpcdist does not quote them.\nset +u\n" \
+    assert "# Your setup lines (--setup), as you wrote them: hpcdist does not quote them.\n" \
            "cp $HOME/data /tmp\nset -u\n" in text
     assert "export A='$HOME'\n" in text and 'export B="$HOME/x"\n' in text
 

@@ -43,7 +43,7 @@ SITES = {
         flags=["--account", "m0000", "--walltime", "30m"],
         placeholders={"--nodes= <num_nodes>": "--nodes=2"},
         points=[
-            ("GPU nodes", "#SBATCH -C gpu", "#SBATCH -C gpu\n"),
+            ("GPU nodes", "#SBATCH -C gpu", "#SBATCH --constraint=gpu\n"),
             ("two nodes", "#SBATCH --nodes=2", "#SBATCH --nodes=2\n"),
             ("a rank per GPU", "#SBATCH --ntasks-per-node=4", "#SBATCH --ntasks-per-node=4\n"),
             ("four GPUs per node", "#SBATCH --gpus-per-node=4", "#SBATCH --gpus-per-node=4\n"),
