@@ -14,6 +14,7 @@ __all__ = ["MPI_FLAVOURS", "Mpirun", "LAUNCHER"]
 
 class Mpirun(Launcher):
     name = "mpirun"
+    starts_ranks = True
 
     def words(self, spec):
         return FLAVOURS[spec.mpi].words(spec, rank_program(spec))
