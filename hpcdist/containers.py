@@ -79,8 +79,9 @@ class Runtime:
     #: The GPU kinds it can be asked for (besides none).
     gpus = ("nv", "rocm")
 
-    def check(self, values: dict) -> None:
-        """Refuse what this runtime cannot do with the other values (raise ValidationError)."""
+    def check(self, values: dict, launcher) -> None:
+        """Refuse what this runtime cannot do with the other values and the launcher (a
+        :class:`hpcdist.launchers.Launcher`, passed in: the launchers import this module)."""
 
     def words(self, spec, command: list) -> list:
         raise NotImplementedError
@@ -139,7 +140,7 @@ class Shifter(Runtime):
     name, title, program = "shifter", "Shifter", "shifter"
     gpus = ("nv",)
 
-    def check(self, values):
+    def check(self, values, launcher):
         from hpcdist import schedulers
         from hpcdist.validate import ValidationError
 
@@ -164,13 +165,12 @@ class Shifter(Runtime):
 class Pyxis(Runtime):
     name, title, program = "pyxis", "Pyxis (enroot)", "srun"
 
-    def check(self, values):
-        from hpcdist import launchers, schedulers
-        from hpcdist.validate import ValidationError
-
+    def check(self, values, launcher):
         from types import SimpleNamespace
 
-        launcher = launchers.get(values["launcher"])
+        from hpcdist import schedulers
+        from hpcdist.validate import ValidationError
+
         # per_node reads these of a spec; values holds only those given.
         spec = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1),
                                scheduler=values["scheduler"])
@@ -218,9 +218,9 @@ def directives(spec) -> list[str]:
     return runtime.directives(spec) if runtime else []
 
 
-def check(values: dict, given: dict) -> None:
-    """The container settings' rules (``values``: the spec's fields; ``given``: as set)."""
-    from hpcdist import launchers
+def check(values: dict, given: dict, launcher) -> None:
+    """The container settings' rules (``values``: the spec's fields; ``given``: as set;
+    ``launcher``: the job's :class:`hpcdist.launchers.Launcher`)."""
     from hpcdist.validate import ValidationError
 
     image = values.get("container_image")
@@ -242,8 +242,8 @@ def check(values: dict, given: dict) -> None:
             if ":" not in b:
                 raise ValidationError("--container-bind", b, "Shifter needs both paths: SRC:DST.",
                                       f"Give --container-bind {b}:{b}.")
-    launchers.get(values["launcher"]).check_container(values)
-    runtime.check(values)
+    launcher.check_container(values)
+    runtime.check(values, launcher)
 
 
 def check_bind(value: str, flag: str) -> str:

@@ -142,7 +142,7 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     # the scheduler's (dialect, QOS, directives, log path, elastic agents, requeue); the
     # scheduler's sets the dialect.
     launchers.get(out["launcher"]).check(out)
-    containers.check(out, given)
+    containers.check(out, given, launchers.get(out["launcher"]))
     schedulers.get(scheduler).check(out, given)
     _rules(out, given, check_files)
     return JobSpec(**out, notes=tuple(notes))

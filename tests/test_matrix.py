@@ -159,13 +159,15 @@ def podman_image(cluster):
     return proc.stdout.strip(), str(out / "containers.conf")
 
 
-def test_torchrun_trains_inside_podman_on_two_nodes(podman_image, cluster, tmp_path):
-    """Slurm x torchrun, each node's torchrun agent inside podman (``--container-runtime podman``).
+@pytest.mark.parametrize("launcher", ["torchrun", "srun"])
+def test_trains_inside_podman_on_two_nodes(launcher, podman_image, cluster, tmp_path):
+    """Slurm x torchrun, each node's torchrun agent inside podman (``--container-runtime podman``);
+    Slurm x srun, srun on the hosts and each rank's ``python -m hpcdist.rank`` inside podman.
 
     Real: Slurm on the 2-host cluster, podman 4 (Debian's) run by srun inside each node's network
     and UTS namespaces, an image of Debian's own python with torch and hpcdist (no host
-    venv inside it), the c10d rendezvous and gloo across the two hosts. A torchrun on the host's
-    PATH that refuses to run proves the agents ran in the image. Not real: no GPU (--device
+    venv inside it), the c10d rendezvous and gloo across the two hosts. A torchrun and a python
+    on the host's PATH that refuse to run prove the agents (the ranks) ran in the image. Not real: no GPU (--device
     flags untested), podman is rootful (a site's is rootless or podman-hpc), and podman runs with
     runc and cgroupfs (CONTAINERS_CONF) because this sandbox's cgroup layout makes crun refuse.
     ``--network host`` is checked to join the node's own namespace: the interfaces podman's
@@ -174,8 +176,9 @@ def test_torchrun_trains_inside_podman_on_two_nodes(podman_image, cluster, tmp_p
     image, conf = podman_image
     shim = tmp_path / "host-bin"
     shim.mkdir()
-    (shim / "torchrun").write_text("#!/bin/sh\necho 'torchrun ran on the host, not in the image' >&2\nexit 97\n")
-    (shim / "torchrun").chmod(0o755)
+    for program in ("torchrun", "python"):
+        (shim / program).write_text(f"#!/bin/sh\necho '{program} ran on the host, not in the image' >&2\nexit 97\n")
+        (shim / program).chmod(0o755)
     env = testcluster.client_env(cluster, CONTAINERS_CONF=conf)
     env["PATH"] = f"{shim}{os.pathsep}{env['PATH']}"
     inside = subprocess.run(["bash", str(testcluster.CLUSTER_SH), "on", "node2", "podman", "run", "--rm",
@@ -188,11 +191,11 @@ def test_torchrun_trains_inside_podman_on_two_nodes(podman_image, cluster, tmp_p
     assert sorted(line.split(":")[0].strip() for line in inside.stdout.splitlines() if ":" in line) == interfaces, \
         inside.stdout + inside.stderr
     shutil.copy(QUICKSTART, tmp_path)
-    proc = hpcdist("submit", *SCHEDULERS["slurm"], "--nodes", "2", "--procs-per-node", "2",
+    proc = hpcdist("submit", *SCHEDULERS["slurm"], "--nodes", "2", "--procs-per-node", "2", "--launcher", launcher,
                    "--container-image", image, "--container-runtime", "podman", "--json", "--wait",
                    QUICKSTART.name, "--steps", "20", cwd=tmp_path, env=env, timeout=300)
     job_id = json.loads((proc.stdout.splitlines() or ["{}"])[0]).get("job_id", "")
-    assert "torchrun ran on the host" not in proc.stdout + proc.stderr
+    assert "ran on the host" not in proc.stdout + proc.stderr, testcluster.log_excerpt(proc.stdout)
     trained_on_two_nodes(proc, job_id, "slurm", tmp_path, env)
 
 
