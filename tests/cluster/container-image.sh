@@ -33,7 +33,17 @@ work=$(mktemp -d /tmp/hpcdist-image.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$python" -m pip wheel --no-deps -q -w "$work/wheel" "$root" >&2
 wheel=$(ls "$work"/wheel/*.whl)
-key=$( (unzip -p "$wheel"; basename "$torch"; cat "$0") | sha256sum | cut -c1-12)
+# The wheel's contents, not its bytes (which hold the files' times).
+key=$("$python" - "$wheel" "$torch" "$0" <<'EOF'
+import hashlib, os, sys, zipfile
+h = hashlib.sha256()
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for name in sorted(z.namelist()):
+        h.update(name.encode() + b"\0" + z.read(name))
+h.update(os.path.basename(sys.argv[2]).encode() + open(sys.argv[3], "rb").read())
+print(h.hexdigest()[:12])
+EOF
+)
 image=localhost/hpcdist-test:$key
 if podman image exists "$image"; then
   echo "$image"
