@@ -14,7 +14,7 @@ before parsing their flags.
 
 from __future__ import annotations
 
-from hpcdist import schedulers
+from hpcdist import containers, schedulers
 from hpcdist import validate as v
 from hpcdist.launchers import DEEPSPEED_RUNNERS
 from hpcdist.launchers import NAMES as LAUNCHERS
@@ -184,6 +184,10 @@ def _env(x, o, _):
     return v.check_env_settable(name), v.check_text(str(value), o.flag, allow_newline=True)
 
 
+def _container_bind(x, o, _):
+    return containers.check_bind(str(x), o.flag)
+
+
 def _env_name(x, o, _):
     return v.check_env_name(str(x), o.flag)
 
@@ -333,6 +337,15 @@ OPTIONS = (
                 "every-node (once on each node, in a shell of their own, just before the launch)"),
     Option("env_expand", dict, None, ENVIRONMENT, check=_env_expand, metavar="NAME=VALUE",
            help="as --env, but $VAR and ${VAR} in VALUE expand in the job: DATA='$SCRATCH/data' (repeatable)"),
+    # Containers (hpcdist.containers): where each launcher runs, and each runtime's words.
+    Option("container_image", str, None, ENVIRONMENT, check=_word, metavar="IMAGE",
+           help="run the training inside this image (a .sif file, docker://..., a podman image)"),
+    Option("container_runtime", str, "apptainer", ENVIRONMENT, check=_one_of, choices=containers.RUNTIMES,
+           help="what runs the image (default: apptainer)"),
+    Option("container_gpu", str, "auto", ENVIRONMENT, check=_one_of, choices=containers.GPUS,
+           help="the GPUs in the container: nv, rocm, none (default auto: nv with --gpus-per-node)"),
+    Option("container_binds", list, None, ENVIRONMENT, check=_container_bind, flags=("--container-bind",),
+           metavar="SRC[:DST[:OPTS]]", help="a host path seen in the container (repeatable)"),
     Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="default: torchrun"),
     # torchrun: restarts of all workers after one fails; elastic: the fewest nodes to go on with.
     Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N",

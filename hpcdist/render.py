@@ -26,9 +26,15 @@ from hpcdist.spec import JobSpec
 
 def launch_lines(spec: JobSpec) -> list[str]:
     """The shell lines that start the training on every node: the launcher's setup, then its
-    command, spread one agent per node by the scheduler where the launcher runs per node."""
+    command, spread one agent per node by the scheduler where the launcher runs per node.
+    With a container the launcher runs in it, unless it starts the ranks itself (srun, mpirun:
+    then each rank's program is in it, :func:`hpcdist.launchers.rank_program`)."""
+    from hpcdist import containers
+
     launcher = launchers.get(spec.launcher)
     words = launcher.words(spec)
+    if not launcher.starts_ranks:
+        words = containers.wrap(spec, words)
     if launcher.per_node(spec):
         return launcher.setup(spec) + schedulers.get(spec.scheduler, spec.dialect).spread(spec, words)
     return launcher.setup(spec) + [words_to_line(words)]
@@ -266,4 +272,12 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         launch_lines=[Shell(line) for line in launch_lines(spec)],
         # The user's own lines (--setup, --setup-file), where --setup-on puts them.
         setup=user_setup(spec),
+        # Directive options the container runtime needs (Shifter's --image), in the scheduler's syntax.
+        container_directives=_container_directives(spec),
     )
+
+
+def _container_directives(spec) -> list:
+    from hpcdist import containers
+
+    return containers.directives(spec)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from hpcdist import launchers, schedulers
+from hpcdist import containers, launchers, schedulers
 from hpcdist import validate as v
 from hpcdist.frozen import DataclassFields, Frozen
 from hpcdist.options import BY_NAME, OPTIONS, REQUIRED
@@ -142,6 +142,7 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     # the scheduler's (dialect, QOS, directives, log path, elastic agents, requeue); the
     # scheduler's sets the dialect.
     launchers.get(out["launcher"]).check(out)
+    containers.check(out, given, launchers.get(out["launcher"]))
     schedulers.get(scheduler).check(out, given)
     _rules(out, given, check_files)
     return JobSpec(**out, notes=tuple(notes))

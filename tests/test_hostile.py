@@ -147,6 +147,13 @@ FIELDS = [
     Field("env-name", "--env", lambda v, x: {**v, "env": [(x, "1")]}, must_refuse=lambda p, v: not _name(p),
           launch=True),
     Field("propagate", "--propagate", _add("propagate"), must_refuse=lambda p, v: not _name(p), launch=True),
+    # Containers: the image reaches every launch line (quoted); a bind is a plain absolute path (its
+    # list separator ',' and what double quotes expand refused) and reaches it too.
+    Field("container-image", "--container-image", _set("container_image"), must_accept=lambda p, v: _word(p),
+          must_refuse=lambda p, v: not _word(p), launch=True, launchers=("torchrun", "mpirun", "none")),
+    Field("container-bind", "--container-bind", lambda v, x: {**v, "container_image": "img", "container_binds": [x]},
+          must_refuse=lambda p, v: not (_word(p) and p.value.startswith("/") and not any(c in p.value for c in ',$`"\\')),
+          launch=True, launchers=("torchrun", "mpirun", "none")),
     Field("module", "--module", _add("modules"), must_accept=lambda p, v: _word(p),
           must_refuse=lambda p, v: not _word(p)),
     Field("source", "--source", _add("sources"), must_accept=lambda p, v: _word(p),
@@ -689,9 +696,10 @@ def test_dataclass_fields_are_all_in_the_matrix():
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
                "pbs_spread", "dialect", "template_dir", "signal_margin_s", "requeue", "max_restarts", "min_nodes",
                "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
-               "mem_per_gpu_mb", "constraint", "hint", "cpu_bind", "gpu_bind", "gpu_map", "env_expand", "setup_on"}
+               "mem_per_gpu_mb", "constraint", "hint", "cpu_bind", "gpu_bind", "gpu_map", "env_expand", "setup_on",
+               "container_image", "container_binds"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",
-               "deepspeed_runner", "notes",
+               "deepspeed_runner", "notes", "container_runtime", "container_gpu",
                "template",  # a file read by jinja2 (its folder and name), never written into the script
                # The user's own shell lines, written as they are by design (and marked so): their file's
                # path is checked as one word (tests/test_setup_binding.py runs them).

@@ -25,6 +25,7 @@ default PATH, nothing the batch script exported) and started in $HOME.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -114,6 +115,14 @@ def test_trains_on_two_nodes_of_two_processes(scheduler, launcher, request, tmp_
     env = environment(scheduler, request)
     shutil.copy(QUICKSTART, tmp_path)
     proc, job_id = submit(scheduler, launcher, QUICKSTART, ["--steps", "20"], tmp_path, env)
+    trained_on_two_nodes(proc, job_id, scheduler, tmp_path, env)
+    if launcher in SHOWS:
+        assert len(re.findall(SHOWS[launcher], proc.stdout)) == 4, testcluster.log_excerpt(proc.stdout)
+
+
+def trained_on_two_nodes(proc, job_id, scheduler, tmp_path, env) -> None:
+    """The matrix's assertions on a training job: ranks 0..3 of 4, each host's local ranks 0 and 1,
+    the loss went down and is identical on all ranks, the job COMPLETED."""
     out = proc.stdout
     assert proc.returncode == 0, f"{testcluster.log_excerpt(out)}\n{proc.stderr}"
     seen = re.findall(r"\[([\w.-]+)\] rank (\d)/(\d) local (\d)/(\d) node (\d)", out)
@@ -133,8 +142,61 @@ def test_trains_on_two_nodes_of_two_processes(scheduler, launcher, request, tmp_
     before, after = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+) on 4 ranks", out).groups())
     assert after < before and "identical on all ranks: True" in out
     assert state_of(job_id, tmp_path, env) == "COMPLETED"
-    if launcher in SHOWS:
-        assert len(re.findall(SHOWS[launcher], out)) == 4, testcluster.log_excerpt(out)
+
+
+@pytest.fixture(scope="session")
+def podman_image(cluster):
+    """The test image (tests/cluster/container-image.sh: Debian bookworm, torch, hpcdist's wheel),
+    built once per machine and wheel; its name, and podman's settings for this sandbox."""
+    out = testcluster.state_dir().parent / "hpcdist-container"  # beside the cluster's state, outside the repository
+    started = time.time()
+    proc = subprocess.run(["bash", str(ROOT / "tests" / "cluster" / "container-image.sh"), str(out)],
+                          capture_output=True, text=True, timeout=600, env=dict(clean_env(), PYTHON=sys.executable))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    testcluster.ARTIFACTS.mkdir(exist_ok=True)
+    with open(testcluster.ARTIFACTS / "container-image.txt", "a") as f:  # for the record, not asserted
+        f.write(f"{proc.stdout.strip()}\t{time.time() - started:.0f} s\t{proc.stderr.strip()[-200:]}\n")
+    return proc.stdout.strip(), str(out / "containers.conf")
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "srun"])
+def test_trains_inside_podman_on_two_nodes(launcher, podman_image, cluster, tmp_path):
+    """Slurm x torchrun, each node's torchrun agent inside podman (``--container-runtime podman``);
+    Slurm x srun, srun on the hosts and each rank's ``python -m hpcdist.rank`` inside podman.
+
+    Real: Slurm on the 2-host cluster, podman 4 (Debian's) run by srun inside each node's network
+    and UTS namespaces, an image of Debian's own python with torch and hpcdist (no host
+    venv inside it), the c10d rendezvous and gloo across the two hosts. A torchrun and a python
+    on the host's PATH that refuse to run prove the agents (the ranks) ran in the image. Not real: no GPU (--device
+    flags untested), podman is rootful (a site's is rootless or podman-hpc), and podman runs with
+    runc and cgroupfs (CONTAINERS_CONF) because this sandbox's cgroup layout makes crun refuse.
+    ``--network host`` is checked to join the node's own namespace: the interfaces podman's
+    container sees on node2 are node2's, not the head's.
+    """
+    image, conf = podman_image
+    shim = tmp_path / "host-bin"
+    shim.mkdir()
+    for program in ("torchrun", "python"):
+        (shim / program).write_text(f"#!/bin/sh\necho '{program} ran on the host, not in the image' >&2\nexit 97\n")
+        (shim / program).chmod(0o755)
+    env = testcluster.client_env(cluster, CONTAINERS_CONF=conf)
+    env["PATH"] = f"{shim}{os.pathsep}{env['PATH']}"
+    inside = subprocess.run(["bash", str(testcluster.CLUSTER_SH), "on", "node2", "podman", "run", "--rm",
+                             "--network", "host", image, "cat", "/proc/net/dev"],
+                            env=dict(env, HPCDIST_CLUSTER_DIR=str(cluster)), capture_output=True, text=True, timeout=60)
+    outside = subprocess.run(["bash", str(testcluster.CLUSTER_SH), "on", "node2", "cat", "/proc/net/dev"],
+                             env=dict(env, HPCDIST_CLUSTER_DIR=str(cluster)), capture_output=True, text=True, timeout=60)
+    interfaces = sorted(line.split(":")[0].strip() for line in outside.stdout.splitlines() if ":" in line)
+    assert interfaces and "hpcbr0" not in interfaces, outside.stdout + outside.stderr
+    assert sorted(line.split(":")[0].strip() for line in inside.stdout.splitlines() if ":" in line) == interfaces, \
+        inside.stdout + inside.stderr
+    shutil.copy(QUICKSTART, tmp_path)
+    proc = hpcdist("submit", *SCHEDULERS["slurm"], "--nodes", "2", "--procs-per-node", "2", "--launcher", launcher,
+                   "--container-image", image, "--container-runtime", "podman", "--json", "--wait",
+                   QUICKSTART.name, "--steps", "20", cwd=tmp_path, env=env, timeout=300)
+    job_id = json.loads((proc.stdout.splitlines() or ["{}"])[0]).get("job_id", "")
+    assert "ran on the host" not in proc.stdout + proc.stderr, testcluster.log_excerpt(proc.stdout)
+    trained_on_two_nodes(proc, job_id, "slurm", tmp_path, env)
 
 
 #: Of the PBS_SPREADS, the failure rows that add something: an agent that fails under pbsdsh

@@ -74,17 +74,27 @@ def rank_module(spec) -> list:
 
 def rank_program(spec) -> list:
     """The program for a launcher that starts every rank itself (srun, mpirun): through
-    :mod:`hpcdist.rank`, which gives the frameworks hpcdist's answer before the script runs."""
-    return [spec.python, *rank_module(spec)] + program(spec)
+    :mod:`hpcdist.rank`, which gives the frameworks hpcdist's answer before the script runs;
+    inside the job's container when it has one (the launcher itself runs on the host)."""
+    from hpcdist import containers
+
+    return containers.wrap(spec, [spec.python, *rank_module(spec)] + program(spec))
 
 
 def rank_program_check(spec) -> str:
     """A launch-block line that stops the job, saying why, when the training's python lacks hpcdist
     (the ``hpcdist`` command may come from elsewhere: pipx, another environment)."""
-    from hpcdist.shell import quote
+    from hpcdist import containers
+    from hpcdist.shell import quote, words_to_line
 
     python = quote(spec.python)  # a shell word of its own, outside the double quotes
-    return (f"{python} -c 'import hpcdist.rank' 2>/dev/null || {{ echo \"hpcdist: \"{python}\" cannot import "
+    if containers.srun_flags(spec):
+        # pyxis: the image is reached only through srun's tasks; a step of its own to check would
+        # import the image once more.
+        return "# The ranks' python is not checked here: pyxis puts it in the image only in srun's tasks."
+    where = f" in the image {quote(spec.container_image)}" if spec.container_image else ""
+    check = words_to_line(containers.wrap(spec, [spec.python, "-c", "import hpcdist.rank"]))
+    return (f"{check} 2>/dev/null || {{ echo \"hpcdist: \"{python}\"{where} cannot import "
             f"hpcdist, and every rank starts as \"{python}\" -m hpcdist.rank: install hpcdist into the "
             f"training's environment (pip install hpcdist).\" >&2; exit 2; }}")
 
@@ -112,13 +122,16 @@ class Launcher:
     """One launcher; the defaults are those of a launcher started once, with no rules of its own."""
 
     name: str
-    #: It starts every rank itself and binds them (--cpu-bind in its words): srun, mpirun.
-    binds_ranks = False
     #: Its ranks start through hpcdist.rank, which can give each its own GPU (--gpu-map).
     ranks_through_hpcdist = False
     #: What ``$MASTER_ADDR:$MASTER_PORT`` are to this launcher, as the job script's log says it
     #: (shell text inside double quotes): the ranks' master, where their process group meets.
     endpoint = "master: $MASTER_ADDR:$MASTER_PORT"
+    #: It starts every rank itself (srun, mpirun): it binds them (--cpu-bind in its words), and
+    #: runs outside a container, on the host: each rank's program is put in the image
+    #: (:func:`rank_program`). Otherwise the launcher itself runs in the image
+    #: (:func:`hpcdist.render.launch_lines`).
+    starts_ranks = False
 
     def check(self, values: dict) -> None:
         """Refuse option values this launcher cannot run with (raise :class:`~hpcdist.validate.ValidationError`).
@@ -138,7 +151,7 @@ class Launcher:
         local-rank needs ranks that start through hpcdist.rank (or srun's own --gpus-per-task)."""
         from hpcdist.validate import ValidationError
 
-        if values.get("cpu_bind") and not self.binds_ranks:
+        if values.get("cpu_bind") and not self.starts_ranks:
             raise ValidationError("--cpu-bind", values["cpu_bind"], f"binds each rank's CPUs, but {self.name} starts "
                                   "the ranks without a binding of its own (its agents share each node).",
                                   "Use --launcher srun or mpirun, or leave --cpu-bind out.")
@@ -152,6 +165,9 @@ class Launcher:
                                   "workers itself: each sees all of the node's GPUs, and hpcdist.env.init_distributed "
                                   "picks the one of its local rank.",
                                   "Use --launcher srun, mpirun or deepspeed, or leave --gpu-map out.")
+
+    def check_container(self, values: dict) -> None:
+        """Refuse a ``--container-image`` this launcher cannot run in (raise ValidationError)."""
 
     def words(self, spec) -> list:
         raise NotImplementedError

@@ -72,6 +72,17 @@ class DeepSpeed(Launcher):
                         f"quotes, where {bad!r} would be expanded or break the command.",
                         "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
 
+    def check_container(self, values):
+        nodes = values.get("nodes", 1)
+        if nodes > 1 and not values.get("no_ssh") and not schedulers.get(values["scheduler"]).one_host:
+            from hpcdist.validate import ValidationError
+
+            runner = values.get("deepspeed_runner", "pdsh")
+            raise ValidationError(
+                "--container-image", values["container_image"],
+                f"DeepSpeed's {runner} runner starts the other nodes' launchers itself, outside the image.",
+                "Add --no-ssh (one DeepSpeed launcher per node, each in the image), or use --launcher torchrun.")
+
     def per_node(self, spec):
         # Locally all "nodes" are this one host: one DeepSpeed launcher for all slots.
         return spec.no_ssh and spec.nodes > 1 and not schedulers.get(spec.scheduler).one_host

@@ -14,7 +14,7 @@ __all__ = ["MPI_FLAVOURS", "Mpirun", "LAUNCHER"]
 
 class Mpirun(Launcher):
     name = "mpirun"
-    binds_ranks = ranks_through_hpcdist = True
+    starts_ranks = ranks_through_hpcdist = True
 
     def words(self, spec):
         return FLAVOURS[spec.mpi].words(spec, rank_program(spec))

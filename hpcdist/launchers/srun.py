@@ -6,7 +6,7 @@ or a node's agent where srun spread another launcher's agents.
 
 from __future__ import annotations
 
-from hpcdist import schedulers
+from hpcdist import containers, schedulers
 from hpcdist.launchers import Launcher, failure, rank_program, rank_program_check
 
 #: srun's line about a failed task (compiled by re's cache when a log is read).
@@ -15,7 +15,7 @@ TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<w
 
 class Srun(Launcher):
     name = "srun"
-    binds_ranks = ranks_through_hpcdist = True
+    starts_ranks = ranks_through_hpcdist = True
 
     def check(self, values):
         if not schedulers.get(values["scheduler"]).runs_srun:
@@ -39,7 +39,8 @@ class Srun(Launcher):
             words.append("--gpus-per-task=1")
         if spec.gpu_bind:
             words.append(f"--gpu-bind={spec.gpu_bind}")
-        return words + rank_program(spec)
+        # pyxis: srun's own flags put each rank in the image.
+        return words + containers.srun_flags(spec) + rank_program(spec)
 
     def setup(self, spec):
         return [rank_program_check(spec)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from hpcdist import containers
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
     IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
@@ -204,7 +205,8 @@ class Slurm(BatchScheduler):
         # The agent's one task gets every CPU the node's processes were given;
         # by default a step's task has one CPU, and all workers would share it.
         cpus = spec.procs_per_node * (spec.cpus_per_proc or 1)
-        each = ["--ntasks-per-node=1", f"--cpus-per-task={cpus}"]
+        # pyxis: srun's flags put each agent in the image (the agent's words are then not wrapped).
+        each = ["--ntasks-per-node=1", f"--cpus-per-task={cpus}", *containers.srun_flags(spec)]
         if spec.elastic:
             return self._elastic(spec, each, words)
         return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each,
