@@ -32,9 +32,10 @@ Each runtime's syntax, and where it comes from:
 - podman-hpc (NERSC Perlmutter, github.com/NERSC/podman-hpc and docs.nersc.gov "Podman at
   NERSC"): ``podman-hpc run --rm [--gpu] [--mpi] ...`` otherwise podman's flags.
 - Shifter (NERSC; shifter.readthedocs.io "shifter command", docs.nersc.gov "Shifter"): the image
-  is staged for the job by ``#SBATCH --image=IMAGE``, then ``shifter [--module=gpu]
-  [--volume=SRC:DST] CMD`` runs in it (``--image`` is given to shifter too, which then needs no
-  environment from the directive). Slurm only.
+  and its modules are the job's, by ``#SBATCH --image=IMAGE`` and ``#SBATCH --module=gpu`` (not
+  written when a directive of the user's names the modules: Perlmutter's
+  ``--module=gpu,nccl-plugin``), then ``shifter [--volume=SRC:DST] CMD`` runs in it, as NERSC's
+  ``srun shifter python ...``. Slurm only.
 - Pyxis/enroot (github.com/NVIDIA/pyxis README): srun's ``--container-image=IMAGE
   --container-mounts=SRC:DST[:FLAGS],... --container-workdir=DIR``; the tasks get the step's
   environment. GPUs come through enroot's hooks: no flag.
@@ -113,7 +114,7 @@ class Podman(Runtime):
 
     def env_names(self, spec) -> list[str]:
         # The user's --env and --propagate names too; not PATH & co (BASE_PROPAGATED): the image's own.
-        return list(dict.fromkeys(PODMAN_ENV + tuple(k for k, _ in spec.env) + tuple(spec.propagate)))
+        return list(dict.fromkeys(PODMAN_ENV + tuple(k for k, _ in spec.env + spec.env_expand) + tuple(spec.propagate)))
 
     def gpu_flags(self, spec) -> list:
         return {"nv": ["--device", "nvidia.com/gpu=all"],
@@ -154,12 +155,13 @@ class Shifter(Runtime):
                                   "Give the image as docker:NAME:TAG.")
 
     def words(self, spec, command):
-        module = ["--module=gpu"] if gpu(spec) == "nv" else []
         volumes = [f"--volume={':'.join(p for p in bind_parts(b) if p)}" for b in spec.container_binds]
-        return [self.program, f"--image={spec.container_image}", *module, *volumes, *command]
+        return [self.program, *volumes, *command]
 
     def directives(self, spec):
-        return [f"--image={spec.container_image}"]
+        # A --module of the user's own stands: a second one would replace its list.
+        theirs = any("--module=" in line for line in spec.directives)
+        return [f"--image={spec.container_image}"] + (["--module=gpu"] if gpu(spec) == "nv" and not theirs else [])
 
 
 class Pyxis(Runtime):
@@ -206,6 +208,18 @@ def wrap(spec, command: list) -> list:
     """``command`` run inside the job's image (unchanged without one)."""
     runtime = get(spec)
     return runtime.words(spec, command) if runtime else list(command)
+
+
+def hpcdist_function(spec) -> str | None:
+    """A shell function that runs the job script's own ``hpcdist`` steps (host file, port) inside
+    the image, for a batch host where hpcdist is not installed; None where the image can be
+    reached only from srun's tasks (pyxis) or there is none."""
+    from hpcdist.shell import words_to_line
+
+    runtime = get(spec)
+    if runtime is None or runtime.name == "pyxis":
+        return None
+    return f'hpcdist() {{ {words_to_line(wrap(spec, [spec.python, "-m", "hpcdist"]))} "$@"; }}'
 
 
 def srun_flags(spec) -> list:

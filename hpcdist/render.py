@@ -274,7 +274,16 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         setup=user_setup(spec),
         # Directive options the container runtime needs (Shifter's --image), in the scheduler's syntax.
         container_directives=_container_directives(spec),
+        # Where hpcdist is not on the batch host: its steps there run in the image.
+        container_hpcdist=_container_hpcdist(spec),
     )
+
+
+def _container_hpcdist(spec) -> Shell | None:
+    from hpcdist import containers
+
+    line = containers.hpcdist_function(spec)
+    return Shell(line) if line else None
 
 
 def _container_directives(spec) -> list:

@@ -111,11 +111,25 @@ def test_shifter_directive_and_words():
     s = spec(container_image="docker:nersc/pytorch:24.06", container_runtime="shifter", gpus_per_node=4,
              container_binds=["/global/cfs/p:/data"])
     script = render(s, workdir="/tmp")
-    assert "#SBATCH --image=docker:nersc/pytorch:24.06\n" in script
+    # The image and its GPU module are the job's (NERSC's srun shifter python ...).
+    assert "#SBATCH --image=docker:nersc/pytorch:24.06\n#SBATCH --module=gpu\n" in script
     words = shlex.split(launch_lines(s)[-1])
     at = words.index("shifter")
-    assert words[at:at + 5] == ["shifter", "--image=docker:nersc/pytorch:24.06", "--module=gpu",
-                                "--volume=/global/cfs/p:/data", "torchrun"]
+    assert words[at:at + 3] == ["shifter", "--volume=/global/cfs/p:/data", "torchrun"]
+    # A --module directive of the user's (Perlmutter's gpu,nccl-plugin) is not doubled.
+    own = render(spec(container_image="docker:nersc/pytorch:24.06", container_runtime="shifter", gpus_per_node=4,
+                      directives=["--module=gpu,nccl-plugin"]), workdir="/tmp")
+    assert own.count("--module=") == 1 and "#SBATCH --module=gpu,nccl-plugin\n" in own
+
+
+def test_without_hpcdist_on_the_batch_host_its_steps_run_in_the_image():
+    script = render(spec(container_image="/images/torch.sif", container_runtime="apptainer"), workdir="/tmp")
+    assert ("if ! command -v hpcdist >/dev/null; then\n"
+            "  # hpcdist is not installed here: its steps in this script run inside the image.\n"
+            '  hpcdist() { apptainer exec /images/torch.sif python -m hpcdist "$@"; }\nfi\n') in script
+    pyxis = render(spec(container_image="nvcr.io#nvidia/pytorch:24.01-py3", container_runtime="pyxis"),
+                   workdir="/tmp")
+    assert "hpcdist() {" not in pyxis and "hpcdist is not installed in this job's environment" in pyxis
 
 
 def test_pyxis_is_srun_flags_for_the_agents_and_the_ranks():

@@ -167,7 +167,8 @@ def test_trains_inside_podman_on_two_nodes(launcher, podman_image, cluster, tmp_
     Real: Slurm on the 2-host cluster, podman 4 (Debian's) run by srun inside each node's network
     and UTS namespaces, an image of Debian's own python with torch and hpcdist (no host
     venv inside it), the c10d rendezvous and gloo across the two hosts. A torchrun and a python
-    on the host's PATH that refuse to run prove the agents (the ranks) ran in the image. Not real: no GPU (--device
+    on the host's PATH that refuse to run prove the agents (the ranks) ran in the image, and with
+    no hpcdist on the host's PATH the script's own steps (host file, port) ran there too. Not real: no GPU (--device
     flags untested), podman is rootful (a site's is rootless or podman-hpc), and podman runs with
     runc and cgroupfs (CONTAINERS_CONF) because this sandbox's cgroup layout makes crun refuse.
     ``--network host`` is checked to join the node's own namespace: the interfaces podman's
@@ -180,7 +181,10 @@ def test_trains_inside_podman_on_two_nodes(launcher, podman_image, cluster, tmp_
         (shim / program).write_text(f"#!/bin/sh\necho '{program} ran on the host, not in the image' >&2\nexit 97\n")
         (shim / program).chmod(0o755)
     env = testcluster.client_env(cluster, CONTAINERS_CONF=conf)
-    env["PATH"] = f"{shim}{os.pathsep}{env['PATH']}"
+    # Nor is hpcdist on the host's PATH: the script's own hpcdist steps run in the image too.
+    venv_bin = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join([str(shim)] + [p for p in env["PATH"].split(os.pathsep) if p != venv_bin])
+    assert shutil.which("hpcdist", path=env["PATH"]) is None
     inside = subprocess.run(["bash", str(testcluster.CLUSTER_SH), "on", "node2", "podman", "run", "--rm",
                              "--network", "host", image, "cat", "/proc/net/dev"],
                             env=dict(env, HPCDIST_CLUSTER_DIR=str(cluster)), capture_output=True, text=True, timeout=60)

@@ -8,8 +8,8 @@ lines, with their pages) is found in the script: the request, the project, the e
 binding and the launch line. A point's documented text must be in the example file, so that a
 point cannot drift from what the site wrote. Where the guide's own spelling differs from
 hpcdist's (``-p batch`` and ``--partition=batch``, ``--gres=gpu:4`` and ``--gpus-per-node=4``)
-the point names both. The script is compared with ``tests/golden/site-SITE.sh`` where that file
-exists (``HPCDIST_UPDATE_GOLDEN=1`` writes it after review).
+the point names both. The script is compared with ``tests/golden/site-SITE.sh``
+(``HPCDIST_UPDATE_GOLDEN=1`` rewrites it, to review).
 """
 
 from __future__ import annotations
@@ -216,9 +216,9 @@ def test_a_slurm_preset_renders_what_its_site_documents(site, tmp_path):
     if UPDATE:
         with open(path, "w") as f:
             f.write(text)
-    if os.path.exists(path):
-        with open(path) as f:
-            assert text == f.read(), f"{path} differs; HPCDIST_UPDATE_GOLDEN=1 rewrites it after review"
+    assert os.path.exists(path), f"{path} is missing; HPCDIST_UPDATE_GOLDEN=1 writes it, to review"
+    with open(path) as f:
+        assert text == f.read(), f"{path} differs; HPCDIST_UPDATE_GOLDEN=1 rewrites it after review"
     documented, want = example(site), SITES[site]
     for what, said, wrote in want["points"]:
         found = wrote.search(text) if isinstance(wrote, re.Pattern) else wrote in text
