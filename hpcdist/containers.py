@@ -210,6 +210,21 @@ def wrap(spec, command: list) -> list:
     return runtime.words(spec, command) if runtime else list(command)
 
 
+#: Files of the allocation that the steps in the image read (hpcdist hostfile, hpcdist.env), by
+#: the variable that names them; a scheduler keeps them where no image sees them (PBS's aux folder).
+ALLOCATION_FILES = ("PBS_NODEFILE",)
+
+
+def script_lines(spec) -> list[str]:
+    """Lines before hpcdist's steps: the allocation's files, copied into the run folder (in the
+    submit folder, which every runtime shows the image) and named there."""
+    if get(spec) is None:
+        return []
+    return ["# The allocation's node file, where the image sees it (the run folder, in the submit folder)."] + [
+        f'[ -z "${{{name}:-}}" ] || {{ cp "${name}" "$run_dir/{name.lower()}"; export {name}="$run_dir/{name.lower()}"; }}'
+        for name in ALLOCATION_FILES]
+
+
 def hpcdist_function(spec) -> str | None:
     """A shell function that runs the job script's own ``hpcdist`` steps (host file, port) inside
     the image, for a batch host where hpcdist is not installed; None where the image can be

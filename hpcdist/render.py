@@ -276,17 +276,20 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         container_directives=_container_directives(spec),
         # Where hpcdist is not on the batch host: its steps there run in the image.
         container_hpcdist=_container_hpcdist(spec),
+        container_lines=[Shell(line) for line in _containers().script_lines(spec)],
     )
 
 
-def _container_hpcdist(spec) -> Shell | None:
+def _containers():
     from hpcdist import containers
 
-    line = containers.hpcdist_function(spec)
+    return containers
+
+
+def _container_hpcdist(spec) -> Shell | None:
+    line = _containers().hpcdist_function(spec)
     return Shell(line) if line else None
 
 
 def _container_directives(spec) -> list:
-    from hpcdist import containers
-
-    return containers.directives(spec)
+    return _containers().directives(spec)
