@@ -40,6 +40,8 @@ export MIOPEN_USER_DB_PATH="/tmp/miopen-config-${USER}"
 # Your setup lines (--setup), as you wrote them: hpcdist does not quote them.
 mkdir -p "$MIOPEN_CUSTOM_CACHE_DIR" "$MIOPEN_USER_DB_PATH"
 set -u
+# The allocation's node file, where the image sees it (the run folder, in the submit folder).
+[ -z "${PBS_NODEFILE:-}" ] || { cp "$PBS_NODEFILE" "$run_dir/pbs_nodefile"; export PBS_NODEFILE="$run_dir/pbs_nodefile"; }
 if ! command -v hpcdist >/dev/null; then
   # hpcdist is not installed here: its steps in this script run inside the image.
   hpcdist() { singularity exec --rocm /appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260415_130625/lumi-multitorch-full-u24r70f21m50t210-20260415_130625.sif python -m hpcdist "$@"; }

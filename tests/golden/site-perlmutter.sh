@@ -25,6 +25,8 @@ run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
 # Every value below that came from the job spec is shell-quoted.
+# The allocation's node file, where the image sees it (the run folder, in the submit folder).
+[ -z "${PBS_NODEFILE:-}" ] || { cp "$PBS_NODEFILE" "$run_dir/pbs_nodefile"; export PBS_NODEFILE="$run_dir/pbs_nodefile"; }
 if ! command -v hpcdist >/dev/null; then
   # hpcdist is not installed here: its steps in this script run inside the image.
   hpcdist() { shifter python -m hpcdist "$@"; }
