@@ -49,7 +49,8 @@ from hpcdist.shell import Shell
 RUNTIMES = ("apptainer", "singularity", "shifter", "pyxis", "podman-hpc", "podman")
 #: ``--container-gpu`` values.
 GPUS = ("auto", "nv", "rocm", "none")
-#: The container settings, by JobSpec field, and their flags: refused without an image.
+#: The container settings, by JobSpec field, and their flags: refused without an image (the
+#: flags are written here: hpcdist.options imports this module).
 SETTINGS = {"container_runtime": "--container-runtime", "container_gpu": "--container-gpu",
             "container_binds": "--container-bind"}
 #: The variables podman passes into the container (it passes none by itself): the schedulers',
@@ -73,12 +74,19 @@ def bind_parts(bind: str) -> tuple[str, str, str]:
     return src, dst or src, opts
 
 
+def bind_text(bind: str) -> str:
+    """``SRC:DST[:OPTS]``, DST spelled out (podman's ``-v``, Shifter's ``--volume``)."""
+    return ":".join(p for p in bind_parts(bind) if p)
+
+
 class Runtime:
     """One container runtime: the words that run a command in the image."""
 
     name = title = program = ""
     #: The GPU kinds it can be asked for (besides none).
     gpus = ("nv", "rocm")
+    #: The batch shell can run a command in the image (pyxis's image is reached only by srun's tasks).
+    in_batch_shell = True
 
     def check(self, values: dict, launcher) -> None:
         """Refuse what this runtime cannot do with the other values and the launcher (a
@@ -121,7 +129,7 @@ class Podman(Runtime):
                 "rocm": ["--device", "/dev/kfd", "--device", "/dev/dri"]}.get(gpu(spec), [])
 
     def words(self, spec, command):
-        volumes = [w for b in spec.container_binds for w in ("-v", ":".join(p for p in bind_parts(b) if p))]
+        volumes = [w for b in spec.container_binds for w in ("-v", bind_text(b))]
         env = [w for name in self.env_names(spec) for w in ("-e", name)]
         return [self.program, "run", "--rm", "--network", "host", "--ipc", "host", "--uts", "host",
                 "-v", Shell('"$PWD:$PWD"'), "-w", PWD, *volumes, *env, *self.gpu_flags(spec),
@@ -133,7 +141,8 @@ class PodmanHpc(Podman):
     gpus = ("nv",)
 
     def gpu_flags(self, spec):
-        # --gpu: NERSC's module for the NVIDIA GPUs; --mpi: the host's Cray MPICH, for mpi4py ranks.
+        # --gpu: NERSC's module for the NVIDIA GPUs; --mpi: the host's Cray MPICH, for mpi4py ranks
+        # (the launchers that start the ranks: their starts_ranks; not imported, they import this).
         return (["--gpu"] if gpu(spec) == "nv" else []) + (["--mpi"] if spec.launcher in ("srun", "mpirun") else [])
 
 
@@ -153,9 +162,13 @@ class Shifter(Runtime):
         if any(c.isspace() or c in "'\"\\" for c in image):
             raise ValidationError("--container-image", image, "an #SBATCH --image value cannot hold spaces or quotes.",
                                   "Give the image as docker:NAME:TAG.")
+        for b in values.get("container_binds", ()):
+            if ":" not in b:
+                raise ValidationError("--container-bind", b, "Shifter needs both paths: SRC:DST.",
+                                      f"Give --container-bind {b}:{b}.")
 
     def words(self, spec, command):
-        volumes = [f"--volume={':'.join(p for p in bind_parts(b) if p)}" for b in spec.container_binds]
+        volumes = [f"--volume={bind_text(b)}" for b in spec.container_binds]
         return [self.program, *volumes, *command]
 
     def directives(self, spec):
@@ -166,6 +179,7 @@ class Shifter(Runtime):
 
 class Pyxis(Runtime):
     name, title, program = "pyxis", "Pyxis (enroot)", "srun"
+    in_batch_shell = False
 
     def check(self, values, launcher):
         from types import SimpleNamespace
@@ -231,10 +245,15 @@ def hpcdist_function(spec) -> str | None:
     reached only from srun's tasks (pyxis) or there is none."""
     from hpcdist.shell import words_to_line
 
-    runtime = get(spec)
-    if runtime is None or runtime.name == "pyxis":
+    if get(spec) is None or not in_batch_shell(spec):
         return None
     return f'hpcdist() {{ {words_to_line(wrap(spec, [spec.python, "-m", "hpcdist"]))} "$@"; }}'
+
+
+def in_batch_shell(spec) -> bool:
+    """Whether the batch shell can run a command in the job's image (True without one)."""
+    runtime = get(spec)
+    return runtime is None or runtime.in_batch_shell
 
 
 def srun_flags(spec) -> list:
@@ -266,11 +285,6 @@ def check(values: dict, given: dict, launcher) -> None:
     if wanted not in ("auto", "none") and wanted not in runtime.gpus:
         raise ValidationError("--container-gpu", wanted, f"{runtime.title} has no {wanted} GPU support here.",
                               f"Use --container-gpu {' or '.join(runtime.gpus)}, or none.")
-    if runtime.name == "shifter":
-        for b in values.get("container_binds", ()):
-            if ":" not in b:
-                raise ValidationError("--container-bind", b, "Shifter needs both paths: SRC:DST.",
-                                      f"Give --container-bind {b}:{b}.")
     launcher.check_container(values)
     runtime.check(values, launcher)
 

@@ -180,8 +180,8 @@ def _source(x, o, _):
 
 def _env(x, o, _):
     """NAME=VALUE as typed, or a (name, value) pair (a profile's table, the API's dict)."""
-    name, value = v.parse_env_assignment(x) if isinstance(x, str) else tuple(x)
-    return v.check_env_settable(name), v.check_text(str(value), o.flag, allow_newline=True)
+    name, value = v.parse_env_assignment(x, o.flag) if isinstance(x, str) else tuple(x)
+    return v.check_env_settable(name, o.flag), v.check_text(str(value), o.flag, allow_newline=True)
 
 
 def _container_bind(x, o, _):
@@ -190,6 +190,10 @@ def _container_bind(x, o, _):
 
 def _env_name(x, o, _):
     return v.check_env_name(str(x), o.flag)
+
+
+#: The line that ends the every-node setup file in the script (a here-document's end).
+SETUP_END = "HPCDIST_SETUP_END"
 
 
 def _setup_line(x, o, _):
@@ -201,21 +205,17 @@ def _setup_line(x, o, _):
     return x
 
 
-#: The line that ends the every-node setup file in the script (a here-document's end).
-SETUP_END = "HPCDIST_SETUP_END"
-
-
 def _env_expand(x, o, _):
     """NAME=VALUE whose $VAR and ${VAR} expand in the job: written in double quotes, so nothing
     else in it may be read by the shell (no command substitution, no quotes, no backslash)."""
-    name, value = v.parse_env_assignment(x, o.flag) if isinstance(x, str) else tuple(x)
-    value = v.check_text(str(value), o.flag)
+    name, value = _env(x, o, _)
+    value = v.check_text(value, o.flag)  # one line
     bad = [c for c in ('"', "`", "\\", "$(") if c in value]
     if bad:
         raise v.ValidationError(o.flag, f"{name}={value}", f"holds {bad[0]}: only $VAR and ${{VAR}} expand in the job "
                                 "(the value is written in double quotes).",
                                 "Compute the value in a --setup line (export NAME=...) instead.")
-    return v.check_env_settable(name, o.flag), value
+    return name, value
 
 
 #: How the ranks of a node share its GPUs (--gpu-map).

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import os
 
-from hpcdist import __version__, launchers, schedulers, validate
+from hpcdist import __version__, containers, launchers, schedulers, validate
 from hpcdist.launchers.mpi import propagated
 from hpcdist.shell import Shell, quote, words_to_line
 from hpcdist.spec import JobSpec
@@ -29,8 +29,6 @@ def launch_lines(spec: JobSpec) -> list[str]:
     command, spread one agent per node by the scheduler where the launcher runs per node.
     With a container the launcher runs in it, unless it starts the ranks itself (srun, mpirun:
     then each rank's program is in it, :func:`hpcdist.launchers.rank_program`)."""
-    from hpcdist import containers
-
     launcher = launchers.get(spec.launcher)
     words = launcher.words(spec)
     if not launcher.starts_ranks:
@@ -273,23 +271,8 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         # The user's own lines (--setup, --setup-file), where --setup-on puts them.
         setup=user_setup(spec),
         # Directive options the container runtime needs (Shifter's --image), in the scheduler's syntax.
-        container_directives=_container_directives(spec),
+        container_directives=containers.directives(spec),
         # Where hpcdist is not on the batch host: its steps there run in the image.
-        container_hpcdist=_container_hpcdist(spec),
-        container_lines=[Shell(line) for line in _containers().script_lines(spec)],
+        container_hpcdist=Shell(line) if (line := containers.hpcdist_function(spec)) else None,
+        container_lines=[Shell(line) for line in containers.script_lines(spec)],
     )
-
-
-def _containers():
-    from hpcdist import containers
-
-    return containers
-
-
-def _container_hpcdist(spec) -> Shell | None:
-    line = _containers().hpcdist_function(spec)
-    return Shell(line) if line else None
-
-
-def _container_directives(spec) -> list:
-    return _containers().directives(spec)

@@ -80,6 +80,11 @@ class JobSpec(Frozen):
         return self.nodes * self.procs_per_node
 
     @property
+    def cpus_per_node(self) -> int:
+        """The CPUs a node's processes are given (one each unless ``cpus_per_proc`` says)."""
+        return self.procs_per_node * (self.cpus_per_proc or 1)
+
+    @property
     def elastic(self) -> bool:
         """torchrun may go on with fewer nodes (down to ``min_nodes``) when one is lost."""
         return self.min_nodes is not None and self.min_nodes < self.nodes

@@ -138,23 +138,39 @@ DIFFERENCES = {
 }
 
 
-def render(site: str, tmp_path) -> str:
-    """``hpcdist render --profile SITE --nodes 2 ... train.py`` from a folder with no profile of the user's."""
+def render(site: str, tmp_path, sites: dict = SITES) -> str:
+    """``hpcdist render --profile SITE --nodes 2 ... train.py`` from a folder with no profile of the
+    user's (``sites``: the table that gives the site's flags; tests/test_sites_slurm.py has its own)."""
     (tmp_path / "train.py").write_text("")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "hpcdist", "render", "--profile", site, "--nodes", "2",
-                           *SITES[site]["flags"], "train.py"], cwd=tmp_path, env=env, capture_output=True,
+                           *sites[site]["flags"], "train.py"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
-def example(site: str) -> str:
+def example(site: str, sites: dict = SITES) -> str:
     with open(os.path.join(EXAMPLES, f"{site}.sh"), encoding="utf-8") as f:
         text = f.read()
-    for placeholder, value in SITES[site]["placeholders"].items():
+    for placeholder, value in sites[site]["placeholders"].items():
         text = text.replace(placeholder, value)
     return text
+
+
+def check_points(site: str, text: str, documented: str, points: list) -> None:
+    """Each point: its documented text is in the site's example, its rendered text in the script."""
+    for what, said, wrote in points:
+        assert said is None or said in documented, f"{site}: {what}: {said!r} is not in tests/sites/{site}.sh"
+        found = wrote.search(text) if isinstance(wrote, re.Pattern) else wrote in text
+        assert found, f"{site}: {what}: the guide says {said!r}; the script lacks {wrote!r}\n{text}"
+
+
+def check_exports(site: str, text: str, documented: str, names: list) -> None:
+    """The variables the guide exports, exported with the guide's values."""
+    guide, ours = exports(documented), exports(text)
+    for name in names:
+        assert ours.get(name) == guide[name], f"{site}: {name}: the guide sets {guide[name]!r}, hpcdist {ours.get(name)!r}"
 
 
 def mpiexec_options(line: str) -> set[tuple[str, str]]:
@@ -195,10 +211,7 @@ def test_a_preset_renders_what_its_site_documents(site, tmp_path):
     with open(path) as f:
         assert text == f.read(), f"{path} differs; HPCDIST_UPDATE_GOLDEN=1 rewrites it after review"
     documented, want = example(site), SITES[site]
-    for what, said, wrote in want["points"]:
-        assert said is None or said in documented, f"{site}: {what}: {said!r} is not in tests/sites/{site}.sh"
-        found = wrote.search(text) if isinstance(wrote, re.Pattern) else wrote in text
-        assert found, f"{site}: {what}: the guide says {said!r}; the script lacks {wrote!r}\n{text}"
+    check_points(site, text, documented, want["points"])
     if want["launch"]:
         line, values = want["launch"]
         assert line in documented
@@ -207,9 +220,7 @@ def test_a_preset_renders_what_its_site_documents(site, tmp_path):
         (launch,) = [x for x in text.splitlines() if x.startswith("mpiexec ")]
         missing = mpiexec_options(line) - mpiexec_options(launch)
         assert not missing, f"{site}: the guide's mpiexec has {sorted(missing)}; hpcdist's is:\n{launch}"
-    guide, ours = exports(documented), exports(text)
-    for name in want["env"]:
-        assert ours.get(name) == guide[name], f"{site}: {name}: the guide sets {guide[name]!r}, hpcdist {ours.get(name)!r}"
+    check_exports(site, text, documented, want["env"])
     assert DIFFERENCES[site]
 
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from test_sites import EXAMPLES, GOLDEN, SITES as PBS_SITES, UPDATE, exports
+from test_sites import EXAMPLES, GOLDEN, SITES as PBS_SITES, UPDATE, check_exports, check_points, render
+from test_sites import example as sites_example
 
 
 def _srun(*words: str) -> re.Pattern:
@@ -171,20 +170,8 @@ DIFFERENCES = {
 }
 
 
-def render(site: str, tmp_path) -> subprocess.CompletedProcess:
-    (tmp_path / "train.py").write_text("")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "hpcdist", "render", "--profile", site, "--nodes", "2",
-                           *SITES[site]["flags"], "train.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
-
-
 def example(site: str) -> str:
-    with open(os.path.join(EXAMPLES, f"{site}.sh"), encoding="utf-8") as f:
-        text = f.read()
-    for placeholder, value in SITES[site]["placeholders"].items():
-        text = text.replace(placeholder, value)
-    return text
+    return sites_example(site, SITES)
 
 
 def test_the_presets_are_the_pbs_and_the_slurm_sites():
@@ -209,9 +196,7 @@ def test_each_documented_line_is_in_the_sites_example_and_the_preset_cites_its_p
 
 @pytest.mark.parametrize("site", sorted(SITES))
 def test_a_slurm_preset_renders_what_its_site_documents(site, tmp_path):
-    proc = render(site, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    text = proc.stdout
+    text = render(site, tmp_path, SITES)
     path = os.path.join(GOLDEN, f"site-{site}.sh")
     if UPDATE:
         with open(path, "w") as f:
@@ -220,9 +205,5 @@ def test_a_slurm_preset_renders_what_its_site_documents(site, tmp_path):
     with open(path) as f:
         assert text == f.read(), f"{path} differs; HPCDIST_UPDATE_GOLDEN=1 rewrites it after review"
     documented, want = example(site), SITES[site]
-    for what, said, wrote in want["points"]:
-        found = wrote.search(text) if isinstance(wrote, re.Pattern) else wrote in text
-        assert found, f"{site}: {what}: the guide says {said!r}; the script lacks {wrote!r}\n{text}"
-    guide, ours = exports(documented), exports(text)
-    for name in want["env"]:
-        assert ours.get(name) == guide[name], f"{site}: {name}: the guide sets {guide[name]!r}, hpcdist {ours.get(name)!r}"
+    check_points(site, text, documented, want["points"])
+    check_exports(site, text, documented, want["env"])

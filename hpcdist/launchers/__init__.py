@@ -88,7 +88,7 @@ def rank_program_check(spec) -> str:
     from hpcdist.shell import quote, words_to_line
 
     python = quote(spec.python)  # a shell word of its own, outside the double quotes
-    if containers.srun_flags(spec):
+    if not containers.in_batch_shell(spec):
         # pyxis: the image is reached only through srun's tasks; a step of its own to check would
         # import the image once more.
         return "# The ranks' python is not checked here: pyxis puts it in the image only in srun's tasks."
@@ -155,10 +155,9 @@ class Launcher:
             raise ValidationError("--cpu-bind", values["cpu_bind"], f"binds each rank's CPUs, but {self.name} starts "
                                   "the ranks without a binding of its own (its agents share each node).",
                                   "Use --launcher srun or mpirun, or leave --cpu-bind out.")
-        for key, flag in (("gpu_bind", "--gpu-bind"),):
-            if values.get(key) and self.name != "srun":
-                raise ValidationError(flag, values[key], f"is srun's binding of each rank's GPUs; the launcher is "
-                                      f"{self.name}.", f"Use --launcher srun, or leave {flag} out.")
+        if values.get("gpu_bind") and self.name != "srun":
+            raise ValidationError("--gpu-bind", values["gpu_bind"], f"is srun's binding of each rank's GPUs; the "
+                                  f"launcher is {self.name}.", "Use --launcher srun, or leave --gpu-bind out.")
         gpu_map = values.get("gpu_map", "local-rank")
         if gpu_map != "local-rank" and not self.ranks_through_hpcdist:
             raise ValidationError("--gpu-map", gpu_map, f"gives each rank only its own GPU, but {self.name} starts its "

@@ -159,9 +159,8 @@ class Hydra(Flavour):
         return ["-ppn", "1"] if agents else []
 
     def binding(self, cpus, agents, bind=None):
-        if agents:
-            return []
-        return ["-bind-to", bind] if bind else ["-bind-to", f"core:{cpus}"] if cpus else []
+        binding = bind or (f"core:{cpus}" if cpus else None)
+        return ["-bind-to", binding] if binding and not agents else []
 
     def failures(self, text, agents, nodes):
         import re

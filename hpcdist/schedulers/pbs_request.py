@@ -198,16 +198,12 @@ def _check_own_select(values: dict, given: dict) -> None:
 
 # --- the lines -----------------------------------------------------------------------------
 
-def _cpus_per_node(spec) -> int:
-    return spec.procs_per_node * (spec.cpus_per_proc or 1)
-
-
 def request(spec, torque: bool, format_mem) -> list[str]:
     """The ``-l`` resources, in order: the node request, then the site's own (``job_resources``)."""
     if torque:
         # A GPU model is a node property after gpus= (TORQUE's nodes grammar: [:gpus=<gpu>][:<property>...]).
         gpus = f":gpus={spec.gpus_per_node}" + (f":{spec.gpu_type}" if spec.gpu_type else "") if spec.gpus_per_node else ""
-        lines = [f"nodes={spec.nodes}:ppn={_cpus_per_node(spec)}{gpus}"]
+        lines = [f"nodes={spec.nodes}:ppn={spec.cpus_per_node}{gpus}"]
         if spec.mem_mb:  # Torque's mem is the whole job's
             lines.append(f"mem={format_mem(spec.mem_mb * spec.nodes)}")
     elif spec.request == "job-wide":
@@ -224,7 +220,7 @@ def select(spec, format_mem) -> str:
         return spec.select
     words = [str(spec.nodes)]
     if not spec.bare_select:
-        words += [f"ncpus={_cpus_per_node(spec)}", f"mpiprocs={spec.procs_per_node}"]
+        words += [f"ncpus={spec.cpus_per_node}", f"mpiprocs={spec.procs_per_node}"]
         if spec.gpus_per_node:
             words.append(f"ngpus={spec.gpus_per_node}")
         if spec.mem_mb:
@@ -245,7 +241,7 @@ def place(spec) -> str | None:
 
 def job_wide(spec, format_mem) -> list[str]:
     """The ``-l`` lines of a job-wide request: the whole job's CPUs, GPUs and memory."""
-    lines = [f"ncpus={spec.nodes * _cpus_per_node(spec)}"]
+    lines = [f"ncpus={spec.nodes * spec.cpus_per_node}"]
     if spec.gpus_per_node:
         lines.append(f"ngpus={spec.nodes * spec.gpus_per_node}")
     if spec.mem_mb:

@@ -204,9 +204,8 @@ class Slurm(BatchScheduler):
         """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails."""
         # The agent's one task gets every CPU the node's processes were given;
         # by default a step's task has one CPU, and all workers would share it.
-        cpus = spec.procs_per_node * (spec.cpus_per_proc or 1)
         # pyxis: srun's flags put each agent in the image (the agent's words are then not wrapped).
-        each = ["--ntasks-per-node=1", f"--cpus-per-task={cpus}", *containers.srun_flags(spec)]
+        each = ["--ntasks-per-node=1", f"--cpus-per-task={spec.cpus_per_node}", *containers.srun_flags(spec)]
         if spec.elastic:
             return self._elastic(spec, each, words)
         return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each,
