@@ -156,7 +156,22 @@ def podman_image(cluster):
     testcluster.ARTIFACTS.mkdir(exist_ok=True)
     with open(testcluster.ARTIFACTS / "container-image.txt", "a") as f:  # for the record, not asserted
         f.write(f"{proc.stdout.strip()}\t{time.time() - started:.0f} s\t{proc.stderr.strip()[-200:]}\n")
-    return proc.stdout.strip(), str(out / "containers.conf")
+    image, conf = proc.stdout.strip(), str(out / "containers.conf")
+    # podman --network host on node2 joins node2's namespace: the interfaces it sees are node2's,
+    # not the head's (once here, for both rows).
+    env = testcluster.client_env(cluster, CONTAINERS_CONF=conf, HPCDIST_CLUSTER_DIR=str(cluster))
+
+    def interfaces_on_node2(*command) -> tuple[list, str]:
+        done = subprocess.run(["bash", str(testcluster.CLUSTER_SH), "on", "node2", *command], env=env,
+                              capture_output=True, text=True, timeout=60)
+        return sorted(line.split(":")[0].strip() for line in done.stdout.splitlines() if ":" in line), \
+            done.stdout + done.stderr
+
+    outside, said = interfaces_on_node2("cat", "/proc/net/dev")
+    assert outside and "hpcbr0" not in outside, said
+    inside, said = interfaces_on_node2("podman", "run", "--rm", "--network", "host", image, "cat", "/proc/net/dev")
+    assert inside == outside, said
+    return image, conf
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "srun"])
@@ -171,8 +186,7 @@ def test_trains_inside_podman_on_two_nodes(launcher, podman_image, cluster, tmp_
     no hpcdist on the host's PATH the script's own steps (host file, port) ran there too. Not real: no GPU (--device
     flags untested), podman is rootful (a site's is rootless or podman-hpc), and podman runs with
     runc and cgroupfs (CONTAINERS_CONF) because this sandbox's cgroup layout makes crun refuse.
-    ``--network host`` is checked to join the node's own namespace: the interfaces podman's
-    container sees on node2 are node2's, not the head's.
+    ``--network host`` is checked (once, in the image's fixture) to join the node's own namespace.
     """
     image, conf = podman_image
     shim = tmp_path / "host-bin"
@@ -185,15 +199,6 @@ def test_trains_inside_podman_on_two_nodes(launcher, podman_image, cluster, tmp_
     venv_bin = os.path.dirname(sys.executable)
     env["PATH"] = os.pathsep.join([str(shim)] + [p for p in env["PATH"].split(os.pathsep) if p != venv_bin])
     assert shutil.which("hpcdist", path=env["PATH"]) is None
-    inside = subprocess.run(["bash", str(testcluster.CLUSTER_SH), "on", "node2", "podman", "run", "--rm",
-                             "--network", "host", image, "cat", "/proc/net/dev"],
-                            env=dict(env, HPCDIST_CLUSTER_DIR=str(cluster)), capture_output=True, text=True, timeout=60)
-    outside = subprocess.run(["bash", str(testcluster.CLUSTER_SH), "on", "node2", "cat", "/proc/net/dev"],
-                             env=dict(env, HPCDIST_CLUSTER_DIR=str(cluster)), capture_output=True, text=True, timeout=60)
-    interfaces = sorted(line.split(":")[0].strip() for line in outside.stdout.splitlines() if ":" in line)
-    assert interfaces and "hpcbr0" not in interfaces, outside.stdout + outside.stderr
-    assert sorted(line.split(":")[0].strip() for line in inside.stdout.splitlines() if ":" in line) == interfaces, \
-        inside.stdout + inside.stderr
     shutil.copy(QUICKSTART, tmp_path)
     proc = hpcdist("submit", *SCHEDULERS["slurm"], "--nodes", "2", "--procs-per-node", "2", "--launcher", launcher,
                    "--container-image", image, "--container-runtime", "podman", "--json", "--wait",
