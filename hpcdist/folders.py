@@ -21,6 +21,11 @@ from __future__ import annotations
 import os
 import stat
 
+# Imported here, not in each call: `hpcdist status` reads thousands of records.
+from hpcdist.schedulers import DIALECTS, NAMES, get
+# A job id or a cluster's name: a word that no scheduler command reads as an option.
+from hpcdist.schedulers.base import is_id_word as looks_like_id
+
 
 class JobFolderError(LookupError):
     """A job folder, or the folder of job folders, that cannot be used (the message says why)."""
@@ -134,6 +139,33 @@ def _user(uid: int) -> str:
         return f"uid {uid}"
 
 
+# -- Reading ---------------------------------------------------------------------------------
+
+def read_bytes(path: str, opened=None) -> bytes:
+    """The whole file ``path``; ``opened(fd, stat)`` is called with the open file first, to
+    check the file actually read. Raw ``os`` calls: ``hpcdist status`` reads two files per job,
+    and a text file object costs more than the reading. O_NONBLOCK: a FIFO planted in a job
+    folder is opened without waiting for a writer (then refused as a record, empty as a runs file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if opened is None:  # no stat to check: a read shorter than asked ends a regular file
+            chunks = [os.read(fd, 1 << 16)]
+            while len(chunks[-1]) == 1 << 16:
+                chunks.append(os.read(fd, 1 << 16))
+            return b"".join(chunks)
+        st = os.fstat(fd)
+        opened(fd, st)
+        data = os.read(fd, st.st_size + 1)  # one read, unless the file grew meanwhile
+        if len(data) <= st.st_size:
+            return data
+        chunks = [data]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 16))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 # -- The record --------------------------------------------------------------------------------
 
 def unreadable(error: Exception) -> str:
@@ -147,17 +179,8 @@ def unreadable(error: Exception) -> str:
     return f"is not JSON ({error})"  # JSONDecodeError: its message says where (cut short when truncated)
 
 
-def looks_like_id(text) -> bool:
-    """A job id or a cluster's name: a word that no scheduler command reads as an option."""
-    from hpcdist.schedulers.base import is_id_word
-
-    return is_id_word(text)
-
-
 def record_problem(record) -> str | None:
     """What makes ``record`` (parsed JSON) not a record hpcdist wrote, or None."""
-    from hpcdist.schedulers import DIALECTS, NAMES, get
-
     if not isinstance(record, dict):
         return f"holds a JSON {type(record).__name__}, not the object hpcdist writes"
     for key in ("job_id", "scheduler"):

@@ -28,8 +28,12 @@ from __future__ import annotations
 import os
 import time
 from collections import namedtuple
+from stat import S_ISREG
 
-from hpcdist.folders import JobFolderError, check_ours, looks_like_id, record_problem, shown, unreadable, usable_root, word
+from hpcdist.folders import (JobFolderError, check_ours, looks_like_id, read_bytes, record_problem, shown, unreadable,
+                             usable_root, word)
+from hpcdist.schedulers import QUEUED
+from hpcdist.subjobs import logs_of
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
 
@@ -82,16 +86,16 @@ class Job:
         """What the ``runs`` file says, read once: ``start <time> <id> <host>`` for each run of
         the script, ``resubmitted <time> <id> <log>`` for each new PBS job it submitted
         (:func:`record_resubmission`; the log, a path, is the rest of the line)."""
-        try:
-            text = read_bytes(os.path.join(self.path, RUNS)).decode("utf-8", errors="replace")
+        record = self.record
+        try:  # the path joined by hand, here and in _read_record: os.path.join costs `status` 2%
+            text = read_bytes(f"{self.path}/{RUNS}").decode("utf-8", errors="replace")
         except OSError:
             text = ""
-        # A line without its newline is still being written: not counted yet.
-        lines = [line.split(" ", 3) for line in text.split("\n")[:-1]]
-        starts = 0
         # A resubmitted PBS job writes its own log (it would replace the earlier one).
-        logs = [(self.job_id, self.record.get("log", ""))]
-        for words in lines:
+        starts, logs = 0, [(record["job_id"], record.get("log", ""))]
+        # A line without its newline is still being written: not counted yet.
+        for line in text.split("\n")[:-1]:
+            words = line.split(" ", 3)
             if len(words) < 3 or not looks_like_id(words[2]):  # an id goes to the scheduler's commands
                 continue
             if words[0] == START:
@@ -99,12 +103,10 @@ class Job:
             elif words[0] == RESUBMITTED:
                 logs.append((words[2], words[3] if len(words) > 3 and words[3] else logs[-1][1]))
         current = logs[-1][0]
-        from hpcdist.subjobs import logs_of
-
-        subjobs = logs_of(self.record)  # an array's subjobs write a log each
+        subjobs = logs_of(record)  # an array's subjobs write a log each
         if subjobs:
             logs = [(f"{self.job_id} subjob {index}", path) for index, path in subjobs]
-        return History(restarts=max(0, starts - 1), current_id=current, logs=logs)
+        return History(max(0, starts - 1), current, logs)
 
     @property
     def current_id(self) -> str:
@@ -241,39 +243,17 @@ def _record_text(record: dict) -> str:
     return json.dumps(record, indent=2) + "\n"
 
 
-def read_bytes(path: str, opened=None) -> bytes:
-    """The whole file ``path``; ``opened(fd, stat)`` is called with the open file first, to
-    check the file actually read. Raw ``os`` calls: ``hpcdist status`` reads two files per job,
-    and a text file object costs more than the reading. O_NONBLOCK: a FIFO planted in a job
-    folder is opened without waiting for a writer (then refused as a record, empty as a runs file)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if opened is not None:
-            opened(fd, st)
-        data = os.read(fd, st.st_size + 1)  # one read, unless the file grew meanwhile
-        if len(data) <= st.st_size:
-            return data
-        chunks = [data]
-        while chunks[-1]:
-            chunks.append(os.read(fd, 1 << 16))
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _read_record(path: str) -> dict:
     """The checked record of the job folder ``path``: the folder and the record ours alone (the
     record checked on the file opened: it cannot be swapped in between), of the shape hpcdist
     writes, and a local job's runner file ours too. FileNotFoundError (or NotADirectoryError, IsADirectoryError) when the folder holds
     no record file; JobFolderError otherwise."""
     import json
-    import stat
 
-    record = os.path.join(path, RECORD)
+    record = f"{path}/{RECORD}"
 
     def checked(fd: int, st: os.stat_result) -> None:
-        if not stat.S_ISREG(st.st_mode):
+        if not S_ISREG(st.st_mode):
             raise IsADirectoryError(record)
         check_ours(path, "the job folder")
         check_ours(record, "the job record", st)
@@ -289,7 +269,9 @@ def _read_record(path: str) -> dict:
     if problem:
         raise JobFolderError(f"the job record {shown(record)} {problem}: hpcdist cannot follow this job; "
                              f"remove the folder (rm -r {word(path)}) if the job is not needed")
-    if os.path.exists(os.path.join(path, RUNNER)):  # it names the pid `hpcdist cancel` signals
+    # The runner file names the pid `hpcdist cancel` signals; only the local backend (no queue)
+    # reads one, so only its jobs' folders are looked in (a stat per job costs `status` 5%).
+    if parsed["scheduler"] not in QUEUED and os.path.exists(os.path.join(path, RUNNER)):
         check_ours(os.path.join(path, RUNNER), "the local job's runner file")
     return parsed
 

@@ -12,9 +12,19 @@ class Pattern:
     def __init__(self, text: str, flags: int = 0) -> None:
         self.text, self.flags, self._compiled = text, flags, None
 
-    def __getattr__(self, name: str):  # match, fullmatch, search, finditer, sub, ...
-        if self._compiled is None:
-            import re
+    def _compile(self):
+        import re
 
-            self._compiled = re.compile(self.text, self.flags)
-        return getattr(self._compiled, name)
+        self._compiled = re.compile(self.text, self.flags)
+        return self._compiled
+
+    # The two that run once per job in `hpcdist status` (ids, lines of output), spelled out:
+    # reaching them through __getattr__ costs four times the match.
+    def fullmatch(self, *args):
+        return (self._compiled or self._compile()).fullmatch(*args)
+
+    def match(self, *args):
+        return (self._compiled or self._compile()).match(*args)
+
+    def __getattr__(self, name: str):  # search, finditer, sub, ...
+        return getattr(self._compiled or self._compile(), name)

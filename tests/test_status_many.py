@@ -10,7 +10,6 @@ jobs.py (what `hpcdist submit` writes), without submitting.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import sys
 from launch import clean_env
 
 from hpcdist import jobs
-from hpcdist.schedulers.batch import CHUNK
+from hpcdist.schedulers.batch import QUERY_CHARS
 
 FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
 
@@ -48,6 +47,17 @@ def asked_ids(argv: list[str], option: str) -> list[str]:
     return [word for word in argv if word[0].isdigit()]
 
 
+def calls_needed(ids: list[str]) -> int:
+    """How many calls asking about ``ids`` in order take, each given at most QUERY_CHARS
+    characters of ids (one separator each): counted here, by hand."""
+    calls, size = 1, 0
+    for job_id in ids:
+        size += len(job_id) + 1
+        if size > QUERY_CHARS:
+            calls, size = calls + 1, len(job_id) + 1
+    return calls
+
+
 def record_jobs(tmp_path, ids: list[str], scheduler: str = "slurm", dialect: str | None = None,
                 extra: dict | None = None) -> dict:
     """A job folder for each id, as `hpcdist submit` leaves it (plus ``extra[id]`` in its record):
@@ -64,7 +74,8 @@ def record_jobs(tmp_path, ids: list[str], scheduler: str = "slurm", dialect: str
 
 
 def test_slurm_status_asks_once_per_chunk_and_not_about_jobs_that_ended_for_good(tmp_path):
-    ids = [str(1000 + k) for k in range(CHUNK + 30)]
+    # Array tasks with 10-digit ids (19 characters with the comma): more than one call's worth.
+    ids = [f"{4_000_000_000 + k}_{1_000_000 + k}" for k in range(QUERY_CHARS // 19 + 30)]
     gone = ids[5:12]  # left the queue: sacct knows how they ended
     lost = ids[20:23]  # in neither: their exit_code file says how they ended
     ended = ids[40:50]  # --wait recorded the scheduler's "completed" about the id they go on under
@@ -85,12 +96,26 @@ def test_slurm_status_asks_once_per_chunk_and_not_about_jobs_that_ended_for_good
         assert (rows[job_id]["state"], rows[job_id]["exit_code"]) == expected, job_id
     assert "exit_code file" in rows[lost[0]]["reason"]
     squeue, sacct = calls_of(tmp_path, "squeue"), calls_of(tmp_path, "sacct")
-    asked = len(ids) - len(ended)
-    assert len(squeue) == math.ceil(asked / CHUNK)
-    assert all(len(asked_ids(argv, "-j")) <= CHUNK for argv in squeue)
+    asked = [i for i in ids if i not in ended]
+    assert len(squeue) == calls_needed(asked) == 2
+    assert all(len(argv[argv.index("-j") + 1]) < QUERY_CHARS for argv in squeue)
     assert sorted(i for argv in squeue for i in asked_ids(argv, "-j")) == sorted(set(ids) - set(ended))
     # Only the jobs squeue left out, in one sacct.
     assert [sorted(asked_ids(argv, "-j")) for argv in sacct] == [sorted(gone + lost)]
+
+
+def test_two_thousand_slurm_jobs_cost_one_squeue_and_one_sacct(tmp_path):
+    """Each call costs a real controller 50-100 ms: 2,000 jobs with ids as a site gives them
+    (7 digits) are asked about in one squeue, and the ones it left out in one sacct."""
+    ids = [str(4_100_000 + k) for k in range(2000)]
+    record_jobs(tmp_path, ids)
+    env = fake_env(tmp_path, HPCDIST_FAKE_SQUEUE_GONE=",".join(ids[::2]))
+    proc = hpcdist("status", "--json", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    states = {row["job_id"]: row["state"] for row in json.loads(proc.stdout)}
+    assert states == {i: "COMPLETED" if k % 2 == 0 else "RUNNING" for k, i in enumerate(ids)}
+    (squeue,), (sacct,) = calls_of(tmp_path, "squeue"), calls_of(tmp_path, "sacct")
+    assert sorted(asked_ids(squeue, "-j")) == ids and sorted(asked_ids(sacct, "-j")) == ids[::2]
 
 
 def test_a_batch_answer_missing_some_jobs_still_gives_each_its_state(tmp_path):
@@ -114,7 +139,7 @@ def test_a_batch_answer_missing_some_jobs_still_gives_each_its_state(tmp_path):
 
 
 def test_an_unreachable_controller_answers_for_all_its_jobs_across_chunks(tmp_path):
-    ids = [str(2000 + k) for k in range(CHUNK + 5)]
+    ids = [f"{4_000_000_000 + k}_{1_000_000 + k}" for k in range(QUERY_CHARS // 19 + 5)]
     record_jobs(tmp_path, ids)
     env = fake_env(tmp_path, HPCDIST_FAKE_SQUEUE="fail", HPCDIST_FAKE_SACCT="disabled")
     proc = hpcdist("status", "--json", cwd=tmp_path, env=env)
@@ -130,7 +155,8 @@ def test_an_unreachable_controller_answers_for_all_its_jobs_across_chunks(tmp_pa
 def test_pbs_status_asks_once_per_chunk_and_reads_each_unknown_job(tmp_path):
     """PBS Pro: qstat -f -F json -x with many ids lists those it knows and says "Unknown Job Id"
     for the others (whose exit_code file, when there is one, says how they ended)."""
-    ids = [f"{3000 + k}.pbs01" for k in range(CHUNK + 10)]
+    # A long server name: more than one call's worth of ids.
+    ids = [f"{3000 + k}.pbs01.cluster-head.example.org" for k in range(QUERY_CHARS // 36 + 10)]
     folders = record_jobs(tmp_path, ids, scheduler="pbs", dialect="pro")
     unknown = ids[3:6]
     with open(os.path.join(folders[unknown[0]], "exit_code"), "w") as f:
@@ -145,8 +171,8 @@ def test_pbs_status_asks_once_per_chunk_and_reads_each_unknown_job(tmp_path):
         assert (rows[job_id]["state"], rows[job_id]["exit_code"]) == expected, job_id
     assert rows[unknown[1]]["reason"] == "qstat no longer knows the job"
     qstat = calls_of(tmp_path, "qstat")
-    assert len(qstat) == math.ceil(len(ids) / CHUNK)
-    assert all("json" in argv and len(asked_ids(argv, "qstat")) <= CHUNK for argv in qstat)
+    assert len(qstat) == calls_needed(ids) == 2
+    assert all("json" in argv and sum(len(i) + 1 for i in asked_ids(argv, "qstat")) <= QUERY_CHARS for argv in qstat)
 
 
 def test_torque_status_asks_once_with_the_text_form(tmp_path):

@@ -20,6 +20,7 @@ whose site wraps ``qsub`` in a script sees what that script said.
 from __future__ import annotations
 
 from hpcdist.frozen import Frozen
+from hpcdist.patterns import Pattern
 
 
 # --------------------------------------------------------------------------
@@ -75,8 +76,12 @@ class JobStatus(Record):
     __slots__ = ("state", "exit_code", "raw", "reason")
 
     def __init__(self, state: str, exit_code: int | None = None, raw: str = "", reason: str | None = None):
-        for name, value in zip(self.__slots__, (state, exit_code, raw, reason)):
-            object.__setattr__(self, name, value)
+        # Field by field, not in a loop: `hpcdist status` makes one or two per job.
+        setter = object.__setattr__
+        setter(self, "state", state)
+        setter(self, "exit_code", exit_code)
+        setter(self, "raw", raw)
+        setter(self, "reason", reason)
 
     @property
     def finished(self) -> bool:
@@ -142,9 +147,10 @@ class SchedulerOutputError(ValueError):
 def is_id_word(text) -> bool:
     """A job id as the schedulers give them (``12345``, ``12345_3``, ``123[].server``), or a
     cluster's name: one word that no command reads as an option."""
-    import re
+    return isinstance(text, str) and _ID_WORD.fullmatch(text) is not None
 
-    return isinstance(text, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\[\]+@:-]{0,199}", text) is not None
+
+_ID_WORD = Pattern(r"[A-Za-z0-9][A-Za-z0-9._\[\]+@:-]{0,199}")
 
 
 def output_text(value) -> str:

@@ -20,10 +20,11 @@ SUBMIT_TIMEOUT = 60.0
 RETRIES = 2
 #: Seconds before the first retry, doubled for each next one (HPCDIST_RETRY_DELAY overrides).
 RETRY_DELAY = 2.0
-#: The most jobs one status command asks about: bounds its argument list (squeue's -j list is one
-#: argument, and Linux takes at most 128 KiB in one; 1,000 PBS ids with a long server name are
-#: about 40 KB) and the answer it prints, while 2,000 jobs cost 2 calls of each command.
-CHUNK = 1000
+#: The most characters of job ids one status command is given: squeue's and sacct's -j list is
+#: one argument, and Linux takes at most 128 KiB in one (MAX_ARG_STRLEN); half of that leaves
+#: room. Each call costs a controller 50-100 ms, so as many jobs as fit go in one: 2,000 Slurm
+#: ids (about 16 KB) are one call, as are 1,500 PBS ids with a long server name.
+QUERY_CHARS = 64 * 1024
 #: JobStatus.raw of an UNKNOWN state whose cause is a controller that cannot be reached.
 UNREACHABLE = "unreachable"
 #: How JobStatus.raw ends for an end read from the job's exit_code file that the scheduler
@@ -133,6 +134,19 @@ def query(argv: list[str]):
     return retry.with_retries(lambda: run(argv), transient, command=argv[0], **retry_settings())
 
 
+def chunks(members: list) -> list[list]:
+    """``members`` (``(position, job, id)``) cut into runs whose ids, with a separator each, hold
+    at most :data:`QUERY_CHARS` characters: one status command each."""
+    out, size = [[]], 0
+    for member in members:
+        size += len(member[2]) + 1
+        if size > QUERY_CHARS and out[-1]:
+            out.append([])
+            size = len(member[2]) + 1
+        out[-1].append(member)
+    return out if out[-1] else []
+
+
 def recorded_exit(job) -> JobStatus | None:
     """The exit code the job script wrote into its folder (see templates/common/job.sh.j2); for an
     array, the first subjob that failed, by index, else 0 (each subjob writes its own file)."""
@@ -174,7 +188,8 @@ class BatchScheduler(Scheduler):
         return None
 
     def statuses(self, jobs: list, job_ids: list[str], down: dict | None = None) -> list[JobStatus]:
-        """Each job's state, as :meth:`status` gives it, asked for :data:`CHUNK` jobs at a time.
+        """Each job's state, as :meth:`status` gives it, asked for as many jobs at a time as
+        :data:`QUERY_CHARS` holds (:func:`chunks`).
 
         ``down`` (``{(scheduler, place): why}``, shared by the caller across schedulers) is how one
         controller that cannot be reached answers for the rest: the jobs after the first one it
@@ -190,9 +205,7 @@ class BatchScheduler(Scheduler):
             groups.setdefault((self.name, self.place(job), together), []).append((k, job, job_id))
         answers: list = [None] * len(jobs)
         for (name, place, together), members in groups.items():
-            size = CHUNK if together else 1
-            for start in range(0, len(members), size):
-                chunk = members[start:start + size]
+            for chunk in (chunks(members) if together else ([member] for member in members)):
                 for (k, job, _), state in zip(chunk, self._chunk_statuses(chunk, together, down.get((name, place)))):
                     if state.raw == UNREACHABLE:
                         if (name, place) in down:
