@@ -148,19 +148,14 @@ def read_bytes(path: str, opened=None) -> bytes:
     folder is opened without waiting for a writer (then refused as a record, empty as a runs file)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if opened is None:  # no stat to check: a read shorter than asked ends a regular file
-            chunks = [os.read(fd, 1 << 16)]
-            while len(chunks[-1]) == 1 << 16:
-                chunks.append(os.read(fd, 1 << 16))
-            return b"".join(chunks)
-        st = os.fstat(fd)
-        opened(fd, st)
-        data = os.read(fd, st.st_size + 1)  # one read, unless the file grew meanwhile
-        if len(data) <= st.st_size:
-            return data
-        chunks = [data]
-        while chunks[-1]:
-            chunks.append(os.read(fd, 1 << 16))
+        size = 1 << 16  # without a stat to check, none is made: a shorter read ends a regular file
+        if opened is not None:
+            st = os.fstat(fd)
+            opened(fd, st)
+            size = st.st_size + 1  # one read, unless the file grew meanwhile
+        chunks = [os.read(fd, size)]
+        while len(chunks[-1]) == size:
+            chunks.append(os.read(fd, size))
         return b"".join(chunks)
     finally:
         os.close(fd)

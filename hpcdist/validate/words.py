@@ -244,9 +244,6 @@ def check_mail(value: str, field: str = "--mail") -> str:
                           "alice@example.org")
 
 
-_BINDING_CHARS = Pattern(r"[A-Za-z0-9_:,.=+\-]", re.A)
-
-
 _CONSTRAINT_CHARS = Pattern(r"[A-Za-z0-9_.:&|\[\]*()\-]", re.A)
 
 
@@ -254,6 +251,9 @@ def check_constraint(value: str, field: str) -> str:
     """Slurm node features (``--constraint``): ``gpu``, ``gpu&hbm80g``, ``[a100|v100]``, ``gpu*2``."""
     return _check_charset(value, field, _CONSTRAINT_CHARS, "constraints", "letters, digits and _ . : & | [ ] * ( ) -",
                           "gpu or gpu&hbm80g")
+
+
+_BINDING_CHARS = Pattern(r"[A-Za-z0-9_:,.=+\-]", re.A)
 
 
 def check_binding(value: str, field: str) -> str:
