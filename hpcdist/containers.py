@@ -59,6 +59,8 @@ PODMAN_ENV = ("SLURM_*", "PBS_*", "OMPI_*", "PMI_*", "PMIX_*", "PALS_*", "HPCDIS
               "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
               "HIP_VISIBLE_DEVICES")
 PWD = Shell('"$PWD"')
+#: The image, as the words name it: the script sets ``image`` once, at its top (:func:`values`).
+IMAGE = Shell('"$image"')
 
 
 def gpu(spec) -> str:
@@ -110,7 +112,7 @@ class Apptainer(Runtime):
     def words(self, spec, command):
         flags = {"nv": ["--nv"], "rocm": ["--rocm"]}.get(gpu(spec), [])
         binds = ["--bind", ",".join(spec.container_binds)] if spec.container_binds else []
-        return [self.program, "exec", *flags, *binds, spec.container_image, *command]
+        return [self.program, "exec", *flags, *binds, IMAGE, *command]
 
 
 class Singularity(Apptainer):
@@ -133,7 +135,7 @@ class Podman(Runtime):
         env = [w for name in self.env_names(spec) for w in ("-e", name)]
         return [self.program, "run", "--rm", "--network", "host", "--ipc", "host", "--uts", "host",
                 "-v", Shell('"$PWD:$PWD"'), "-w", PWD, *volumes, *env, *self.gpu_flags(spec),
-                spec.container_image, *command]
+                IMAGE, *command]
 
 
 class PodmanHpc(Podman):
@@ -205,7 +207,7 @@ class Pyxis(Runtime):
     def srun_flags(self, spec):
         mounts = ",".join(["$PWD:$PWD", *spec.container_binds])
         # In double quotes, for $PWD to expand: the binds hold no $ ` " or backslash (check_bind).
-        return [f"--container-image={spec.container_image}", Shell(f'--container-mounts="{mounts}"'),
+        return [Shell('--container-image="$image"'), Shell(f'--container-mounts="{mounts}"'),
                 Shell('--container-workdir="$PWD"')]
 
 
@@ -224,30 +226,24 @@ def wrap(spec, command: list) -> list:
     return runtime.words(spec, command) if runtime else list(command)
 
 
-#: Files of the allocation that the steps in the image read (hpcdist hostfile, hpcdist.env), by
-#: the variable that names them; a scheduler keeps them where no image sees them (PBS's aux folder).
-ALLOCATION_FILES = ("PBS_NODEFILE",)
+def named_image(spec) -> str | None:
+    """The image the script sets once, at its top, as ``image``: the words name it ``$image``
+    (:data:`IMAGE`). None without one, and for Shifter, whose image is a directive of the job."""
+    runtime = get(spec)
+    return spec.container_image if runtime is not None and runtime.name != "shifter" else None
 
 
-def script_lines(spec) -> list[str]:
-    """Lines before hpcdist's steps: the allocation's files, copied into the run folder (in the
-    submit folder, which every runtime shows the image) and named there."""
-    if get(spec) is None:
+def script_lines(spec, files: tuple) -> list[str]:
+    """Lines before the job's set-up: the allocation's ``files`` (by the variable that names each:
+    a scheduler may keep them where no image sees them, as PBS's node file in the MOM's aux
+    folder), copied into the run folder (in the submit folder, which every runtime shows the
+    image) and named there."""
+    if get(spec) is None or not files:
         return []
-    return ["# The allocation's node file, where the image sees it (the run folder, in the submit folder)."] + [
-        f'[ -z "${{{name}:-}}" ] || {{ cp "${name}" "$run_dir/{name.lower()}"; export {name}="$run_dir/{name.lower()}"; }}'
-        for name in ALLOCATION_FILES]
-
-
-def hpcdist_function(spec) -> str | None:
-    """A shell function that runs the job script's own ``hpcdist`` steps (host file, port) inside
-    the image, for a batch host where hpcdist is not installed; None where the image can be
-    reached only from srun's tasks (pyxis) or there is none."""
-    from hpcdist.shell import words_to_line
-
-    if get(spec) is None or not in_batch_shell(spec):
-        return None
-    return f'hpcdist() {{ {words_to_line(wrap(spec, [spec.python, "-m", "hpcdist"]))} "$@"; }}'
+    lines = ["# The allocation's files, where the image sees them."]
+    for name in files:
+        lines += [f'cp "${name}" "$run_dir/{name.lower()}"', f'export {name}="$run_dir/{name.lower()}"']
+    return lines
 
 
 def in_batch_shell(spec) -> bool:

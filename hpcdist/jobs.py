@@ -343,12 +343,14 @@ def write_exit_code_shell(target: str) -> str:
 
 # -- The runs file -----------------------------------------------------------------------------
 
-def start_line_shell(folder: str) -> str:
-    """Shell that appends this run's ``start <time> <id> <host>`` line to the runs file
-    (``folder`` is shell-quoted here; one short ``>>`` write is whole even beside another)."""
-    from hpcdist.shell import quote
+def start_line_shell(folder: str, job_id_variable: str = "HPCDIST_JOB_ID") -> str:
+    """Shell that appends this run's ``start <time> <id> <host>`` line to the runs file of the job
+    folder ``folder`` (a shell word: a path, quoted here, or ``"$job_dir"``); one short ``>>``
+    write is whole even beside another."""
+    from hpcdist.shell import Shell, quote
 
-    return f'echo "{START} $(date +%s) $HPCDIST_JOB_ID $(hostname)" >> {quote(_in_script(folder, RUNS))}'
+    runs = f'"{folder[1:-1]}/{RUNS}"' if isinstance(folder, Shell) else quote(_in_script(folder, RUNS))
+    return f'echo "{START} $(date +%s) ${job_id_variable} $(hostname)" >> {runs}'
 
 
 def record_resubmission(folder: str, job_id: str, log: str = "") -> None:
@@ -413,21 +415,24 @@ def _in_script(folder: str, name: str) -> str:
     return f"{folder}/{name}"
 
 
-def script_context(folder: str | None, index_variable: str | None = None) -> dict | None:
-    """What the job script writes into its folder, for the template (``job_files``): paths as
-    plain strings (the renderer quotes them), shell lines as :class:`~hpcdist.shell.Shell`.
-    None without a folder (``hpcdist render``): the script then records nothing. An array's
-    subjob (its index in ``index_variable``) writes an exit-code file of its own."""
+def script_context(folder: str | None, index_variable: str | None = None,
+                   job_id_variable: str = "HPCDIST_JOB_ID") -> dict | None:
+    """What the job script writes into its folder, for the template (``job_files``): the folder's
+    path (the renderer quotes it; the script holds it once, as ``$job_dir``), the other files as
+    shell words and lines under it (:class:`~hpcdist.shell.Shell`). None without a folder
+    (``hpcdist render``): the script then records nothing. An array's subjob (its index in
+    ``index_variable``) writes an exit-code file of its own."""
     if not folder:
         return None
-    from hpcdist.shell import Shell, quote
+    from hpcdist.shell import Shell
     from hpcdist.subjobs import exit_file_shell
 
-    exit_file = _in_script(folder, EXIT_CODE)
+    exit_file = f'"$job_dir/{EXIT_CODE}"'
     return {
-        "exit_code_file": Shell(exit_file_shell(quote(exit_file), index_variable)) if index_variable else exit_file,
-        "write_exit_code": Shell(write_exit_code_shell("$hpcdist_exit_file")),
-        "record_start": Shell(start_line_shell(folder)),
+        "folder": folder,
+        "exit_code_file": Shell(exit_file_shell(exit_file, index_variable) if index_variable else exit_file),
+        "write_exit_code": Shell(write_exit_code_shell("$exit_file")),
+        "record_start": Shell(start_line_shell(Shell('"$job_dir"'), job_id_variable)),
     }
 
 

@@ -401,6 +401,11 @@ BY_NAME = {o.name: o for o in OPTIONS}
 
 #: Flags as users type them, for error messages, by JobSpec field name.
 FLAG = {o.name: o.flag for o in OPTIONS}
+#: The option that names a profile, which every job command takes besides the table's.
+PROFILE_FLAG = "--profile"
+#: Every flag of the job options, and those that take one value (:mod:`hpcdist.dash_values`).
+OPTION_FLAGS = frozenset(f for o in OPTIONS for f in o.flags) | {PROFILE_FLAG}
+FLAGS_WITH_A_VALUE = frozenset(f for o in OPTIONS if o.kind is not bool for f in o.flags) | {PROFILE_FLAG}
 
 
 def value_checks(scheduler: str | None) -> dict:
@@ -431,7 +436,7 @@ def add_flags(p, script: bool = True) -> None:
                 kwargs["action"] = "append"
             kwargs.update((k, getattr(o, k)) for k in ("choices", "metavar", "help") if getattr(o, k) is not None)
             group.add_argument(*o.flags, **kwargs)
-    p.add_argument("--profile", metavar="NAME",
+    p.add_argument(PROFILE_FLAG, metavar="NAME",
                    help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml, or a site preset "
                    "(hpcdist profiles lists them)")
     if script:

@@ -19,23 +19,56 @@ import functools
 import os
 
 from hpcdist import __version__, containers, launchers, schedulers, validate
-from hpcdist.launchers.mpi import propagated
-from hpcdist.shell import Shell, quote, words_to_line
+from hpcdist.launchers.mpi import MPI_ENV
+from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
 from hpcdist.spec import JobSpec
 
 
-def launch_lines(spec: JobSpec) -> list[str]:
-    """The shell lines that start the training on every node: the launcher's setup, then its
-    command, spread one agent per node by the scheduler where the launcher runs per node.
-    With a container the launcher runs in it, unless it starts the ranks itself (srun, mpirun:
-    then each rank's program is in it, :func:`hpcdist.launchers.rank_program`)."""
-    launcher = launchers.get(spec.launcher)
+def launch(spec: JobSpec, scheduler, launcher, hpcdist: list) -> tuple:
+    """``(lines, comment)``: the shell lines that start the training on every node, and what they
+    do, for the comment above them. The launcher's setup, then its command, spread one agent per
+    node by the scheduler where the launcher runs per node. With a container the launcher runs in
+    it, unless it starts the ranks itself (srun, mpirun: then each rank's program is in it,
+    :func:`hpcdist.launchers.rank_program`)."""
     words = launcher.words(spec)
     if not launcher.starts_ranks:
         words = containers.wrap(spec, words)
     if launcher.per_node(spec):
-        return launcher.setup(spec) + schedulers.get(spec.scheduler, spec.dialect).spread(spec, words)
-    return launcher.setup(spec) + [words_to_line(words)]
+        return (launcher.setup(spec) + scheduler.spread(spec, words, hpcdist),
+                launcher.describe(spec, " " + scheduler.spreader(spec)))
+    return launcher.setup(spec) + [command_lines(words)], launcher.describe(spec)
+
+
+def launch_lines(spec: JobSpec) -> list[str]:
+    """The launch's lines alone (the tests read them)."""
+    launcher = launchers.get(spec.launcher)
+    return launch(spec, schedulers.get(spec.scheduler, spec.dialect), launcher,
+                  launchers.hpcdist_command(spec))[0]
+
+
+def job_setup(spec: JobSpec, scheduler, launcher, launch: list) -> tuple:
+    """``(line, comment)``: the one call of ``hpcdist job-setup`` (:mod:`hpcdist.job_setup`) that
+    prepares what this launch reads, and what it prepares, for the comment above it."""
+    words = [*launchers.hpcdist_command(spec, in_image=True), "job-setup", "--scheduler", spec.scheduler]
+    if not scheduler.one_host:
+        words += ["--nodes", str(spec.nodes)]
+    words += ["--dir", var("run_dir")]
+    what = "The nodes"
+    fmt = launcher.hostfile_format(spec)
+    if fmt:
+        # Every "node" of a local job is this host: one line with all their slots.
+        words += ["--hostfile", f"{fmt}:{spec.total_procs if scheduler.one_host else spec.procs_per_node}"]
+        what += f" and a hostfile for {launcher.name}"
+    flags = launcher.job_setup(spec) + (["--mpi-env"] if any(MPI_ENV in line for line in launch) else [])
+    if flags or spec.pbs_spread == "pbsdsh":  # the other nodes get the variables named here
+        names = [k for k, _ in spec.env + spec.env_expand] + list(spec.propagate)
+        flags += [w for name in dict.fromkeys(names) for w in ("--pass", name)]
+    for name, value in spec.env:  # a master the user set (--env) stays the job's
+        if name in ("MASTER_ADDR", "MASTER_PORT"):
+            flags += [f"--{name.lower().replace('_', '-')}", value]
+    master = "this host" if scheduler.one_host else "the first node"
+    return (command_lines(words + flags),
+            f"{what}; the master is {master}, its port from the job id.")
 
 
 def user_setup(spec: JobSpec) -> dict:
@@ -59,15 +92,15 @@ def user_setup(spec: JobSpec) -> dict:
     every = bool(lines) and spec.setup_on == "every-node"
     spread = []
     if every:
-        spread = schedulers.get(spec.scheduler, spec.dialect).spread(spec, ["bash", "-e", Shell('"$run_dir/setup.sh"')])
+        spread = schedulers.get(spec.scheduler, spec.dialect).spread(spec, ["bash", "-e", Shell('"$run_dir/setup.sh"')],
+                                                                     launchers.hpcdist_command(spec))
     return dict(source=source, end=SETUP_END, batch=[] if every else lines, every_node=lines if every else [],
                 spread=[Shell(line) for line in spread])
 
 
 def templates_dir() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    installed = os.path.join(here, "templates")
-    return installed if os.path.isdir(installed) else os.path.join(os.path.dirname(here), "templates")
+    """hpcdist's own templates: each beside its scheduler's module, in ``hpcdist/schedulers``."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "schedulers")
 
 
 def _quote(value) -> str:
@@ -193,7 +226,8 @@ def _job_files(job_dir: str | None, spec, scheduler):
         return None
     from hpcdist import jobs
 
-    return jobs.script_context(job_dir, scheduler.array_index_variable if spec.array else None)
+    return jobs.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
+                               scheduler.job_id_variable)
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
@@ -249,30 +283,36 @@ def _template_file(env, name: str) -> str:
 
 
 def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
-    """What a template gets (templates/README.md lists it)."""
+    """What a template gets (hpcdist/schedulers/TEMPLATES.md lists it)."""
+    import textwrap
+
+    hpcdist = launchers.hpcdist_command(spec)
+    lines, launch_comment = launch(spec, scheduler, launcher, hpcdist)
+    setup_line, allocation_comment = job_setup(spec, scheduler, launcher, lines)
+    requeue = [*hpcdist, "requeue", "--scheduler", spec.scheduler, "--max", str(spec.requeue), "--script",
+               Shell('"$0"')] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
     return dict(
         spec=spec,
         version=__version__,
-        command_line=command_line,
+        # The command as typed, cut into lines for the header's comments.
+        command_lines=textwrap.wrap(command_line, 96, break_long_words=False, break_on_hyphens=False)
+        if command_line else [],
         scheduler=scheduler,
-        submit_command=scheduler.submit_program,
-        # The -l resources that ask for the nodes (PBS), as the scheduler writes them.
-        request=scheduler.request(spec),
+        submit_command=f"{scheduler.submit_program} {'job.sh' if job_dir else '<this file>'}",
+        directives=scheduler.directives(spec),
         workdir=workdir,
         job_dir=job_dir,
         job_files=_job_files(job_dir, spec, scheduler),
-        hostfile_format=launcher.hostfile_format(spec),
-        # What MASTER_ADDR:MASTER_PORT are to the launcher, for the log's "nodes:" line.
-        endpoint=launcher.endpoint,
-        propagated=propagated(spec),
-        # The launcher's lines for the allocation block (after the hostfile and the master).
-        allocation_lines=[Shell(line) for line in launcher.allocation_lines(spec)],
-        launch_lines=[Shell(line) for line in launch_lines(spec)],
+        job_setup=Shell(setup_line),
+        allocation_comment=allocation_comment,
+        launch_lines=[Shell(line) for line in lines],
+        launch_comment=launch_comment,
+        # Requeued: this run's end is not the job's end (the next run records it).
+        requeue=Shell(command_lines(requeue + [Shell('&& exit_file=""'), Shell("|| status=$?")], width=96)),
         # The user's own lines (--setup, --setup-file), where --setup-on puts them.
         setup=user_setup(spec),
-        # Directive options the container runtime needs (Shifter's --image), in the scheduler's syntax.
-        container_directives=containers.directives(spec),
-        # Where hpcdist is not on the batch host: its steps there run in the image.
-        container_hpcdist=Shell(line) if (line := containers.hpcdist_function(spec)) else None,
-        container_lines=[Shell(line) for line in containers.script_lines(spec)],
+        # The allocation's files where the image sees them (hpcdist.containers).
+        container_lines=[Shell(line) for line in containers.script_lines(spec, scheduler.allocation_files)],
+        # The image, set once at the top: the lines below name it "$image".
+        image=containers.named_image(spec),
     )

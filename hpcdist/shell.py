@@ -38,5 +38,60 @@ def quote(value: str) -> str:
     return "$'" + "".join(escaped) + "'"
 
 
+class _Break(Shell):
+    """Where a command's line may break (:func:`command_lines`); nothing on one line."""
+
+
+#: A place in a command's words where its line breaks: before the program a launcher starts, and
+#: before the training script.
+BREAK = _Break("")
+
+#: How long a script's lines may grow before a command goes on on the next line.
+WIDTH = 100
+
+
 def words_to_line(words) -> str:
-    return " ".join(w if isinstance(w, Shell) else quote(str(w)) for w in words)
+    return " ".join(w if isinstance(w, Shell) else quote(str(w)) for w in words if w is not BREAK)
+
+
+def command_lines(words, indent: str = "  ", first: str = "", width: int = WIDTH) -> str:
+    """The words as one command over lines that end with `` \\``, as people write long commands:
+    a line breaks at each :data:`BREAK`, and before a word that would take it past ``width``
+    (keeping a flag with its value: ``-np 2``). The first line starts with ``first``, the others
+    with ``indent``. A word of several lines (a ``bash -c`` script) ends its line."""
+    lines, current = [], []
+
+    def flush():
+        if current:
+            lines.append(" ".join(current))
+            current.clear()
+
+    for word in words:
+        if word is BREAK:
+            flush()
+            continue
+        text = word if isinstance(word, Shell) else quote(str(word))
+        start = len(indent if lines else first)
+        if current and start + len(" ".join(current)) + 1 + len(text.split("\n")[0]) > width - 2:
+            flag = current[-1] if _is_flag(current[-1]) and not text.startswith("-") and len(current) > 1 else None
+            if flag:
+                current.pop()
+            flush()
+            if flag:
+                current.append(flag)
+        current.append(text)
+        if "\n" in text:
+            flush()
+    flush()
+    return first + f" \\\n{indent}".join(lines)
+
+
+def _is_flag(text: str) -> bool:
+    """A word that takes the next one as its value, as far as a line break can tell (``-np``)."""
+    return text.startswith("-") and "=" not in text and len(text) > 1
+
+
+def single_quoted(text: str) -> str:
+    """``text`` as one single-quoted shell word, line breaks kept (a ``bash -c`` script of lines
+    built from quoted words: a value of the user's never starts a line)."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -79,12 +79,14 @@ def pdsh_launch(root: int) -> tuple[str, str] | None:
 def _hosts(pdsh_argv: list[str]) -> str:
     """The nodes to clean up: the job's allocation; else pdsh's ``-w`` list (which
     pdsh splits in place, so its command line shows ``-w node1 node2``)."""
-    from hpcdist.allocation import Allocation, AllocationError
+    from hpcdist.allocation import read
 
     try:
-        return ",".join(Allocation.from_env().host_names)
-    except (AllocationError, ValueError, OSError):
-        pass
+        found = read()
+    except (ValueError, OSError):  # AllocationError is a ValueError
+        found = None
+    if found is not None:
+        return ",".join(found.host_names)
     after = pdsh_argv[pdsh_argv.index("-w") + 1:]
     hosts = []
     for word in after:

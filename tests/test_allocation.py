@@ -57,13 +57,19 @@ def test_slurm_malformed_values_name_the_variable():
         Allocation.from_slurm("n[1-2]", "2(x0)")
 
 
-def test_from_env_prefers_pbs_nodefile(tmp_path):
+def test_one_precedence_and_a_script_asks_for_its_own_scheduler(tmp_path):
+    """Slurm's variables first (they describe the step a process runs in), then PBS's; a job script
+    names its scheduler (hpcdist job-setup --scheduler pbs) and reads that one alone."""
+    from hpcdist.allocation import read
+
     nodefile = tmp_path / "nodes"
     nodefile.write_text("n1\nn1\nn2\nn2\n")
     env = {"PBS_NODEFILE": str(nodefile), "SLURM_JOB_NODELIST": "x[1-9]", "SLURM_TASKS_PER_NODE": "1(x9)"}
-    alloc = Allocation.from_env(env)
+    assert Allocation.from_env(env).host_names == [f"x{k}" for k in range(1, 10)]
+    alloc = read(env, scheduler="pbs")
     assert alloc.hosts == (("n1", 2), ("n2", 2))
     assert str(nodefile) in alloc.source
+    assert read({"SLURM_JOB_NODELIST": "x1"}, scheduler="pbs") is None
 
 
 def test_from_env_missing_nodefile_is_an_error(tmp_path):

@@ -47,4 +47,5 @@ def test_the_runs_file_lines_written_here_and_by_the_script_are_read_back(tmp_pa
 
 def test_no_job_folder_gives_the_template_nothing():
     assert jobs.script_context(None) is None
-    assert jobs.script_context("/j")["exit_code_file"] == "/j/exit_code"
+    assert jobs.script_context("/j")["exit_code_file"] == '"$job_dir/exit_code"'
+    assert jobs.script_context("/j")["folder"] == "/j"

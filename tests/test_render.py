@@ -104,13 +104,15 @@ def test_hostile_values_are_carried_literally(payload, scheduler, tmp_path):
                            env=[f"PAYLOAD={value}"], conda=one_line, modules=[one_line]), check_files=False)
     text = render(spec, command_line="hpcdist submit " + shlex.quote(value), workdir=str(tmp_path))
     assert subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True).returncode == 0
-    # The launch line hands the script exactly these arguments.
-    launch = text.split("# Start the training on every node.\n", 1)[1]
-    assert f"train.py {quote(value)} --x {quote(value)}" in launch
-    back = subprocess.run(["bash", "-c", f"printf %s {quote(value)}"], capture_output=True).stdout.decode()
-    assert back == value
+    # The launch line hands the script exactly these arguments: run with each command that may
+    # start it printing its arguments instead.
+    launch = text.split("\n# Start ", 1)[1].split("\n", 1)[1]
+    stubs = "".join(f"{name}() {{ printf '%s\\0' \"$@\"; }}; " for name in ("srun", "mpirun", "python", "torchrun"))
+    words = subprocess.run(["bash", "-c", stubs + launch], capture_output=True).stdout.decode().split("\0")[:-1]
+    assert words[-4:] == ["train.py", value, "--x", value], words
+    assert not sentinel.exists()
     # Running the environment part sets the value and executes none of the payload.
-    exports = "export PAYLOAD=" + text.split("\nexport PAYLOAD=", 1)[1].split("\nif ! command -v hpcdist", 1)[0]
+    exports = "export PAYLOAD=" + text.split("\nexport PAYLOAD=", 1)[1].split("\n", 1)[0]
     out = subprocess.run(["bash", "-c", exports + '\nprintf %s "$PAYLOAD"'], capture_output=True, text=True)
     assert out.stdout == value
     assert not sentinel.exists()
@@ -140,7 +142,7 @@ def test_missing_script_is_caught(tmp_path):
 
 def test_user_template_extends_ours(tmp_path):
     own = tmp_path / "mine.sh.j2"
-    own.write_text('{% extends "slurm/job.sh.j2" %}\n{% block environment %}\n'
+    own.write_text('{% extends "hpcdist/slurm.sh.j2" %}\n{% block environment %}\n'
                    'source /site/setup.sh\n{{ super() | raw }}{% endblock %}\n')
     spec = build_spec(dict(scheduler="slurm", script="t.py", template=str(own)), check_files=False)
     text = render(spec)
@@ -148,9 +150,8 @@ def test_user_template_extends_ours(tmp_path):
 
 
 def test_template_folder_replaces_ours_and_can_extend_it(tmp_path):
-    (tmp_path / "slurm").mkdir()
-    (tmp_path / "slurm" / "job.sh.j2").write_text(
-        '{% extends "hpcdist/slurm/job.sh.j2" %}\n{% block directives %}#SBATCH --constraint=site\n'
+    (tmp_path / "slurm.sh.j2").write_text(
+        '{% extends "hpcdist/slurm.sh.j2" %}\n{% block directives %}#SBATCH --constraint=site\n'
         '{{ super() | raw }}{% endblock %}\n')
     spec = build_spec(dict(scheduler="slurm", script="t.py", template_dir=str(tmp_path)), check_files=False)
     lines = render(spec).splitlines()
@@ -164,7 +165,7 @@ def test_a_template_may_use_another_schedulers_filters(tmp_path):
     """Each scheduler's filters are registered when a render first asks for them; the script
     runs twice in fresh processes (the template compiled, then read from the bytecode cache)."""
     own = tmp_path / "mine.sh.j2"
-    own.write_text('{% extends "slurm/job.sh.j2" %}\n{% block workdir %}# pbs: {{ spec.walltime_s | pbs_walltime }}\n'
+    own.write_text('{% extends "hpcdist/slurm.sh.j2" %}\n{% block workdir %}# pbs: {{ spec.walltime_s | pbs_walltime }}\n'
                    '{{ super() | raw }}{% endblock %}\n')
     code = ("import sys; from hpcdist.render import render; from hpcdist.spec import build_spec\n"
             "plain = render(build_spec(dict(scheduler='slurm', script='t.py', walltime='90m'), check_files=False))\n"
@@ -187,16 +188,21 @@ def test_deepspeed_pdsh_refuses_values_it_would_expand_on_other_nodes():
 
 
 def test_deepspeed_env_file_leaves_out_values_it_would_expand(tmp_path):
+    """DeepSpeed's pdsh runner exports its environment file's values on the other nodes inside
+    double quotes: the job's set-up leaves out those that would be expanded there."""
     spec = build_spec(dict(scheduler="slurm", nodes=2, launcher="deepspeed", script="t.py",
                            env=["SAFE=ok"]), check_files=False)
-    text = render(spec)
-    line = next(l for l in text.splitlines() if l.startswith("env | grep"))
-    out = tmp_path / "ds_env"
-    env = {"PATH": os.environ["PATH"], "SAFE": "ok", "NCCL_DEBUG": "INFO", "NCCL_X": "a$(touch x)"}
-    subprocess.run(["bash", "-c", line.replace('"$DS_ENV_FILE"', str(out))], env=env, check=True)
-    lines = out.read_text().splitlines()
-    assert "SAFE=ok" in lines and "NCCL_DEBUG=INFO" in lines
-    assert not [l for l in lines if l.startswith("NCCL_X")]
+    setup = render(spec).split("job-setup", 1)[1].split("\nsource", 1)[0]
+    assert "--deepspeed-env" in setup and "--pass SAFE" in setup
+    env = {"PATH": os.environ["PATH"], "SAFE": "ok", "NCCL_DEBUG": "INFO", "NCCL_X": "a$(touch x)",
+           "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "1(x2)"}
+    argv = ["job-setup", "--scheduler", "slurm", "--nodes", "2", "--dir", str(tmp_path), "--hostfile",
+            "deepspeed:1", "--deepspeed-env", "--pass", "SAFE"]
+    subprocess.run([sys.executable, "-m", "hpcdist", *argv], env=env, check=True, capture_output=True)
+    lines = (tmp_path / "deepspeed_env").read_text().splitlines()
+    assert "SAFE=ok" in lines and "NCCL_DEBUG=INFO" in lines and "MASTER_ADDR=n1" in lines
+    assert not [line for line in lines if line.startswith("NCCL_X")]
+    assert f"export DS_ENV_FILE={tmp_path}/deepspeed_env" in (tmp_path / "job.env").read_text()
 
 
 @pytest.mark.parametrize("launcher", ["deepspeed", "torchrun", "srun", "mpirun"])

@@ -95,9 +95,10 @@ SITES = {
             ("GPUs of the whole job", "#PBS -l ngpus=8", "#PBS -l ngpus=8\n"),
             ("memory of the whole job", "#PBS -l mem=10GB", "#PBS -l mem=10gb\n"),
             ("walltime", "#PBS -l walltime=00:20:00", "#PBS -l walltime=00:20:00\n"),
+            # The job's set-up exports MASTER_ADDR: the first host of the node file (hpcdist.job_setup).
             ("the master is the node file's first host", "MASTER_ADDR=$(cat $PBS_NODEFILE | head -n 1)",
-             'export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"'),
-            ("one torchrun per node, started by pbsdsh -n", "pbsdsh -n $inode", 'pbsdsh -n "$hpcdist_index" --'),
+             "python -m hpcdist job-setup --scheduler pbs --nodes 2"),
+            ("one torchrun per node, started by pbsdsh -n", "pbsdsh -n $inode", "hpcdist agents --pbsdsh"),
             ("c10d rendezvous at the master", "--rdzv_backend=c10d --rdzv_endpoint=${3}:29400",
              re.compile(r"torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d "
                         r"--rdzv-endpoint=\"\$MASTER_ADDR:\$MASTER_PORT\"")),
@@ -114,8 +115,8 @@ SITES = {
             ("account", "#PBS -A Physics", "#PBS -A Physics\n"),
             ("walltime", "#PBS -l walltime=00:15:00", "#PBS -l walltime=00:15:00\n"),
             ("one log", "#PBS -j oe", "#PBS -j oe\n"),
-            ("the submit folder (Torque starts jobs in $HOME)", "cd $PBS_O_WORKDIR", 'cd "$PBS_O_WORKDIR"\n'),
-            ("one torchrun per node, started by pbsdsh", None, 'pbsdsh -n "$hpcdist_index" --'),
+            ("the submit folder (Torque starts jobs in $HOME)", "cd $PBS_O_WORKDIR", 'cd "$PBS_O_WORKDIR"'),
+            ("one torchrun per node, started by pbsdsh", None, "hpcdist agents --pbsdsh"),
         ],
         launch=None,
         env=[],
@@ -158,8 +159,15 @@ def example(site: str, sites: dict = SITES) -> str:
     return text
 
 
+def joined(text: str) -> str:
+    """The script with each command on one line: its `` \\`` continuations joined."""
+    return re.sub(r" \\\n\s*", " ", text)
+
+
 def check_points(site: str, text: str, documented: str, points: list) -> None:
-    """Each point: its documented text is in the site's example, its rendered text in the script."""
+    """Each point: its documented text is in the site's example, its rendered text in the script
+    (a command's continuation lines joined)."""
+    text = joined(text)
     for what, said, wrote in points:
         assert said is None or said in documented, f"{site}: {what}: {said!r} is not in tests/sites/{site}.sh"
         found = wrote.search(text) if isinstance(wrote, re.Pattern) else wrote in text
@@ -217,7 +225,7 @@ def test_a_preset_renders_what_its_site_documents(site, tmp_path):
         assert line in documented
         for name, value in values.items():
             line = line.replace("${" + name + "}", value)
-        (launch,) = [x for x in text.splitlines() if x.startswith("mpiexec ")]
+        (launch,) = [x for x in joined(text).splitlines() if x.startswith("mpiexec ")]
         missing = mpiexec_options(line) - mpiexec_options(launch)
         assert not missing, f"{site}: the guide's mpiexec has {sorted(missing)}; hpcdist's is:\n{launch}"
     check_exports(site, text, documented, want["env"])

@@ -80,9 +80,10 @@ SITES = {
             ("the GCDs' masks", f'CPU_BIND_MASKS="{LUMI_MASKS}"', _srun(f"--cpu-bind=v,mask_cpu={LUMI_MASKS}")),
             ("the ranks bound to their GCD's cores", "srun --cpu-bind=v,mask_cpu=$CPU_BIND_MASKS",
              _srun("--cpu-bind=v,mask_cpu=")),
-            ("the LUMI AI container", f"SIF={LUMI_SIF}", _srun(LUMI_SIF)),
+            # Set once at the top, as the guide does, and named where it is used.
+            ("the LUMI AI container", f"SIF={LUMI_SIF}", f"\nimage={LUMI_SIF}\n"),
             ("the ranks start in it by singularity, with the GPUs", "singularity run $SIF",
-             re.compile(rf"^srun [^\n]*singularity (run|exec) [^\n]*--rocm [^\n]*{re.escape(LUMI_SIF)} "
+             re.compile(r'^srun [^\n]*singularity (run|exec) [^\n]*--rocm "\$image" '
                         r"[^\n]*python -m hpcdist\.rank train\.py$", re.M)),
         ],
         env=[],

@@ -29,8 +29,9 @@ from collections import namedtuple
 from hpcdist.env import detectors as D
 from hpcdist.env.model import ALIASES, DistEnvError, EnvReader
 
-#: The allocation's hosts: ``where`` (the variable, for sources), ``hosts`` in order,
-#: ``rank0_first`` (rank 0 runs on the first host), ``slots`` (one line per slot, or None).
+#: The allocation's hosts (:func:`hpcdist.allocation.read`, the one reader): ``where`` (the
+#: variables, for sources), ``hosts`` in order, ``rank0_first`` (rank 0 runs on the first host),
+#: ``slots`` (host -> its slots) where they count the run's ranks (a node file's lines), else None.
 Allocation = namedtuple("Allocation", ("where", "hosts", "rank0_first", "slots"))
 
 #: The variables that say a node rank where the launcher's own do not.
@@ -83,32 +84,23 @@ def _first_host_master(reading: "D.Reading", hosts: "Allocation | None") -> None
 
 
 def _allocation(env: EnvReader, launcher: str) -> "Allocation | None":
-    """The allocation's hosts; None outside a job that names them.
+    """The allocation's hosts, from :func:`hpcdist.allocation.read`; None outside a job that names them.
 
-    A process started by another launcher inside Slurm (mpirun, whose daemons on
-    the other nodes are a one-node step each) inherited a step node list that is
-    not its run's: only the job's is read then.
+    Only an srun task of the run reads its step's node list: a process started by another
+    launcher inside Slurm (mpirun, whose daemons on the other nodes are a one-node step each)
+    inherited a step node list that is not its run's. Slurm's task counts are the job's tasks,
+    not the run's ranks: a node file's lines are.
     """
-    names = ("SLURM_STEP_NODELIST",) if launcher in D.SRUN_TASKS else ()
-    for var in names + ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
-        value = env.text(var)
-        if value is not None:
-            from hpcdist.hostlist import expand
+    from hpcdist.allocation import AllocationError, read
 
-            return Allocation(f"{var}={value}", D.slurm_parse(expand, var, value), not D.arbitrary_placement(env), None)
-    path = env.text("PBS_NODEFILE")
-    if path is not None:
-        from hpcdist.allocation import AllocationError, read_pbs_nodefile_lines
-
-        try:
-            lines = read_pbs_nodefile_lines(path)
-        except AllocationError as e:
-            raise DistEnvError(str(e)) from None
-        return Allocation(f"PBS_NODEFILE={path}", list(dict.fromkeys(lines)), True, lines)
-    lines = D.lsf_compute_lines(env)
-    if lines:
-        return Allocation(f"LSB_DJOB_RANKFILE={env.text('LSB_DJOB_RANKFILE')}", list(dict.fromkeys(lines)), True, lines)
-    return None
+    try:
+        found = read(env, step=launcher in D.SRUN_TASKS, slots=False)
+    except AllocationError as e:
+        raise DistEnvError(str(e)) from None
+    if found is None:
+        return None
+    slots = None if found.source.startswith(("SLURM_", "HPCDIST_")) else dict(found.hosts)
+    return Allocation(found.source.split(" SLURM_")[0], found.host_names, found.rank0_first, slots)
 
 
 def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts: "Allocation | None") -> None:
@@ -125,16 +117,14 @@ def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts: "
         if per_node is not None:
             reading.put("local_world_size", per_node[0], f"{per_node[1]} ({job_tasks[1]} in all)")
         elif counts is not None and node is not None:
-            from hpcdist.hostlist import expand_counts
-
-            listed = D.slurm_parse(expand_counts, "SLURM_TASKS_PER_NODE", counts)
+            listed = D.slurm_parse("expand_counts", "SLURM_TASKS_PER_NODE", counts)
             if node < len(listed):
                 reading.put("local_world_size", listed[node], f"entry {node} of SLURM_TASKS_PER_NODE={counts}")
-    elif hosts is not None and hosts.slots is not None and len(hosts.slots) == world:  # one line per rank
+    elif hosts is not None and hosts.slots is not None and sum(hosts.slots.values()) == world:  # a line per rank
         index = D.host_position(hosts.hosts)
         if index is not None:
             here = hosts.hosts[index]
-            reading.put("local_world_size", hosts.slots.count(here), f"lines for {here} in {hosts.where}")
+            reading.put("local_world_size", hosts.slots[here], f"lines for {here} in {hosts.where}")
     if "local_world_size" not in reading.values and job_tasks is not None and one_node is not None:
         reading.unknown["local_world_size"] = (
             f"{job_tasks[1]} over {one_node[1]} need not be even (Slurm places tasks by free CPUs), and no "
@@ -158,9 +148,6 @@ def stray_node_rank(env: EnvReader, reading: "D.Reading") -> None:
         )
 
 
-#: How each MPI launcher passes one variable to every rank, for the advice in the reasons.
-_PASS_TO_ALL = {"pals": "mpiexec --env {0}=...", "mpich": "mpiexec -genv {0} ...", "openmpi": "mpirun -x {0}=...",
-                "mvapich": "mpirun_rsh ... {0}=..."}
 #: The fields one variable, the same for every rank, can say.
 _SAME_FOR_ALL = {"world_size": "WORLD_SIZE", "master_addr": "MASTER_ADDR (the host of rank 0)",
                  "local_world_size": "LOCAL_WORLD_SIZE (where every node runs as many ranks)"}
@@ -171,7 +158,9 @@ def without_mpi(env: EnvReader, launcher: str, field: str) -> "list[str]":
     ways = []
     if field in _SAME_FOR_ALL:
         variable = _SAME_FOR_ALL[field].split()[0]
-        how = _PASS_TO_ALL.get(launcher)
+        from hpcdist.launchers.mpi import FLAVOURS  # the one table of the MPIs: how each passes a variable
+
+        how = FLAVOURS[launcher].pass_one if launcher in FLAVOURS else None
         ways.append(f"set {_SAME_FOR_ALL[field]} for every rank" + (f" ({how.format(variable)})" if how else ""))
     if field == "world_size" and pals_pmix(env, launcher):
         ways.append("start the ranks with mpiexec's default PMI (no --pmi=pmix), which sets PMI_SIZE")

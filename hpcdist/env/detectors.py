@@ -138,22 +138,15 @@ DEEPSPEED = Launcher(
 )
 
 
-def lsf_compute_lines(env: EnvReader) -> "list[str]":
-    """The compute hosts' lines of ``LSB_DJOB_RANKFILE`` (one per slot; [] when unset). Line 1
-    is the launch node, not a compute node (Lightning's LSFEnvironment skips it too)."""
-    path = env.text("LSB_DJOB_RANKFILE")
-    if path is None:
-        return []
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = [line.strip() for line in f if line.strip()]
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        raise DistEnvError(f"LSB_DJOB_RANKFILE={path!r} cannot be read: {e}") from None
-    return lines[1:]
-
-
 def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
-    hosts = list(dict.fromkeys(lsf_compute_lines(env)))
+    from hpcdist.allocation import AllocationError
+    from hpcdist.schedulers.lsf_job import allocation
+
+    try:
+        found = allocation(env) if env.text("LSB_DJOB_RANKFILE") is not None else None
+    except AllocationError as e:
+        raise DistEnvError(str(e)) from None
+    hosts = found.host_names if found is not None else []
     if hosts:
         path = env.text("LSB_DJOB_RANKFILE")
         reading.put("master_addr", hosts[0], f"first compute host in LSB_DJOB_RANKFILE={path}")
@@ -297,16 +290,14 @@ def in_srun_task(env: EnvReader) -> bool:
         return False
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
     if step is not None:
-        # Here, not at the top: a rank lookup outside Slurm imports no allocation code.
-        from hpcdist.allocation import SLURM_NON_TASK_STEP_IDS
+        # Here, not at the top: a rank lookup outside Slurm imports nothing of Slurm's.
+        from hpcdist.schedulers.slurm_job import NON_TASK_STEP_IDS
 
-        return step.strip() not in SLURM_NON_TASK_STEP_IDS
+        return step.strip() not in NON_TASK_STEP_IDS
     return env.get("SLURM_PROCID").strip() not in ("0", "")
 
 
 def _srun_task(env: EnvReader, reading: Reading) -> None:
-    from hpcdist.hostlist import expand, expand_counts
-
     node = reading.get("node_rank")
     gtids = env.text("SLURM_GTIDS")
     if gtids is not None:
@@ -321,7 +312,7 @@ def _srun_task(env: EnvReader, reading: Reading) -> None:
             per_node = env.text(var)
             if per_node is None or (var == "SLURM_TASKS_PER_NODE" and job_tasks != world):
                 continue
-            counts = slurm_parse(expand_counts, var, per_node)
+            counts = slurm_parse("expand_counts", var, per_node)
             if node >= len(counts):
                 raise DistEnvError(
                     f"SLURM_NODEID={node} but {var}={per_node} lists "
@@ -329,40 +320,35 @@ def _srun_task(env: EnvReader, reading: Reading) -> None:
                 )
             reading.put("local_world_size", counts[node], f"entry {node} (SLURM_NODEID) of {var}={per_node}")
             break
-    # The step's own node list: a sub-step may run on other nodes than the job.
-    for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
-        nodelist = env.text(var)
-        if nodelist is None:
-            continue
-        # With arbitrary placement (SLURM_HOSTFILE) rank 0 need not be on the
-        # first host: leave the master to MASTER_ADDR or to the resolver's error.
-        hosts = slurm_parse(expand, var, nodelist)
-        if node is not None and node >= len(hosts):
-            raise DistEnvError(
-                f"SLURM_NODEID={node} but {var}={nodelist} lists {len(hosts)} hosts: the variables come from "
-                f"different steps or jobs; unset the stale ones."
-            )
-        if not arbitrary_placement(env):
-            reading.put("master_addr", hosts[0], f"first host of {var}={nodelist}")
-        break
-
-
-def arbitrary_placement(env: EnvReader) -> bool:
-    """srun placed the tasks by a host file (SLURM_HOSTFILE): rank 0 need not be on the first host."""
-    return (env.get("SLURM_DISTRIBUTION") or "").split(",")[0].split(":")[0] == "arbitrary"
-
-
-def slurm_parse(parse, variable: str, value: str):
-    """``parse`` (a :mod:`hpcdist.hostlist` reader) of a Slurm variable; a space after a comma
-    (as some tools write node lists) is no error."""
-    import re
-
-    from hpcdist.hostlist import HostlistError
+    # The step's own node list (a sub-step may run on other nodes than the job), from the one
+    # reader of an allocation.
+    from hpcdist.allocation import AllocationError, read
 
     try:
-        return parse(re.sub(r"\s*,\s*", ",", value))
-    except HostlistError as e:
-        raise DistEnvError(f"{variable} cannot be read: {e}") from None
+        found = read(env, scheduler="slurm", step=True, slots=False)
+    except AllocationError as e:
+        raise DistEnvError(str(e)) from None
+    if found is None:
+        return
+    hosts, where = found.host_names, found.source.split(" SLURM_")[0]
+    if node is not None and node >= len(hosts):
+        raise DistEnvError(f"SLURM_NODEID={node} but {where} lists {len(hosts)} hosts: the variables come from "
+                           f"different steps or jobs; unset the stale ones.")
+    # With arbitrary placement (SLURM_HOSTFILE) rank 0 need not be on the first host: leave the
+    # master to MASTER_ADDR or to the resolver's error.
+    if found.rank0_first:
+        reading.put("master_addr", hosts[0], f"first host of {where}")
+
+
+def slurm_parse(reader: str, variable: str, value: str):
+    """``hpcdist.hostlist.<reader>`` of a Slurm variable (:func:`hpcdist.schedulers.slurm_job.parse`)."""
+    from hpcdist.allocation import AllocationError
+    from hpcdist.schedulers.slurm_job import parse
+
+    try:
+        return parse(reader, variable, value)
+    except AllocationError as e:
+        raise DistEnvError(str(e)) from None
 
 
 _SLURM_VARIABLES = {
@@ -411,11 +397,12 @@ SUBMITIT_LOCAL = Launcher(
 
 
 def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
-    from hpcdist.allocation import AllocationError, read_pbs_nodefile_lines
+    from hpcdist.allocation import AllocationError
+    from hpcdist.schedulers.pbs_job import nodefile_lines
 
     path = env.text("PBS_NODEFILE")
     try:
-        lines = read_pbs_nodefile_lines(path)
+        lines = nodefile_lines(path)
     except AllocationError as e:
         raise DistEnvError(str(e)) from None
     rank = reading.get("rank")

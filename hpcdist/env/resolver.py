@@ -238,10 +238,11 @@ def _warn_if_batch_step(env: EnvReader, why: Explanation) -> None:
             f"Start the training with srun (or torchrun, mpirun, deepspeed) to use all tasks."
         )
     elif env.has("PBS_JOBID") and env.has("PBS_NODEFILE"):
-        from hpcdist.allocation import AllocationError, read_pbs_nodefile_lines
+        from hpcdist.allocation import AllocationError
+        from hpcdist.schedulers.pbs_job import nodefile_lines
 
         try:
-            slots = len(read_pbs_nodefile_lines(env.text("PBS_NODEFILE")))
+            slots = len(nodefile_lines(env.text("PBS_NODEFILE")))
         except AllocationError:
             slots = 0
         if slots > 1:

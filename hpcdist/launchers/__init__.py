@@ -6,19 +6,21 @@ its module, on the pattern of DeepSpeed's ``multinode_runner.py``:
 - ``check(values)``: its rules that tie it to the other job options
   (:func:`hpcdist.spec.build_spec` calls it once every value is checked);
 - ``words(spec)``: its command; ``setup(spec)``: shell lines it needs just
-  before (in the launch block); ``allocation_lines(spec)``: lines it needs in
-  the allocation block (DeepSpeed's ``DS_ENV_FILE``);
+  before (in the launch block); ``job_setup(spec)``: what the job's set-up
+  must prepare for it (DeepSpeed's ``DS_ENV_FILE``); ``describe(spec)``: the
+  launch block's comment;
 - ``per_node(spec)``: whether it runs as one agent per node, spread by the
   scheduler, or once, from the first node; ``hostfile_format(spec)``;
 - ``failures(text, agents, nodes)``: the lines of its own in a job's log that
   name a failed rank (read by :mod:`hpcdist.failures`).
 
 Words a user supplied (script, arguments, paths) are shell-quoted; values that
-exist only inside the running job are references to shell variables the
-script sets before the launch: ``HPCDIST_HOSTFILE`` (the hostfile in this
-launcher's format), ``MASTER_ADDR``, ``MASTER_PORT`` (the first host, and the
-port derived from the job id: :mod:`hpcdist.env.ports`), ``NODE_RANK`` (set
-per node where the agents are spread).
+exist only inside the running job are references to shell variables the job's
+set-up exports before the launch (:mod:`hpcdist.job_setup`): ``HPCDIST_HOSTFILE``
+(the hostfile in this launcher's format), ``MASTER_ADDR``, ``MASTER_PORT``
+(the first host, and the port derived from the job id), ``HPCDIST_JOB_ID``;
+``NODE_RANK`` is set per node where the agents are spread. :data:`~hpcdist.shell.BREAK`
+marks where a long launch line goes on on the next line.
 
 :data:`NAMES` feeds ``--launcher``'s choices; :func:`get` imports only the one
 module asked for. MPI implementations are data of the mpirun launcher
@@ -56,13 +58,15 @@ def program(spec, argparse_launcher: bool = False) -> list:
     argparse's REMAINDER (torchrun, DeepSpeed, accelerate), which swallows a
     ``--`` right after the script: that one is doubled.
     """
+    from hpcdist.shell import BREAK
+
     args = list(spec.script_args)
     if argparse_launcher and args[:1] == ["--"]:
         args.insert(0, "--")
     if spec.deepspeed_config:
         # Under any launcher: a DeepSpeed script started by torchrun or srun reads it too.
         args += ["--deepspeed_config", spec.deepspeed_config]
-    return [spec.script] + args
+    return [BREAK, spec.script] + args
 
 
 def rank_module(spec) -> list:
@@ -81,22 +85,21 @@ def rank_program(spec) -> list:
     return containers.wrap(spec, [spec.python, *rank_module(spec)] + program(spec))
 
 
-def rank_program_check(spec) -> str:
-    """A launch-block line that stops the job, saying why, when the training's python lacks hpcdist
-    (the ``hpcdist`` command may come from elsewhere: pipx, another environment)."""
+def hpcdist_command(spec, in_image: bool = False) -> list:
+    """How the job script runs hpcdist: ``python -m hpcdist``, with the training's python, which
+    the ranks of srun, mpirun and DeepSpeed need it in anyway. With a container: the ``hpcdist``
+    command of the host (pdsh, pbsdsh, srun and qsub are the host's), or, ``in_image``, the
+    image's (the job's set-up, which needs no host command; pyxis reaches its image only through
+    srun). The doctor's own job (``--python hpcdist``) runs the command."""
     from hpcdist import containers
-    from hpcdist.shell import quote, words_to_line
 
-    python = quote(spec.python)  # a shell word of its own, outside the double quotes
-    if not containers.in_batch_shell(spec):
-        # pyxis: the image is reached only through srun's tasks; a step of its own to check would
-        # import the image once more.
-        return "# The ranks' python is not checked here: pyxis puts it in the image only in srun's tasks."
-    where = f" in the image {quote(spec.container_image)}" if spec.container_image else ""
-    check = words_to_line(containers.wrap(spec, [spec.python, "-c", "import hpcdist.rank"]))
-    return (f"{check} 2>/dev/null || {{ echo \"hpcdist: \"{python}\"{where} cannot import "
-            f"hpcdist, and every rank starts as \"{python}\" -m hpcdist.rank: install hpcdist into the "
-            f"training's environment (pip install hpcdist).\" >&2; exit 2; }}")
+    if spec.python == "hpcdist":
+        return ["hpcdist"]
+    if containers.get(spec) is None:
+        return [spec.python, "-m", "hpcdist"]
+    if in_image and containers.in_batch_shell(spec):
+        return containers.wrap(spec, [spec.python, "-m", "hpcdist"])
+    return ["hpcdist"]
 
 
 def failure(why: str, **fields) -> dict:
@@ -124,9 +127,6 @@ class Launcher:
     name: str
     #: Its ranks start through hpcdist.rank, which can give each its own GPU (--gpu-map).
     ranks_through_hpcdist = False
-    #: What ``$MASTER_ADDR:$MASTER_PORT`` are to this launcher, as the job script's log says it
-    #: (shell text inside double quotes): the ranks' master, where their process group meets.
-    endpoint = "master: $MASTER_ADDR:$MASTER_PORT"
     #: It starts every rank itself (srun, mpirun): it binds them (--cpu-bind in its words), and
     #: runs outside a container, on the host: each rank's program is put in the image
     #: (:func:`rank_program`). Otherwise the launcher itself runs in the image
@@ -175,17 +175,24 @@ class Launcher:
         """Shell lines the launch needs just before it starts (in the launch block)."""
         return []
 
-    def allocation_lines(self, spec) -> list[str]:
-        """Shell lines for the allocation block, once the hostfile and master are known."""
+    def job_setup(self, spec) -> list[str]:
+        """Flags of ``hpcdist job-setup`` (:mod:`hpcdist.job_setup`) this launcher needs besides its
+        hostfile (DeepSpeed's pdsh runner: ``--deepspeed-env``)."""
         return []
+
+    def describe(self, spec, spread: str = "") -> str:
+        """What the launch does, for the comment above it (``spread``: how the scheduler starts a
+        per-node launcher on every node, as " with srun")."""
+        return f"Start the training with {self.name}."
 
     def per_node(self, spec) -> bool:
         """True: one agent per node, spread by the scheduler; False: started once, from the first node."""
         return False
 
-    def hostfile_format(self, spec) -> str:
-        """The ``hpcdist hostfile --format`` of ``$HPCDIST_HOSTFILE``."""
-        return "deepspeed"
+    def hostfile_format(self, spec) -> str | None:
+        """The format of ``$HPCDIST_HOSTFILE`` (:data:`hpcdist.allocation.HOSTFILE_FORMATS`), where
+        the launcher reads one; None: it reads none (the job's set-up writes none)."""
+        return None
 
     def failures(self, text: str, agents: bool, nodes: list[str]) -> list[tuple[int, dict]]:
         """(position in the log, :func:`failure`) for each of this launcher's own lines about a failed rank.

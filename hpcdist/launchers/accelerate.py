@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hpcdist.launchers import Launcher, program
-from hpcdist.shell import Shell
+from hpcdist.shell import BREAK, Shell
 
 
 class Accelerate(Launcher):
@@ -12,10 +12,13 @@ class Accelerate(Launcher):
     def per_node(self, spec):
         return True
 
+    def describe(self, spec, spread: str = ""):
+        return f"Start accelerate on every node{spread}, each told its node's index."
+
     def words(self, spec):
         # --multi_gpu is accelerate's multi-process launcher (torchrun inside), on
         # CPUs too; without it accelerate starts one process per node.
-        return ["accelerate", "launch", f"--num_machines={spec.nodes}",
+        return [BREAK, "accelerate", "launch", f"--num_machines={spec.nodes}",
                 f"--num_processes={spec.total_procs}", Shell('--machine_rank="$NODE_RANK"'),
                 Shell('--main_process_ip="$MASTER_ADDR"'), Shell('--main_process_port="$MASTER_PORT"'),
                 ] + (["--multi_gpu"] if spec.total_procs > 1 else []) + program(spec, argparse_launcher=True)

@@ -8,9 +8,8 @@ lines that name a failed rank (``sigkill_handler``, ``global_rank_mapping``).
 from __future__ import annotations
 
 from hpcdist import schedulers
-from hpcdist.launchers import Launcher, exit_why, failure, program, rank_module
-from hpcdist.launchers.mpi import propagated
-from hpcdist.shell import Shell, var
+from hpcdist.launchers import Launcher, exit_why, failure, hpcdist_command, program, rank_module
+from hpcdist.shell import BREAK, Shell, var
 #: DeepSpeed's name for its runner that starts the nodes with srun.
 SRUN_RUNNER = "slurm"
 
@@ -105,27 +104,31 @@ class DeepSpeed(Launcher):
         # then not the launcher's first argument, where its argparse would swallow a "--".
         words += ["--module", *rank_module(spec)[1:]] + program(spec)
         # pdsh waits for every node even after one failed: see hpcdist.supervise.
-        return ["hpcdist", "supervise", "--"] + words if mode == "pdsh" else words
+        return hpcdist_command(spec) + ["supervise", "--", BREAK] + words if mode == "pdsh" else words
 
     def setup(self, spec):
-        mode = self.mode(spec)
-        if mode == SRUN_RUNNER:
+        if self.mode(spec) == SRUN_RUNNER:
             # DeepSpeed's srun leaves the other tasks running when one fails.
             return ["export SLURM_KILL_BAD_EXIT=1"]
-        if mode == "pdsh":
-            return ["# pdsh waits for every node even after one failed: `hpcdist supervise` ends the launch then."]
         return []
 
-    def allocation_lines(self, spec):
-        if spec.no_ssh:
-            return []
-        names = "|".join(propagated(spec))
-        return [
-            "# What pdsh/ssh would lose on the other nodes, for DeepSpeed to export there",
-            '# (it quotes them with "...": values holding $ ` " or \\ are left out).',
-            'export DS_ENV_FILE="$run_dir/deepspeed_env"',
-            f"env | grep -E '^({names}|NCCL_[A-Z_]*|UCX_[A-Z_]*)=' | grep -v '[$`\"\\\\]' > \"$DS_ENV_FILE\" || true",
-        ]
+    def hostfile_format(self, spec):
+        return "deepspeed"
+
+    def job_setup(self, spec):
+        # What pdsh/ssh (or the runner's mpirun, srun) would lose on the other nodes: DeepSpeed
+        # exports the file's variables there.
+        return [] if self.mode(spec) in ("one-host", "no-ssh") else ["--deepspeed-env"]
+
+    def describe(self, spec, spread: str = ""):
+        mode = self.mode(spec)
+        if mode == "one-host":
+            return "Start DeepSpeed, which starts every process on this host."
+        if mode == "no-ssh":
+            return f"Start DeepSpeed on every node{spread} (--no_ssh: each is told its node's index)."
+        if mode == "pdsh":
+            return "Start DeepSpeed; it reaches the other nodes by pdsh (`hpcdist supervise`: one fails, all end)."
+        return f"Start DeepSpeed, which reaches the other nodes with its {mode} runner."
 
     def failures(self, text, agents, nodes):
         import re

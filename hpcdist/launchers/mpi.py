@@ -11,29 +11,11 @@ flavour's syntax are named in its class.
 from __future__ import annotations
 
 from hpcdist.launchers import failure
-from hpcdist.shell import Shell, var
+from hpcdist.shell import BREAK, Shell, var
 
-#: Variables an agent on another node needs, passed on by mpirun -x (Open MPI).
-BASE_PROPAGATED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-                   "MASTER_ADDR", "MASTER_PORT", "HPCDIST_STOP_FILE")
-
-
-def propagated(spec) -> list[str]:
-    names = list(BASE_PROPAGATED) + [k for k, _ in spec.env + spec.env_expand] + list(spec.propagate)
-    return list(dict.fromkeys(names))
-
-
-def mpi_exports(spec, flag: str = "-x") -> str:
-    """A line that collects ``-x NAME`` (Open MPI's ``flag``) for each propagated variable that is set.
-
-    Open MPI warns about every ``-x`` of an unset variable, and which ones are
-    set is known only in the job; the launch line expands ``"${mpi_exports[@]}"``.
-    """
-    names = " ".join(propagated(spec))
-    return f'mpi_exports=(); for name in {names}; do if [ -n "${{!name+set}}" ]; then mpi_exports+=({flag} "$name"); fi; done'
-
-
-MPI_EXPORTS = Shell('"${mpi_exports[@]}"')
+#: Open MPI's ``-x NAME`` for each variable the other hosts need that is set: the job's set-up
+#: writes the array (``hpcdist job-setup --mpi-env``), since which are set is known only in the job.
+MPI_ENV = Shell('"${mpi_env[@]}"')
 #: What a launcher that passes the whole environment is still told: the values the launch sets.
 MASTER = ("MASTER_ADDR", "MASTER_PORT")
 
@@ -49,6 +31,9 @@ class Flavour:
     """
 
     name = title = program = hostfile_flag = count_flag = hostfile_format = rank_variable = ""
+    #: How to give every rank one variable (``{0}``: its name), for the resolver's advice
+    #: (:func:`hpcdist.env.derive.without_mpi`).
+    pass_one = ""
 
     def placement(self, per_node: int, agents: bool) -> list:
         raise NotImplementedError
@@ -74,7 +59,7 @@ class Flavour:
 
     def words(self, spec, program: list) -> list:
         """``mpirun`` (or the site's ``--mpiexec``) starting ``program`` on every slot of the hostfile."""
-        return self.command(spec, "HPCDIST_HOSTFILE", spec.total_procs, spec.procs_per_node, False) + program
+        return self.command(spec, "HPCDIST_HOSTFILE", spec.total_procs, spec.procs_per_node, False) + [BREAK] + program
 
     def agents(self, spec) -> list:
         """The command that starts one process on each host of ``$HPCDIST_NODEFILE`` (one line per
@@ -89,8 +74,8 @@ class Flavour:
 class OpenMpi(Flavour):
     """Open MPI's ``mpirun`` (mpirun(1) of Open MPI 4: ``--hostfile``, ``-np``, ``--map-by``, ``-x``).
 
-    It passes only the variables named with ``-x`` (every propagated one that is set, collected
-    in the job: :func:`mpi_exports`). Processes are not bound (``--bind-to none``) unless
+    It passes only the variables named with ``-x`` (each that the other hosts need and is set,
+    collected by the job's set-up: :data:`MPI_ENV`). Processes are not bound (``--bind-to none``) unless
     ``--cpu-bind`` says how (``--bind-to core``): Open MPI
     binds each rank to one core by default when there are at most two, which would squeeze a
     training's threads and data loader workers onto one core; ``--cpus-per-proc`` reaches the
@@ -114,11 +99,10 @@ class OpenMpi(Flavour):
     def binding(self, cpus, agents, bind=None):
         return ["--bind-to", bind if bind and not agents else "none"]
 
-    def environment(self, spec):
-        return [MPI_EXPORTS]
+    pass_one = "mpirun -x {0}=..."
 
-    def setup(self, spec):
-        return [mpi_exports(spec, "-x")]
+    def environment(self, spec):
+        return [MPI_ENV]
 
     def failures(self, text, agents, nodes):
         import re
@@ -146,6 +130,7 @@ class Hydra(Flavour):
     """
 
     name, title, program = "mpich", "MPICH", "mpiexec"
+    pass_one = "mpiexec -genv {0} ..."
     hostfile_flag, count_flag, hostfile_format = "-f", "-n", "mpich"
     rank_variable = "PMI_RANK"
     #: MPICH's banner about the first rank that ended badly (Intel MPI's Hydra prints the same).
@@ -206,6 +191,7 @@ class Pals(Flavour):
     """
 
     name, title, program = "pals", "Cray PALS", "mpiexec"
+    pass_one = "mpiexec --env {0}=..."
     hostfile_flag, count_flag, hostfile_format = "--hostfile", "-n", "nodes"
     # One agent per host: its rank is its host's index, which PALS_NODEID says outright.
     rank_variable = "PALS_NODEID"

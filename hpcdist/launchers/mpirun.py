@@ -6,7 +6,7 @@ its command syntax, hostfile format and log lines.
 
 from __future__ import annotations
 
-from hpcdist.launchers import Launcher, rank_program, rank_program_check
+from hpcdist.launchers import Launcher, rank_program
 from hpcdist.launchers.mpi import FLAVOURS, MPI_FLAVOURS
 
 __all__ = ["MPI_FLAVOURS", "Mpirun", "LAUNCHER"]
@@ -20,7 +20,11 @@ class Mpirun(Launcher):
         return FLAVOURS[spec.mpi].words(spec, rank_program(spec))
 
     def setup(self, spec):
-        return [rank_program_check(spec)] + FLAVOURS[spec.mpi].setup(spec)
+        return FLAVOURS[spec.mpi].setup(spec)
+
+    def describe(self, spec, spread: str = ""):
+        return (f"Start the {spec.total_procs} ranks with {FLAVOURS[spec.mpi].title}'s launcher, each through "
+                f"hpcdist.rank (which gives every framework its rank).")
 
     def hostfile_format(self, spec):
         return FLAVOURS[spec.mpi].hostfile_format

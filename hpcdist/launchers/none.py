@@ -11,5 +11,8 @@ class Once(Launcher):
     def words(self, spec):
         return [spec.python] + program(spec)
 
+    def describe(self, spec, spread: str = ""):
+        return "Run the training once, in this shell: it starts its own processes."
+
 
 LAUNCHER = Once()

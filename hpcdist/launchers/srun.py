@@ -7,7 +7,7 @@ or a node's agent where srun spread another launcher's agents.
 from __future__ import annotations
 
 from hpcdist import containers, schedulers
-from hpcdist.launchers import Launcher, failure, rank_program, rank_program_check
+from hpcdist.launchers import Launcher, failure, rank_program
 
 #: srun's line about a failed task (compiled by re's cache when a log is read).
 TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<why>.+)$"
@@ -42,8 +42,9 @@ class Srun(Launcher):
         # pyxis: srun's own flags put each rank in the image.
         return words + containers.srun_flags(spec) + rank_program(spec)
 
-    def setup(self, spec):
-        return [rank_program_check(spec)]
+    def describe(self, spec, spread: str = ""):
+        return (f"Start the {spec.total_procs} ranks with srun, each through hpcdist.rank (which gives every "
+                f"framework its rank); one that fails ends the others.")
 
     def failures(self, text, agents, nodes):
         import re

@@ -7,7 +7,7 @@ other launchers. Its log names a failed rank in its "Root Cause" block.
 from __future__ import annotations
 
 from hpcdist.launchers import Launcher, exit_why, failure, program
-from hpcdist.shell import Shell
+from hpcdist.shell import BREAK, Shell
 
 #: The job options only torchrun reads, and their flags.
 SETTINGS = {"max_restarts": "--max-restarts", "min_nodes": "--min-nodes"}
@@ -31,19 +31,21 @@ def refuse_settings(values: dict) -> None:
 
 class Torchrun(Launcher):
     name = "torchrun"
-    # The agents meet there (c10d); torchrun then gives its workers a MASTER_ADDR:MASTER_PORT of
-    # its own choosing (the first agent's host name and a free port), which their process group uses.
-    endpoint = "torchrun rendezvous: $MASTER_ADDR:$MASTER_PORT (torchrun gives the ranks their own master)"
-
     def per_node(self, spec):
         return True
+
+    def describe(self, spec, spread: str = ""):
+        # The agents meet at $MASTER_ADDR:$MASTER_PORT (c10d); torchrun then gives its workers a
+        # master of its own choosing (the first agent's host and a free port).
+        n = spec.procs_per_node
+        return f"Start torchrun on every node{spread}: {n} process{'es' if n > 1 else ''} each, meeting at the master."
 
     def words(self, spec):
         # c10d rendezvous on the first host; the rendezvous assigns node ranks.
         # Elastic: MIN:MAX nodes; the training goes on (after a restart) with those left.
         nnodes = f"{spec.min_nodes}:{spec.nodes}" if spec.elastic else str(spec.nodes)
         restarts = [f"--max-restarts={spec.max_restarts}"] if spec.max_restarts else []
-        return ["torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
+        return [BREAK, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec, argparse_launcher=True)
 

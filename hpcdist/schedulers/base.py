@@ -291,19 +291,22 @@ def uses_node_rank(words: list) -> bool:
     return any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words)
 
 
-def on_each_node(prefix: list, words: list, rank_variable: str) -> list[str]:
-    """``prefix`` (a command that starts one task per node) running ``words``.
+def on_each_node(prefix: list, words: list, rank_variable: str) -> list:
+    """The words of ``prefix`` (a command that starts one task per node) running ``words``.
 
-    Where the words refer to ``$NODE_RANK``, each node's agent runs them in
-    ``bash -c`` after setting it from the scheduler's per-task variable, so
-    the variable is expanded on that node, not once in the batch shell.
+    Where the words refer to ``$NODE_RANK``, each node's agent runs them in ``bash -c`` after
+    setting it from ``rank_variable``, the starter's per-task variable (``NODE_RANK`` itself where
+    the starter sets it: :mod:`hpcdist.agents`), so that it is expanded on that node, not once in
+    the batch shell. The ``bash -c`` script is written in lines of its own, indented.
     """
-    from hpcdist.shell import words_to_line
+    from hpcdist.shell import BREAK, Shell, command_lines, single_quoted
 
     if not uses_node_rank(words):
-        return [words_to_line(prefix + words)]
-    agent = f'export NODE_RANK="${rank_variable}"; exec {words_to_line(words)}'
-    return [words_to_line(prefix + ["bash", "-c", agent])]
+        return list(prefix) + list(words)
+    export = "" if rank_variable == "NODE_RANK" else f'\n    export NODE_RANK="${rank_variable}"'
+    inner = words[1:] if words[:1] == [BREAK] and words[0] is BREAK else words  # "exec torchrun ..." on one line
+    script = command_lines(["exec", *inner], indent="      ", first="    ")
+    return list(prefix) + [BREAK, "bash", "-c", Shell(single_quoted(f"{export}\n{script}"))]
 
 
 class Scheduler:
@@ -329,8 +332,6 @@ class Scheduler:
     #: Its directives' prefix (#SBATCH), with an example option; "" when it reads none.
     directive_prefix: str = ""
     directive_example: str = ""
-    #: Lines the script defines before the launch that the lines of :meth:`spread` use.
-    script_lines: tuple[str, ...] = ()
     #: Jinja filters its template uses (its value formats), by name.
     filters: dict = {}
     #: After the walltime warning a new job goes on (PBS), not this one (Slurm).
@@ -339,14 +340,18 @@ class Scheduler:
     runs_srun = False
     #: Every "node" of a job is this one host (the local backend).
     one_host = False
+    #: The variables that name the allocation's files, which the job's set-up reads: copied where a
+    #: container's image sees them (:func:`hpcdist.containers.script_lines`).
+    allocation_files: tuple[str, ...] = ()
     #: The variable that holds an array subjob's index inside it, when each subjob writes an
     #: exit_code file of its own (:func:`hpcdist.jobs.script_context`); None: one file for all.
     array_index_variable: str | None = None
 
     @property
     def template(self) -> str:
-        """Its job script template, which extends ``common/job.sh.j2``."""
-        return f"{self.name}/job.sh.j2"
+        """Its job script template, beside its module (``hpcdist/schedulers/<name>.sh.j2``),
+        which extends ``job.sh.j2``."""
+        return f"{self.name}.sh.j2"
 
     @property
     def queued(self) -> bool:
@@ -450,9 +455,20 @@ class Scheduler:
 
     # --- the script ------------------------------------------------------------
 
-    def request(self, spec) -> list[str]:
-        """The resources a PBS-like template writes as ``-l`` lines; none elsewhere."""
-        return []
+    def directives(self, spec) -> list[str]:
+        """The script's directive lines: the user's own (``--directive``) first, then this
+        scheduler's, each written by one rule (:meth:`directive_line`)."""
+        return list(spec.directives)
+
+    def spread(self, spec, words: list, hpcdist: list) -> list[str]:
+        """Lines that start ``words`` (a launcher's agent) once on every node of the job, and end
+        the whole job when one agent fails (an elastic job excepted); ``hpcdist``: how the job
+        script runs hpcdist (:func:`hpcdist.launchers.hpcdist_command`)."""
+        raise NotImplementedError
+
+    def spreader(self, spec) -> str:
+        """How :meth:`spread` starts the agents, for the launch's comment ("with srun")."""
+        return ""
 
     def submit_argv(self, script: str, log: str) -> list[str]:
         """The exact submit command (submit runs it; --dry-run shows it)."""
@@ -462,11 +478,6 @@ class Scheduler:
         """An array job's log: ``(the path the submit command gets, the text before and after the
         index in each subjob's own log)``; None when the scheduler writes one log for all."""
         return None
-
-    def spread(self, spec, words: list) -> list[str]:
-        """Lines that start ``words`` (a launcher's agent) once on every node of the job, and end
-        the whole job when one agent fails (an elastic job excepted)."""
-        raise NotImplementedError
 
     # --- the job ---------------------------------------------------------------
 

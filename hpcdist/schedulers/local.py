@@ -9,22 +9,8 @@ from __future__ import annotations
 import os
 
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler
+from hpcdist.schedulers.local_job import JOB_ID_VARIABLES
 from hpcdist.schedulers.slurm import JOB_NAMES as SLURM_JOB_NAMES
-
-#: The shell function the lines of :meth:`Local.spread` end with; the script defines it.
-WAIT_ALL = (
-    "# Wait for every background agent; when one fails, stop the others and fail.",
-    "hpcdist_wait_all() {",
-    "  local status=0 pid alive",
-    '  while [ "$#" -gt 0 ]; do',
-    '    wait -n "$@" || { status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; }',
-    "    alive=()",
-    '    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done',
-    '    set -- "${alive[@]+"${alive[@]}"}"',
-    "  done",
-    "}",
-)
-
 
 #: The most processes the local backend starts (--nodes x --procs-per-node): each "node" is a
 #: background agent on this host, and more than this is a typo, not a workstation's load.
@@ -48,10 +34,9 @@ class Local(Scheduler):
     name = "local"
     title = "local"
     submit_program = "bash"
-    job_id_variable = "HPCDIST_JOB_ID"
+    job_id_variable = JOB_ID_VARIABLES[0]
     # Slurm's rules: a name that runs here runs on a cluster too.
     job_names = SLURM_JOB_NAMES
-    script_lines = WAIT_ALL
     one_host = True
 
     # --- the job spec ----------------------------------------------------------
@@ -81,20 +66,17 @@ class Local(Scheduler):
 
     # --- the script --------------------------------------------------------------
 
-    def spread(self, spec, words):
-        """Several "nodes" on this host, as background agents; :data:`WAIT_ALL` ends them all
-        when one fails."""
-        from hpcdist.shell import words_to_line
+    def spread(self, spec, words, hpcdist):
+        """Several "nodes" on this host, as agents of ``hpcdist agents --local``
+        (:func:`hpcdist.schedulers.local_job.start`), which ends them all when one fails."""
+        from hpcdist.schedulers.base import on_each_node
+        from hpcdist.shell import command_lines
 
-        return [
-            "pids=()",
-            f"for node_rank in $(seq 0 {spec.nodes - 1}); do",
-            # A subshell, so that the words' own "$NODE_RANK" sees this node's value.
-            f"  (export NODE_RANK=$node_rank; exec {words_to_line(words)} ) &",
-            "  pids+=($!)",
-            "done",
-            'hpcdist_wait_all "${pids[@]}"',
-        ]
+        start = [*hpcdist, "agents", "--local", "--nodes", str(spec.nodes), "--"]
+        return [command_lines(on_each_node(start, words, "NODE_RANK"))]
+
+    def spreader(self, spec):
+        return "as agents on this host"
 
     # --- the job -------------------------------------------------------------------
 

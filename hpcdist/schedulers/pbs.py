@@ -24,7 +24,9 @@ from hpcdist.schedulers.base import (
     IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
+from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, next_job_environment
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
+from hpcdist.shell import command_lines, quote, var
 
 __all__ = ["Pbs", "Dialect", "DIALECTS", "PBS_DIALECTS", "PbsIds", "parse_qsub", "format_pbs_walltime",
            "format_pbs_mem", "JOB_NAMES"]
@@ -178,6 +180,11 @@ def format_pbs_mem(mb: int) -> str:
     return f"{mb // 1024}gb" if mb % 1024 == 0 else f"{mb}mb"
 
 
+def pbs_line(flag: str, value) -> str:
+    """The one rule of every ``#PBS`` line: the flag, then its value as one shell word."""
+    return f"#PBS {flag} {quote(str(value))}"
+
+
 #: PBS job names (Pro and Torque): 1..230 characters from [A-Za-z0-9+_.-], not starting with a
 #: dot (PBS Pro 19.2.1+ rejects others, "=" gives "illegal -N value", and a leading dot failed
 #: on older PBS Pro).
@@ -194,10 +201,12 @@ class Pbs(BatchScheduler):
     status_commands = "qstat"
     config_fix = "set PBS_SERVER (PBS Pro, OpenPBS) or PBS_DEFAULT (Torque) to the server's host name"
     controller = "server"
-    job_id_variable = "PBS_JOBID"
+    job_id_variable = JOB_ID_VARIABLES[0]
     job_names = JOB_NAMES
     ids = PbsIds()
     dialects = PBS_DIALECTS
+    # The node file lies in the MOM's aux folder, where no image sees it.
+    allocation_files = (NODEFILE,)
     directive_prefix = "#PBS"
     directive_example = "-l place=scatter"
     filters = {"pbs_walltime": format_pbs_walltime, "pbs_mem": format_pbs_mem}
@@ -304,19 +313,46 @@ class Pbs(BatchScheduler):
         before, _, after = log.partition(mark)
         return log, before, after
 
-    def spread(self, spec, words):
+    def directives(self, spec):
+        """Every ``#PBS`` line, by one rule (:func:`pbs_line`), after the user's own (PBS Pro reads
+        the first of two conflicting ones, Parsl#2220)."""
+        options = [
+            ("-N", spec.job_name),
+            # How the job asks for its nodes (hpcdist.schedulers.pbs_request): Torque's nodes=, PBS
+            # Pro's select= and place=, or PBS Pro's job-wide ncpus=, ngpus=, mem=; then the site's.
+            *(("-l", resource) for resource in self.request(spec)),
+            ("-l", spec.walltime_s and f"walltime={format_pbs_walltime(spec.walltime_s)}"),
+            ("-q", spec.queue),
+            ("-A", spec.account),
+            ("-P", spec.project),
+            ("-j", "oe"),
+            ("-o", spec.output),
+            (self.dialect.array_flag, spec.array),
+            ("-W", spec.dependency and f"depend={spec.dependency}"),
+            ("-M", spec.mail_user),
+            ("-m", spec.mail_user and "ae"),
+        ]
+        return super().directives(spec) + [pbs_line(flag, value) for flag, value in options if value]
+
+    def spread(self, spec, words, hpcdist):
         """One agent per node (PBS has no srun): by the ``--mpi`` flavour's launcher, one process per
         host of the node file, which ends every agent when one fails and hands each its node's
         index (:meth:`hpcdist.launchers.mpi.Flavour.agents`); or, with ``--pbs-spread pbsdsh``, by
-        pbsdsh (:mod:`hpcdist.schedulers.pbsdsh`)."""
+        ``hpcdist agents --pbsdsh`` (:mod:`hpcdist.schedulers.pbsdsh`)."""
         if spec.pbs_spread == "pbsdsh":
-            from hpcdist.schedulers.pbsdsh import spread_lines
-
-            return spread_lines(spec, words)
+            start = [*hpcdist, "agents", "--pbsdsh", "--dir", var("run_dir"), "--"]
+            return [command_lines(on_each_node(start, words, "NODE_RANK"))]
         from hpcdist.launchers.mpi import FLAVOURS
 
         mpi = FLAVOURS[spec.mpi]
-        return mpi.setup(spec) + on_each_node(mpi.agents(spec), words, mpi.rank_variable)
+        return mpi.setup(spec) + [command_lines(on_each_node(mpi.agents(spec), words, mpi.rank_variable))]
+
+    def spreader(self, spec):
+        if spec.pbs_spread == "pbsdsh":
+            return "with pbsdsh"
+        from hpcdist.launchers.mpi import FLAVOURS
+
+        return f"with {FLAVOURS[spec.mpi].title}'s launcher"
 
     # --- the job -------------------------------------------------------------------
 
@@ -421,27 +457,6 @@ class Pbs(BatchScheduler):
             return parse_qsub(proc.stdout, proc.stderr, proc.returncode).id
         except SchedulerOutputError as e:
             raise SubmitError(f"qsub printed no job id for the resubmitted job: {e}") from None
-
-
-#: What PBS's mom and the job script set for one job alone. ``qsub -V`` must not hand them to the
-#: job that goes on: it would keep this job's MASTER_PORT (the script keeps a port it finds) and
-#: talk to this job's master, or write into this job's TMPDIR. PBS and the script set them again;
-#: a user's own value (--env) is exported by the script itself.
-_PER_JOB = frozenset({
-    "MASTER_ADDR", "MASTER_PORT", "TMPDIR", "ENVIRONMENT", "NCPUS", "OMP_NUM_THREADS",
-    "HPCDIST_JOB_ID", "HPCDIST_HOSTFILE", "HPCDIST_NODEFILE", "HPCDIST_STOP_FILE", "HPCDIST_RESTART_COUNT",
-    # PBS Pro / OpenPBS, and Torque
-    "PBS_JOBID", "PBS_JOBNAME", "PBS_JOBDIR", "PBS_JOBCOOKIE", "PBS_NODEFILE", "PBS_GPUFILE", "PBS_MICFILE",
-    "PBS_NODENUM", "PBS_VNODENUM", "PBS_TASKNUM", "PBS_MOMPORT", "PBS_ENVIRONMENT", "PBS_QUEUE", "PBS_ACCOUNT",
-    "PBS_ARRAY_INDEX", "PBS_ARRAY_ID", "PBS_ARRAYID", "PBS_NP", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_WALLTIME",
-})
-
-
-def next_job_environment(environ) -> dict:
-    """The environment ``qsub -V`` gives the job that goes on: this job's, less what was this
-    job's alone (:data:`_PER_JOB`, and the ``PBS_O_*`` that qsub sets again)."""
-    return {name: value for name, value in environ.items()
-            if name not in _PER_JOB and not name.startswith("PBS_O_")}
 
 
 def scheduler(dialect: str | None = None) -> Pbs:

@@ -1,97 +1,53 @@
 """PBS's own way to start one agent per node, for a site without an MPI launcher: ``pbsdsh``.
 
-``--pbs-spread pbsdsh`` (:meth:`hpcdist.schedulers.pbs.Pbs.spread`). What pbsdsh does, as its
-man pages and source say, and what the lines below do about it:
+``--pbs-spread pbsdsh``: the job script runs ``python -m hpcdist agents --pbsdsh --dir "$run_dir"
+-- COMMAND`` (:mod:`hpcdist.agents`), which calls :func:`start`. What pbsdsh does, as its man pages
+and source say, and what :func:`start` does about it:
 
 - ``pbsdsh -n INDEX -- PROGRAM ARGS`` spawns PROGRAM through PBS's task manager (tm_spawn) on the
   INDEX-th node of the job, counted as ``$PBS_NODEFILE``'s lines (one per slot). Both PBS Pro /
   OpenPBS (src/cmds/pbsdsh.c: ``pbsdsh [-c copies][-s][-v][-o] -- program``, ``[-n node_index]``;
   no ``-u``) and Torque (pbsdsh(1B): ``-n node``, and ``-u`` for once per host) take ``-n``: one
-  pbsdsh per host, at the index of the host's first line, is the same line under both.
-- The task gets the job's environment from the MOM, not the variables this script set (an
+  pbsdsh per host, at the index of the host's first line, is the same command under both.
+- The task gets the job's environment from the MOM, not the variables the script set (an
   activated environment's PATH, MASTER_ADDR, ``--env``), and starts in $HOME: each agent is
-  started through ``env NAME=VALUE...`` with the variables it needs (argv words, not a command
-  line: no quoting is lost), and changes to the submit folder itself.
+  started through ``env NAME=VALUE...`` with the variables the job's set-up named
+  (``$HPCDIST_PASS``: argv words, no quoting lost) and its node's ``NODE_RANK``, and the node
+  agent (``hpcdist agents --node``) changes to the submit folder itself.
 - PBS Pro's pbsdsh exits 0 whatever its task did (it prints ``pbsdsh: task 0x... exit status N``):
-  each agent writes its own exit status into the job's run folder (in the submit folder, which
-  every node sees: the training script is read from it), and the lines below watch the pbsdsh processes.
-  When one agent fails, or its pbsdsh ends without its status, the other pbsdsh are ended (on
-  SIGTERM pbsdsh kills its task: tm_kill), and the job fails with the first failed status.
+  each node agent leaves its command's status in the run folder (in the submit folder, which
+  every node sees), and :func:`hpcdist.agents.watch` reads it. On SIGTERM pbsdsh kills its task
+  (tm_kill).
 """
 
-from __future__ import annotations
-
-from hpcdist.launchers.mpi import propagated
-from hpcdist.schedulers.base import uses_node_rank
-from hpcdist.shell import Shell, words_to_line
-
-#: What every agent needs besides the propagated variables: the job's id (torchrun's rendezvous
-#: id) and hostfiles (DeepSpeed --no-ssh reads $HPCDIST_HOSTFILE).
-AGENT_VARIABLES = ("HPCDIST_JOB_ID", "HPCDIST_HOSTFILE", "HPCDIST_NODEFILE")
-#: How long an ended pbsdsh's agent status may take to show on this node (a network file
-#: system may cache a folder's listing for a few seconds).
-STATUS_WAIT_S = 10
+import os
+import sys
 
 
-def agent_script(words: list) -> str:
-    """The agent on one node, run by ``bash -c`` with the submit folder ($1) and its status file
-    ($2): the launcher's words in the background (so that a SIGTERM from pbsdsh reaches them),
-    then their exit status, written whole."""
-    return "; ".join((
-        'cd "$1" || exit 2',
-        f"{words_to_line(words)} & child=$!",
-        "trap 'kill -TERM \"$child\" 2>/dev/null' TERM INT HUP",
-        'status=0',
-        'wait "$child" || status=$?',
-        'while kill -0 "$child" 2>/dev/null; do status=0; wait "$child" || status=$?; done',
-        'echo "$status" > "$2.part" && mv -f "$2.part" "$2"',
-        'exit "$status"',
-    ))
+def start(command: list, options: dict) -> int:
+    """One pbsdsh per host of ``$PBS_NODEFILE``, each running ``command`` through a node agent;
+    the job's status (:func:`hpcdist.agents.watch`)."""
+    import subprocess
+
+    from hpcdist.agents import Agent, watch
+    from hpcdist.schedulers.pbs_job import nodefile_lines
+
+    lines = nodefile_lines(os.environ.get("PBS_NODEFILE") or _no("PBS_NODEFILE"))
+    first = {}
+    for index, host in enumerate(lines):
+        first.setdefault(host, index)
+    folder = os.path.join(options.get("dir") or _no("--dir"), "agents")
+    os.makedirs(folder, exist_ok=True)
+    names = os.environ.get("HPCDIST_PASS", "PATH").split()
+    passed = [f"{name}={os.environ[name]}" for name in names if name in os.environ]
+    agents = []
+    for node, (host, index) in enumerate(first.items()):
+        status = os.path.join(folder, str(node))
+        argv = ["pbsdsh", "-n", str(index), "--", "env", *passed, f"NODE_RANK={node}", sys.executable, "-m",
+                "hpcdist", "agents", "--node", "--status", status, "--cd", os.getcwd(), "--", *command]
+        agents.append(Agent(subprocess.Popen(argv), node, host, status))
+    return watch(agents)
 
 
-def spread_lines(spec, words: list) -> list[str]:
-    """Lines that start ``words`` once on each host of the job with pbsdsh and end every agent when
-    one fails; they end with the job's status (``exit``: in the launch function, or the script)."""
-    names = " ".join(dict.fromkeys(list(propagated(spec)) + list(AGENT_VARIABLES)))
-    node_rank = ["NODE_RANK=$hpcdist_node_rank"] if uses_node_rank(words) else []
-    start = words_to_line(["pbsdsh", "-n", Shell('"$hpcdist_index"'), "--", "env", Shell('"${hpcdist_agent_env[@]}"'),
-                           *(Shell(f'"{w}"') for w in node_rank), "bash", "-c", agent_script(words), "hpcdist-agent",
-                           Shell('"$PWD"'), Shell('"$hpcdist_agents/$hpcdist_node_rank"')])
-    return [
-        "# pbsdsh tasks get the job's environment from PBS, not this script's: what the agents need goes with them.",
-        f'hpcdist_agent_env=(); for name in {names}; do if [ -n "${{!name+set}}" ]; then '
-        'hpcdist_agent_env+=("$name=${!name}"); fi; done',
-        '# Each agent leaves its exit status here (pbsdsh itself may exit 0 when its task failed).',
-        'hpcdist_agents="$run_dir/agents"; mkdir "$hpcdist_agents"',
-        "hpcdist_agent_pids=(); hpcdist_node_rank=0",
-        "# One pbsdsh per host, at the index of the host's first line in $PBS_NODEFILE.",
-        "for hpcdist_index in $(awk '!seen[$0]++ { print NR - 1 }' \"$PBS_NODEFILE\"); do",
-        f"  {start} &",
-        "  hpcdist_agent_pids+=($!); hpcdist_node_rank=$((hpcdist_node_rank + 1))",
-        "done",
-        "hpcdist_status=0",
-        "# Until every agent has ended, or one failed: then the others are ended.",
-        'while [ "${#hpcdist_agent_pids[@]}" -gt 0 ] && [ "$hpcdist_status" = 0 ]; do',
-        "  sleep 1",
-        '  for hpcdist_node_rank in "${!hpcdist_agent_pids[@]}"; do',
-        '    ! kill -0 "${hpcdist_agent_pids[$hpcdist_node_rank]}" 2>/dev/null || continue',
-        '    hpcdist_code=0; wait "${hpcdist_agent_pids[$hpcdist_node_rank]}" || hpcdist_code=$?',
-        "    unset 'hpcdist_agent_pids[$hpcdist_node_rank]'",
-        '    hpcdist_file="$hpcdist_agents/$hpcdist_node_rank"',
-        f'    for _ in $(seq {STATUS_WAIT_S}); do ls "$hpcdist_agents" >/dev/null; [ ! -s "$hpcdist_file" ] || break; '
-        "sleep 1; done",
-        '    hpcdist_agent_status=$(cat "$hpcdist_file" 2>/dev/null || echo "unknown (it left none)")',
-        '    if [ "$hpcdist_agent_status" != 0 ] || [ "$hpcdist_code" != 0 ]; then',
-        '      echo "hpcdist: the agent on node $hpcdist_node_rank ($(sed -n "$((hpcdist_node_rank + 1))p" '
-        '"$HPCDIST_NODEFILE")) ended with status $hpcdist_agent_status (pbsdsh: $hpcdist_code); ending the other '
-        'agents" >&2',
-        '      hpcdist_status=$hpcdist_agent_status',
-        '      case $hpcdist_status in ""|0|*[!0-9]*) hpcdist_status=1 ;; esac',
-        "      break",
-        "    fi",
-        "  done",
-        "done",
-        'if [ "${#hpcdist_agent_pids[@]}" -gt 0 ]; then kill "${hpcdist_agent_pids[@]}" 2>/dev/null || true; '
-        'wait "${hpcdist_agent_pids[@]}" || true; fi',
-        'exit "$hpcdist_status"',
-    ]
+def _no(what: str):
+    raise SystemExit(f"hpcdist agents --pbsdsh: {what} is not set: this runs inside a PBS job script")

@@ -23,6 +23,8 @@ from hpcdist.schedulers.batch import BatchScheduler, query, recorded_exit, run_o
 from hpcdist.schedulers.slurm_queue import (
     parse_sacct, parse_sacct_disabled, parse_sacct_jobs, parse_squeue, parse_squeue_jobs, parse_squeue_unknown)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
+from hpcdist.schedulers.slurm_job import JOB_ID_VARIABLES
+from hpcdist.shell import BREAK, command_lines
 
 __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "parse_squeue_unknown",
            "parse_sacct_disabled", "parse_squeue_jobs", "parse_sacct_jobs",
@@ -131,6 +133,11 @@ def sbatch_value(value, fix: str = "Submit from (or write the log to) a folder w
     return Shell(f'"{text}"')
 
 
+def sbatch_line(name: str, value) -> str:
+    """The one rule of every ``#SBATCH`` line: ``--name=value``, or ``--name`` for a switch (True)."""
+    return f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={sbatch_value(value)}"
+
+
 #: Slurm's job names: 1..200 characters from [A-Za-z0-9+_.,:@=-] (no %, which Slurm expands
 #: in output file names, and no spaces).
 JOB_NAMES = JobNameRules(title="Slurm", chars=r"A-Za-z0-9+_.,:@=\-", words="letters, digits and + _ . , : @ = -",
@@ -146,7 +153,7 @@ class Slurm(BatchScheduler):
     cancel_command = "scancel"
     status_commands = "squeue/sacct"
     config_fix = "set SLURM_CONF to the cluster's slurm.conf"
-    job_id_variable = "SLURM_JOB_ID"
+    job_id_variable = JOB_ID_VARIABLES[0]
     # Slurm counts the restarts of a requeued job itself.
     restart_variable = "SLURM_RESTART_COUNT"
     job_names = JOB_NAMES
@@ -200,39 +207,58 @@ class Slurm(BatchScheduler):
         # --parsable: the id alone (and the cluster), not a sentence to pick it from.
         return [self.submit_program, "--parsable", script]
 
-    def spread(self, spec, words):
-        """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails."""
+    def directives(self, spec):
+        """Every ``#SBATCH`` line, by one rule (:func:`sbatch_line`), after the user's own."""
+        gpus = f"{spec.gpu_type}:{spec.gpus_per_node}" if spec.gpu_type else spec.gpus_per_node
+        options = [
+            ("job-name", spec.job_name),
+            # Shifter's image and modules are the job's (hpcdist.containers).
+            *(option[2:].split("=", 1) for option in containers.directives(spec)),
+            ("nodes", spec.nodes),
+            ("ntasks-per-node", spec.procs_per_node),
+            ("gpus-per-node", gpus if spec.gpus_per_node else None),
+            ("cpus-per-task", spec.cpus_per_proc),
+            ("mem", None if spec.mem_mb is None else format_slurm_mem(spec.mem_mb)),
+            ("mem-per-gpu", spec.mem_per_gpu_mb and format_slurm_mem(spec.mem_per_gpu_mb)),
+            ("time", spec.walltime_s and format_slurm_time(spec.walltime_s)),
+            ("partition", spec.queue),
+            ("account", spec.account),
+            ("qos", spec.qos),
+            ("constraint", spec.constraint),
+            ("hint", spec.hint),
+            ("output", spec.output or "%x-%j.out"),
+            ("array", spec.array),
+            ("dependency", spec.dependency),
+            ("mail-user", spec.mail_user),
+            ("mail-type", spec.mail_user and "END,FAIL"),
+            ("exclusive", spec.exclusive),
+            # A failed node leaves an elastic job running on the others: torchrun goes on with at
+            # least --min-nodes.
+            ("no-kill", spec.elastic),
+            # B: the batch shell only. Signalled too, a torchrun agent would die of USR2 (it passes
+            # on only INT, TERM, HUP, QUIT).
+            ("signal", spec.stops_on_warning and f"B:USR2@{spec.signal_margin}"),
+            ("requeue", bool(spec.requeue)),
+            ("open-mode", spec.requeue and "append"),
+        ]
+        return super().directives(spec) + [sbatch_line(name, value) for name, value in options
+                                           if value not in (None, False, 0, "")]
+
+    def spread(self, spec, words, hpcdist):
+        """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails. An elastic
+        job's agents are started by ``hpcdist agents --elastic`` (:func:`~hpcdist.schedulers.slurm_job.start_elastic`)."""
         # The agent's one task gets every CPU the node's processes were given;
         # by default a step's task has one CPU, and all workers would share it.
         # pyxis: srun's flags put each agent in the image (the agent's words are then not wrapped).
         each = ["--ntasks-per-node=1", f"--cpus-per-task={spec.cpus_per_node}", *containers.srun_flags(spec)]
         if spec.elastic:
-            return self._elastic(spec, each, words)
-        return on_each_node(["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each,
-                             "--kill-on-bad-exit=1"], words, "SLURM_NODEID")
+            start = [*hpcdist, "agents", "--elastic", "--", BREAK, "srun", *each]
+        else:
+            start = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each, "--kill-on-bad-exit=1"]
+        return [command_lines(on_each_node(start, words, "SLURM_NODEID"))]
 
-    @staticmethod
-    def _elastic(spec, each: list, words: list) -> list[str]:
-        """An elastic job's agents: the first node's, which holds the rendezvous store, in a step of
-        its own whose end is the job's; the other nodes' in a second step, which may lose a node
-        (``--no-kill``, as the job's ``#SBATCH --no-kill``: Slurm keeps the rest of the allocation)
-        while the training goes on, after a restart, on the nodes left."""
-        others = spec.nodes - 1
-        first = on_each_node(["srun", "--nodes=1", "--ntasks=1", "--relative=0", *each, "--no-kill"], words,
-                             "SLURM_NODEID")
-        rest = on_each_node(["srun", f"--nodes={others}", f"--ntasks={others}", "--relative=1", *each, "--no-kill"],
-                            words, "SLURM_NODEID")
-        return [
-            *rest[:-1], rest[-1] + " &",
-            "hpcdist_other_nodes=$!",
-            "hpcdist_status=0",
-            *first[:-1], first[-1] + " || hpcdist_status=$?",
-            # The training failed: the other agents would wait for a rendezvous that never comes.
-            '[ "$hpcdist_status" = 0 ] || kill "$hpcdist_other_nodes" 2>/dev/null || true',
-            'wait "$hpcdist_other_nodes" || echo "hpcdist: the agents on the other nodes ended with status $? '
-            '(a node lost?); the job ends as the first node\'s agent did: status $hpcdist_status" >&2',
-            'exit "$hpcdist_status"',
-        ]
+    def spreader(self, spec):
+        return "with srun" if not spec.elastic else "with srun (elastic: nodes may be lost)"
 
     # --- the job -------------------------------------------------------------------
 

@@ -1,50 +1,25 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist submit ...
-# Submit it by hand with:  bash job.sh
-# It is a plain script: read it, edit it, submit it again.
+# A plain script: read it, edit it, submit it by hand with `bash <this file>`.
 
 # Local backend: 2 "node(s)" on this host, 2 process(es) each.
 
 set -euo pipefail
 cd /home/alice/project
-export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"
-
-# Wait for every background agent; when one fails, stop the others and fail.
-hpcdist_wait_all() {
-  local status=0 pid alive
-  while [ "$#" -gt 0 ]; do
-    wait -n "$@" || { status=$?; kill "$@" 2>/dev/null || true; wait; return "$status"; }
-    alive=()
-    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
-    set -- "${alive[@]+"${alive[@]}"}"
-  done
-}
-# The job's own files (host files, the stop request), in the submit folder, which every node sees:
-# agents on the other nodes read them (DeepSpeed --no-ssh: the host file), and TMPDIR is the node's own.
+export HPCDIST_JOB_ID="${HPCDIST_JOB_ID:-$$}"  # the runner's pid, or this shell's when run by hand
+# The job's own files (node list, hostfile) go in the submit folder, which every node sees.
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
-# Every value below that came from the job spec is shell-quoted.
 export NCCL_DEBUG=INFO
-if ! command -v hpcdist >/dev/null; then
-  echo "hpcdist is not installed in this job's environment (PATH=$PATH): install it there (pip install hpcdist) or add --conda/--venv/--module." >&2
-  exit 2
-fi
 
-# The allocation: a hostfile for the launcher, the first host as the master.
-export HPCDIST_HOSTFILE="$run_dir/hostfile" HPCDIST_NODEFILE="$run_dir/nodes"
-hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
-hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
-export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
-export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
-# For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
-echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); torchrun rendezvous: $MASTER_ADDR:$MASTER_PORT (torchrun gives the ranks their own master)" >&2
+# The nodes; the master is this host, its port from the job id.
+python -m hpcdist job-setup --scheduler local --dir "$run_dir"
+source "$run_dir/job.env"
 
-# Start the training on every node.
-pids=()
-for node_rank in $(seq 0 1); do
-  (export NODE_RANK=$node_rank; exec torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" train.py --lr 0.1 ) &
-  pids+=($!)
-done
-hpcdist_wait_all "${pids[@]}"
+# Start torchrun on every node as agents on this host: 2 processes each, meeting at the master.
+python -m hpcdist agents --local --nodes 2 -- \
+  torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
+  train.py --lr 0.1

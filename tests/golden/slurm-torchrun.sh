@@ -1,8 +1,7 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist submit ...
-# Submit it by hand with:  sbatch job.sh
-# It is a plain script: read it, edit it, submit it again.
+# A plain script: read it, edit it, submit it by hand with `sbatch <this file>`.
 
 #SBATCH --job-name=train
 #SBATCH --nodes=2
@@ -13,35 +12,25 @@
 
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"
-export HPCDIST_JOB_ID="$SLURM_JOB_ID"
-# The job's own files (host files, the stop request), in the submit folder, which every node sees:
-# agents on the other nodes read them (DeepSpeed --no-ssh: the host file), and TMPDIR is the node's own.
+# The job's own files (node list, hostfile) go in the submit folder, which every node sees.
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
-# Every value below that came from the job spec is shell-quoted.
-# Environment (module and conda scripts read unset variables: -u is off here).
+# The training's environment (-u is off: module and conda scripts read unset variables).
 set +u
-# Batch shells are not login shells: the module command may need /etc/profile.
-command -v module >/dev/null || source /etc/profile
+command -v module >/dev/null || source /etc/profile  # a batch shell is not a login shell
 module load cuda/12.1
 eval "$(conda shell.bash hook)"
 conda activate myenv
-set -u
 export NCCL_DEBUG=INFO
-if ! command -v hpcdist >/dev/null; then
-  echo "hpcdist is not installed in this job's environment (PATH=$PATH): install it there (pip install hpcdist) or add --conda/--venv/--module." >&2
-  exit 2
-fi
+set -u
 
-# The allocation: a hostfile for the launcher, the first host as the master.
-export HPCDIST_HOSTFILE="$run_dir/hostfile" HPCDIST_NODEFILE="$run_dir/nodes"
-hpcdist hostfile --format deepspeed --slots-per-node 4 -o "$HPCDIST_HOSTFILE"
-hpcdist hostfile --format nodes -o "$HPCDIST_NODEFILE"
-export MASTER_ADDR="${MASTER_ADDR:-$(head -n 1 "$HPCDIST_NODEFILE")}"
-export MASTER_PORT="${MASTER_PORT:-$(hpcdist env --field master_port)}"
-# For the log (and `hpcdist logs`, which names the node of a failed launcher by its index).
-echo "hpcdist: nodes: $(paste -sd ' ' "$HPCDIST_NODEFILE"); torchrun rendezvous: $MASTER_ADDR:$MASTER_PORT (torchrun gives the ranks their own master)" >&2
+# The nodes; the master is the first node, its port from the job id.
+python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir"
+source "$run_dir/job.env"
 
-# Start the training on every node.
-srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" train.py --lr 0.1
+# Start torchrun on every node with srun: 4 processes each, meeting at the master.
+srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 \
+  torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
+  train.py --lr 0.1

@@ -1,0 +1,97 @@
+"""The ``hpcdist`` command: one parser, and each subcommand a small function over the library.
+
+The commands live by concern: :mod:`hpcdist.cli.jobs` (the login side: render, submit, status,
+logs, cancel, doctor, profiles) and :mod:`hpcdist.cli.in_job` (what runs inside a job: env,
+hostfile, supervise, requeue, job-setup, agents); :mod:`hpcdist.cli.common` holds what they
+share. Start-up stays fast: a subcommand named first builds only its own parser, ``hpcdist
+status`` and the two commands of every job script none at all, and each command imports what it
+needs when it runs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hpcdist import __version__
+from hpcdist.cli import in_job, jobs
+from hpcdist.cli.common import CommandError
+
+#: The subcommands, in the order `hpcdist --help` lists them.
+COMMANDS = jobs.COMMANDS + in_job.COMMANDS
+
+__all__ = ["main", "build_parser", "COMMANDS", "CommandError"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        status = _run(argv)
+        if sys.stdout is not None:  # None: started with stdout closed
+            sys.stdout.flush()  # here, where a closed pipe can still be answered quietly
+        return status
+    except BrokenPipeError:
+        # The reader went away (`hpcdist status | head`): nothing more to say. stdout goes
+        # to devnull so that Python's own flush at exit does not fail again; status as if
+        # SIGPIPE had ended us, as it ends C tools (128 + 13).
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _run(argv: list[str]) -> int:
+    if argv[:1] and argv[0] in in_job.BY_HAND:
+        return in_job.run_by_hand(argv[0], argv[1:])
+    args = _plain_status(argv)
+    if args is None:
+        from hpcdist.dash_values import joined
+
+        parser = build_parser(argv)
+        args = parser.parse_args(joined(argv, jobs.OWN_FLAGS))
+        if not hasattr(args, "run"):
+            parser.print_help()
+            return 2
+    try:
+        return args.run(args) or 0
+    except CommandError as e:
+        print(f"hpcdist {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        # DistEnvError, AllocationError and HostlistError are ValueErrors
+        # whose messages are written for the user.
+        from hpcdist.allocation import AllocationError
+        from hpcdist.env import DistEnvError
+        from hpcdist.hostlist import HostlistError
+        from hpcdist.validate import ValidationError
+
+        if isinstance(e, (DistEnvError, AllocationError, HostlistError, ValidationError)):
+            print(f"hpcdist {args.command}: error: {e}", file=sys.stderr)
+            return 1
+        raise
+
+
+def _plain_status(argv: list[str]):
+    """``hpcdist status [JOB ...]``, the command typed most, parsed as argparse would
+    (tests/test_cli.py checks): there is nothing to parse, and building any argparse parser
+    costs more than the command itself (it imports shutil and locale)."""
+    if argv[:1] != ["status"] or any(a.startswith("-") for a in argv[1:]):
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(command="status", jobs=argv[1:], json=False, run=jobs.run_status)
+
+
+def build_parser(argv: list[str] = ()):
+    """The parser: a subcommand's alone when its name comes first (a subcommand's parser sees only
+    what follows its name), else all of them (`hpcdist --help`)."""
+    import argparse
+
+    command = next((a for a in argv if not a.startswith("-")), None)
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    parser = argparse.ArgumentParser(prog="hpcdist", description="Distributed PyTorch on PBS and Slurm clusters.")
+    parser.add_argument("--version", action="version", version=f"hpcdist {__version__}")
+    # prog given: argparse would otherwise format the usage above to find it.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="hpcdist")
+    jobs.add_parsers(sub, only, command)
+    in_job.add_parsers(sub, only, command)
+    return parser

@@ -1,0 +1,257 @@
+"""The commands of the login side: ``render``, ``submit``, ``status``, ``logs``, ``cancel``,
+``doctor`` (which may submit a job that runs it) and ``profiles``.
+
+Each adds its parser in :func:`add_parsers` and runs in a ``run_*`` function over the library,
+which it imports when it runs: ``hpcdist status`` must not pay for ``submit``'s imports.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hpcdist.cli.common import CommandError, command_line, follow, job_spec
+
+#: The commands here, in the order `hpcdist --help` lists them.
+COMMANDS = ("render", "submit", "status", "logs", "cancel", "doctor", "profiles")
+#: Those whose flags are the job options (hpcdist.options): built only when one of them is asked
+#: for. Each with the flags it adds of its own (hpcdist.dash_values reads them).
+OWN_FLAGS = {"render": (), "submit": ("--dry-run", "--wait", "--json"), "doctor": ("--probe",)}
+JOB_COMMANDS = tuple(OWN_FLAGS)
+
+
+def add_parsers(sub, only: str | None, command: str | None) -> None:
+    """Their parsers on ``sub`` (all, or ``only`` that one); ``command``: the subcommand named, whose
+    job flags are the only ones built (argparse's parsers cost more than most commands)."""
+    from hpcdist.options import add_flags
+
+    def job_flags(parser, script: bool = True) -> None:
+        if command in JOB_COMMANDS:
+            add_flags(parser, script)
+
+    # allow_abbrev=False: the script's own flags (--deepspeed) must never be taken for an
+    # abbreviation of ours (--deepspeed-config).
+    if only in (None, "render"):
+        render = sub.add_parser("render", help="print the job script for a training script", allow_abbrev=False,
+                                description="Render the job script `hpcdist submit` would submit.")
+        job_flags(render)
+        render.set_defaults(run=run_render)
+    if only in (None, "submit"):
+        submit = sub.add_parser("submit", help="write the job script and submit it", allow_abbrev=False,
+                                description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
+        job_flags(submit)
+        dry_run, wait, as_json = OWN_FLAGS["submit"]
+        submit.add_argument(dry_run, action="store_true", help="print the script and the submit command; submit nothing")
+        submit.add_argument(wait, action="store_true", help="follow the job to its end; exit with its exit code")
+        submit.add_argument(as_json, action="store_true", help="print a JSON object (job_id, scheduler, script)")
+        submit.set_defaults(run=run_submit)
+    if only in (None, "status"):
+        status = sub.add_parser("status", help="the state of submitted jobs")
+        status.add_argument("jobs", nargs="*", metavar="JOB", help="job ids or folders (default: all from here)")
+        status.add_argument("--json", action="store_true")
+        status.set_defaults(run=run_status)
+    if only in (None, "logs"):
+        logs = sub.add_parser("logs", help="a job's output")
+        logs.add_argument("job", metavar="JOB")
+        logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
+        logs.set_defaults(run=run_logs)
+    if only in (None, "cancel"):
+        cancel = sub.add_parser("cancel", help="cancel a job")
+        cancel.add_argument("job", metavar="JOB")
+        cancel.set_defaults(run=run_cancel)
+    if only in (None, "doctor"):
+        doctor = sub.add_parser(
+            "doctor", help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
+            allow_abbrev=False,
+            description="Inside a job: check every node of the allocation and print what to fix. "
+            "With --scheduler slurm|pbs (and --nodes ...): submit a job that runs this check, and show its answer.")
+        doctor.add_argument(*OWN_FLAGS["doctor"], action="store_true",
+                            help="describe this node only, as JSON (used on each node)")
+        job_flags(doctor, script=False)
+        doctor.set_defaults(run=run_doctor)
+    if only in (None, "profiles"):
+        profiles = sub.add_parser("profiles", help="list the profiles and site presets; show one",
+                                  description="Your profiles (./hpcdist.toml, ~/.config/hpcdist/config.toml) and "
+                                  "the site presets hpcdist ships, or what one of them sets.")
+        profiles.add_argument("name", nargs="?", metavar="NAME")
+        profiles.set_defaults(run=run_profiles)
+
+
+def run_render(args: Namespace) -> int:
+    from hpcdist.render import render
+
+    sys.stdout.write(render(job_spec(args), command_line=command_line()))
+    return 0
+
+
+def run_submit(args: Namespace) -> int:
+    import shlex
+
+    from hpcdist import schedulers
+    from hpcdist.render import render
+
+    spec = job_spec(args)
+    if args.dry_run:
+        sys.stdout.write(render(spec, command_line=command_line()))
+        folder = ".hpcdist/jobs/<name>-<time>"
+        argv = schedulers.get(spec.scheduler, spec.dialect).submit_argv(f"{folder}/job.sh", f"{folder}/job.log")
+        print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
+        return 0
+    from hpcdist import submission as sub
+
+    try:
+        job = sub.submit(spec, command_line=command_line())
+    except (sub.SubmitError, sub.JobFolderError) as e:
+        raise CommandError(str(e)) from None
+    except KeyboardInterrupt:  # Ctrl-C: any job taken is recorded first (submission.py says so)
+        return 130
+    if args.json:
+        import json
+
+        print(json.dumps({"job_id": job.job_id, "scheduler": job.scheduler, "script": job.script,
+                          "folder": job.path, "log": job.log}))
+    else:
+        print(job.job_id)
+        print(f"hpcdist submit: {spec.scheduler} job {job.job_id}, script and log in {job.path}", file=sys.stderr)
+    if args.wait:
+        return follow(job)
+    return 0
+
+
+def run_status(args: Namespace) -> int:
+    from hpcdist import jobs
+
+    try:
+        selected = jobs.select(args.jobs)
+    except (jobs.JobNotFound, jobs.JobFolderError) as e:
+        raise CommandError(str(e)) from None
+    states = []
+    if selected:  # the schedulers' code only for jobs to ask about
+        from hpcdist import submission as sub
+
+        # All at once: one command per scheduler (and cluster) for many jobs, none for a job whose
+        # end is recorded, and one controller that cannot be reached answers for all its jobs.
+        states = sub.statuses(selected)
+    rows = []
+    for job, state in zip(selected, states):
+        if isinstance(job, jobs.Broken):  # one row saying what is wrong; the other jobs go on
+            rows.append(job.row())
+            continue
+        try:
+            state = sub.status(job) if state is None else state  # None: a record to ask about alone
+            state, exit_code, reason = state.state, state.exit_code, state.reason
+        except sub.SubmitError as e:
+            state, exit_code, reason = "UNKNOWN", None, str(e)
+        # Read after the state: the runs file, once per job, then as new as the state.
+        runs = job.history()
+        if runs.restarts:
+            now = f", now job {runs.current_id}" if runs.current_id != job.job_id else ""
+            reason = f"restarted {runs.restarts} time(s){now}" + (f"; {reason}" if reason else "")
+        record = job.record
+        rows.append({"job_id": record["job_id"], "name": record.get("job_name", ""), "scheduler": record["scheduler"],
+                     "state": state, "exit_code": exit_code, "reason": reason, "restarts": runs.restarts,
+                     "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1]})
+    if args.json:
+        import json
+
+        print(json.dumps(rows, indent=2))
+        return 0
+    lines = [f"{'JOB':<12} {'NAME':<24} {'SCHEDULER':<9} {'STATE':<10} {'EXIT':<5} REASON"]
+    for r in rows:
+        exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
+        lines.append(f"{r['job_id']:<12} {r['name'][:24]:<24} {r['scheduler']:<9} {r['state'].lower():<10} "
+                     f"{exit_code:<5} {r['reason'] or ''}")
+    print("\n".join(lines))  # one write: a print per row costs 2,000 jobs' status 5%
+    return 0
+
+
+def run_logs(args: Namespace) -> int:
+    from hpcdist import jobs, submission as sub
+
+    try:
+        job = jobs.find(args.job)
+        text = None if args.follow else sub.log_text(job)
+    except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
+        raise CommandError(str(e)) from None
+    if args.follow:
+        return follow(job)
+    if text is None:
+        raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    try:
+        state = sub.status(job)
+    except sub.SubmitError:
+        state = None
+    if state is not None and state.finished and state.state != "COMPLETED":
+        sub.print_first_failure(job)
+    return 0
+
+
+def run_cancel(args: Namespace) -> int:
+    from hpcdist import jobs, submission as sub
+
+    try:
+        sub.cancel(jobs.find(args.job))
+    except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
+        raise CommandError(str(e)) from None
+    return 0
+
+
+def run_doctor(args: Namespace) -> int:
+    from hpcdist import doctor
+
+    if args.probe:
+        import json
+
+        print(json.dumps(doctor.probe()))
+        return 0
+    from hpcdist import schedulers
+
+    if args.scheduler and schedulers.get(args.scheduler).queued:  # a job that runs the check, not the check here
+        return _submit_doctor(args)
+    from hpcdist.allocation import Allocation, AllocationError
+    from hpcdist.env.ports import job_id_from, port_for_job
+    import os
+
+    try:
+        hosts = Allocation.from_env().host_names
+    except AllocationError as e:
+        import socket
+
+        hosts = [socket.gethostname()]
+        print(f"hpcdist doctor: not inside a job ({e}); checking this host only. Run it inside a job, "
+              "or give --scheduler slurm --nodes 2 to submit one that runs it.", file=sys.stderr)
+    from hpcdist.env.model import EnvReader
+
+    job = job_id_from(os.environ)
+    port = (EnvReader(os.environ).integer("MASTER_PORT", "master port")  # too many digits: one line
+            if os.environ.get("MASTER_PORT", "").isdigit() else port_for_job(job[1]) if job else None)
+    report = doctor.check(hosts, port, int(args.ssh_port) if getattr(args, "ssh_port", None) else None)
+    sys.stdout.write(doctor.report_text(report))
+    return 0 if report.ok else 1
+
+
+def _submit_doctor(args: Namespace) -> int:
+    """A job of --nodes nodes whose script runs `hpcdist doctor` on its first node."""
+    from hpcdist import submission as sub
+
+    args.script, args.script_args, args.launcher, args.python = "doctor", [], "none", "hpcdist"
+    args.job_name = args.job_name or "hpcdist-doctor"
+    spec = job_spec(args, check_files=False)
+    try:
+        job = sub.submit(spec, command_line=command_line())
+    except (sub.SubmitError, sub.JobFolderError) as e:
+        raise CommandError(str(e)) from None
+    print(f"hpcdist doctor: {spec.scheduler} job {job.job_id} checks {spec.nodes} node(s); log in {job.log}",
+          file=sys.stderr)
+    return follow(job, quiet=True)
+
+
+def run_profiles(args: Namespace) -> int:
+    from hpcdist.profiles import ProfileError, describe
+
+    try:
+        sys.stdout.write(describe(args.name))
+    except ProfileError as e:
+        raise CommandError(str(e)) from None
+    return 0

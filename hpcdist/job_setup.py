@@ -1,0 +1,173 @@
+"""``hpcdist job-setup``: the job's set-up before the launcher, in one interpreter.
+
+The job script runs it once, after the environment block (modules, conda, your setup lines)::
+
+    python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4
+    source "$run_dir/job.env"
+
+It reads the allocation of the script's scheduler (:func:`hpcdist.allocation.read`), checks that
+it holds the nodes the job asked for (a launcher told of 2 nodes and given 1 waits for the other
+until the walltime), writes the node list (``$HPCDIST_NODEFILE``, one host per line) and the
+launcher's hostfile (``$HPCDIST_HOSTFILE``, when the launcher reads one) into the run folder, and
+the lines the script sources (``job.env`` there), each value quoted:
+
+- ``HPCDIST_JOB_ID`` (torchrun's rendezvous id), the two files, ``MASTER_ADDR`` (the first node;
+  127.0.0.1 for the local backend) and ``MASTER_PORT`` (from the job id:
+  :func:`hpcdist.env.ports.port_for_job`), unless ``--master-addr``/``--master-port`` give the
+  user's own (``--env MASTER_PORT=...``);
+- ``HPCDIST_PASS``: the variables the other nodes need from this shell (``PASSED``, hpcdist's own,
+  and ``--pass`` names), those that are set: pbsdsh's agents take them along;
+- ``mpi_env``, with ``--mpi-env``: ``-x NAME`` for each of them (Open MPI passes only what
+  ``-x`` names, and warns about a name that is not set);
+- ``DS_ENV_FILE``, with ``--deepspeed-env``: the file DeepSpeed's pdsh runner exports on the other
+  nodes, with those variables and ``NCCL_*``/``UCX_*`` (values holding ``$ ` "`` or a backslash
+  are left out: DeepSpeed writes them inside double quotes).
+
+The log gets one line, ``hpcdist: nodes: node1 node2; master: node1:20123`` (``hpcdist logs``
+names a failed node by its index in it). Its arguments are read by hand, not by argparse: this
+runs in every job, where its cost is felt.
+"""
+
+import os
+import sys
+
+#: What every node needs from the batch shell, where set: the environment the job activated.
+PASSED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX")
+#: What the set-up (and the stop block) export: the other nodes need them too.
+OWN = ("MASTER_ADDR", "MASTER_PORT", "HPCDIST_JOB_ID", "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE")
+#: Prefixes DeepSpeed's environment file takes whole (its own docs: NCCL_*, and UCX's).
+DEEPSPEED_PREFIXES = ("NCCL_", "UCX_")
+
+USAGE = ("usage: hpcdist job-setup --scheduler NAME --dir RUN_DIR [--nodes N] [--hostfile FORMAT:SLOTS]\n"
+         "                          [--master-addr HOST] [--master-port PORT] [--pass NAME]... [--mpi-env]\n"
+         "                          [--deepspeed-env]\n"
+         "Inside a job script: write the node list, the launcher's hostfile and job.env, the lines to\n"
+         "source (the master, its port, the variables to pass), into RUN_DIR.")
+
+
+class SetupError(Exception):
+    """What is wrong, for the job's log: one line, naming what was read and the fix."""
+
+
+def parse(argv: list) -> dict:
+    """The options, as a dict; SetupError for a mistake (the template writes them, so a mistake
+    here is an edited script's)."""
+    flags = {"--scheduler": "scheduler", "--dir": "dir", "--nodes": "nodes", "--hostfile": "hostfile",
+             "--master-addr": "master_addr", "--master-port": "master_port", "--pass": "pass"}
+    switches = {"--mpi-env": "mpi_env", "--deepspeed-env": "deepspeed_env"}
+    options: dict = {"pass": [], "mpi_env": False, "deepspeed_env": False}
+    args = list(argv)
+    while args:
+        word = args.pop(0)
+        name, eq, value = word.partition("=")
+        if name in switches and not eq:
+            options[switches[name]] = True
+        elif name in flags:
+            if not eq:
+                if not args:
+                    raise SetupError(f"{name} needs a value")
+                value = args.pop(0)
+            if name == "--pass":
+                options["pass"].append(value)
+            else:
+                options[flags[name]] = value
+        else:
+            raise SetupError(f"unknown argument {word!r}")
+    for required in ("scheduler", "dir"):
+        if required not in options:
+            raise SetupError(f"--{required} is required")
+    for name in ("nodes", "master_port"):
+        if name in options and not (options[name].isascii() and options[name].isdigit()):
+            raise SetupError(f"--{name.replace('_', '-')} {options[name]!r}: expected a whole number")
+    return options
+
+
+def setup(options: dict, environ) -> tuple:
+    """``(the lines to source, the log line)``, the files written into the run folder."""
+    from hpcdist.allocation import AllocationError, read
+    from hpcdist.shell import quote
+
+    scheduler = options["scheduler"]
+    try:
+        alloc = read(environ, scheduler=scheduler)
+    except (AllocationError, ValueError) as e:
+        raise SetupError(str(e)) from None
+    job_module = __import__(f"hpcdist.schedulers.{scheduler}_job", fromlist=["JOB_ID_VARIABLES"])
+    if alloc is None:
+        names = " or ".join(job_module.JOB_ID_VARIABLES)
+        raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "
+                         f"and its node list are not): submit it to {scheduler} (the header names the command), "
+                         f"or render it for the scheduler it runs under")
+    hosts = alloc.host_names
+    wanted = int(options.get("nodes", 0))
+    local = getattr(job_module, "MASTER_ADDR", None)
+    if wanted and not local and len(hosts) < wanted:
+        raise SetupError(
+            f"the job asked for {wanted} nodes but {alloc.source} lists {len(hosts)} ({' '.join(hosts[:8])}"
+            f"{' ...' if len(hosts) > 8 else ''}): a launcher told of {wanted} nodes would wait for the others "
+            f"until the walltime. The scheduler placed several chunks on one host: ask for whole nodes "
+            f"(PBS: --place scatter, the default, or --exclusive), or submit with --nodes {len(hosts)}")
+    if wanted and not local and len(hosts) > wanted:
+        hosts = hosts[:wanted]
+    job_id = next((environ.get(v) for v in job_module.JOB_ID_VARIABLES if environ.get(v)), None)
+    if not job_id:
+        raise SetupError(f"{' or '.join(job_module.JOB_ID_VARIABLES)} is not set: this script runs inside a "
+                         f"{scheduler} job")
+    folder = options["dir"]
+    files = {"HPCDIST_NODEFILE": _write(folder, "nodes", "\n".join(hosts) + "\n")}
+    if "hostfile" in options:
+        fmt, _, slots = options["hostfile"].partition(":")
+        try:
+            kept = alloc if len(hosts) == len(alloc.hosts) else type(alloc)(alloc.hosts[:len(hosts)], alloc.source)
+            text = (kept.with_slots(int(slots)) if slots.isdigit() else kept).to_hostfile(fmt)
+        except AllocationError as e:
+            raise SetupError(str(e)) from None
+        files["HPCDIST_HOSTFILE"] = _write(folder, "hostfile", text)
+    master = options.get("master_addr") or local or hosts[0]
+    port = options.get("master_port") or str(_port(job_id))
+    values = {"HPCDIST_JOB_ID": job_id, **files, "MASTER_ADDR": master, "MASTER_PORT": port}
+    lines = [f"# Written by `hpcdist job-setup` in job {job_id}, from {alloc.source}."]
+    lines += [f"export {name}={quote(value)}" for name, value in values.items()]
+    exported = {**environ, **values}
+    passed = [n for n in dict.fromkeys(PASSED + OWN + tuple(options["pass"])) if n in exported]
+    lines.append(f"export HPCDIST_PASS={quote(' '.join(passed))}")
+    if options["mpi_env"]:
+        lines.append(f"mpi_env=({' '.join('-x ' + name for name in passed)})")
+    if options["deepspeed_env"]:
+        keep = [(n, v) for n, v in exported.items() if n in passed or n.startswith(DEEPSPEED_PREFIXES)]
+        text = "".join(f"{n}={v}\n" for n, v in keep if not any(c in v for c in '$`"\\\n'))
+        lines.append(f"export DS_ENV_FILE={quote(_write(folder, 'deepspeed_env', text))}")
+    log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}"
+    return "\n".join(lines) + "\n", log
+
+
+def _port(job_id: str) -> int:
+    from hpcdist.env.ports import port_for_job
+
+    return port_for_job(job_id)
+
+
+def _write(folder: str, name: str, text: str) -> str:
+    path = os.path.join(folder, name)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise SetupError(f"cannot write {path}: {e.strerror or e} (the run folder is in the submit folder, "
+                         f"which every node must see and the job must be able to write)") from None
+    return path
+
+
+def main(argv: list) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    try:
+        options = parse(argv)
+        text, log = setup(options, os.environ)
+        _write(options["dir"], "job.env", text)
+    except SetupError as e:
+        print(f"hpcdist job-setup: error: {e}", file=sys.stderr)
+        return 2
+    print(log, file=sys.stderr)
+    return 0

@@ -1,0 +1,36 @@
+"""The local backend from inside its job: the runner's id, and this host as the allocation.
+
+A local job's "nodes" all run on this host, whatever allocation the shell it was submitted from
+sits in (an salloc or ``qsub -I`` shell): :func:`hpcdist.allocation.read` with
+``scheduler="local"`` is this host alone.
+"""
+
+#: The local runner sets it to its own pid (hpcdist.schedulers.local); submitit's LocalExecutor
+#: sets the second.
+JOB_ID_VARIABLES = ("HPCDIST_JOB_ID", "SUBMITIT_LOCAL_JOB_ID")
+#: The master of a local job: every agent is on this host.
+MASTER_ADDR = "127.0.0.1"
+
+
+def allocation(environ, step: bool = False, slots: bool = True):
+    from hpcdist.allocation import this_host
+
+    return this_host()
+
+
+def start(command: list, options: dict) -> int:
+    """``hpcdist agents --local --nodes N``: the job's N "nodes" as N agents on this host, each
+    with its ``NODE_RANK``; when one ends badly the others are ended (:func:`hpcdist.agents.watch`)."""
+    import os
+    import socket
+    import subprocess
+
+    from hpcdist.agents import Agent, watch
+
+    text = options.get("nodes", "1")
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise SystemExit(f"hpcdist agents --local: --nodes {text!r}: expected a whole number of at least 1")
+    host = socket.gethostname()
+    agents = [Agent(subprocess.Popen(command, env={**os.environ, "NODE_RANK": str(node)}), node, host)
+              for node in range(int(text))]
+    return watch(agents)

@@ -1,0 +1,63 @@
+"""PBS (PBS Pro, OpenPBS, Torque) from inside a job: its id, its node file, what a job that goes
+on after it must not inherit, and the words of its commands' errors.
+
+Light: the rank resolver (:mod:`hpcdist.env`), the job's set-up and :mod:`hpcdist.allocation`
+import it. The login side (:mod:`hpcdist.schedulers.pbs`: qsub, qstat, qdel) builds on it.
+"""
+
+#: Where a PBS job finds its id.
+JOB_ID_VARIABLES = ("PBS_JOBID",)
+NODEFILE = "PBS_NODEFILE"
+
+
+def allocation(environ, step: bool = False, slots: bool = True):
+    """The job's hosts from ``$PBS_NODEFILE`` (one line per slot, PBS's mpiprocs), or None
+    outside a PBS job. A host's slots are its lines, in order of first appearance; names are kept
+    as written (Torque may write FQDNs: ``n1`` and ``n1.domain`` stay two hosts). The file lies on
+    the job's first node only (the MOM's aux folder)."""
+    path = environ.get(NODEFILE)
+    if path is None:
+        return None
+    from hpcdist.allocation import Allocation, count_in_order
+
+    return Allocation(count_in_order(nodefile_lines(path)), f"{NODEFILE}={path}")
+
+
+def nodefile_lines(path: str) -> list:
+    """The node file's lines (one per slot), checked (:func:`hpcdist.allocation.read_host_lines`)."""
+    from hpcdist.allocation import read_host_lines
+
+    return read_host_lines(path, NODEFILE)
+
+
+#: What PBS's mom and the job script set for one job alone. ``qsub -V`` must not hand them to the
+#: job that goes on after this one (a resubmission): it would keep this job's MASTER_PORT and talk
+#: to this job's master, or write into this job's TMPDIR. PBS and the script set them again; a
+#: user's own value (--env) is exported by the script itself.
+PER_JOB = frozenset({
+    "MASTER_ADDR", "MASTER_PORT", "TMPDIR", "ENVIRONMENT", "NCPUS", "OMP_NUM_THREADS",
+    "HPCDIST_JOB_ID", "HPCDIST_HOSTFILE", "HPCDIST_NODEFILE", "HPCDIST_STOP_FILE", "HPCDIST_RESTART_COUNT",
+    "DS_ENV_FILE",
+    # PBS Pro / OpenPBS, and Torque
+    "PBS_JOBID", "PBS_JOBNAME", "PBS_JOBDIR", "PBS_JOBCOOKIE", "PBS_NODEFILE", "PBS_GPUFILE", "PBS_MICFILE",
+    "PBS_NODENUM", "PBS_VNODENUM", "PBS_TASKNUM", "PBS_MOMPORT", "PBS_ENVIRONMENT", "PBS_QUEUE", "PBS_ACCOUNT",
+    "PBS_ARRAY_INDEX", "PBS_ARRAY_ID", "PBS_ARRAYID", "PBS_NP", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_WALLTIME",
+})
+
+
+def next_job_environment(environ) -> dict:
+    """The environment ``qsub -V`` gives the job that goes on: this job's, less what was this
+    job's alone (:data:`PER_JOB`, and the ``PBS_O_*`` that qsub sets again)."""
+    return {name: value for name, value in environ.items()
+            if name not in PER_JOB and not name.startswith("PBS_O_")}
+
+
+# What the PBS client commands (PBS Pro / OpenPBS and Torque: qsub, qstat, pbs_iff) print when the
+# server is in trouble, read by hpcdist.retry: the request never reached the server ...
+NOT_SENT = (r"cannot connect to server", r"pbs_iff: cannot connect", r"Connection refused")
+# ... it may have (PBS prints no such line of its own: the operating system's word) ...
+MAYBE_SENT = (r"Resource temporarily unavailable",)
+# ... or there is no server to talk to (no server name, no configuration).
+NOT_CONFIGURED = (r"Cannot resolve (?:default|specified) server host", r"pbsconf error",
+                  r"cannot connect to server (?:\(null\) )?\(errno=")
+HINTS = ((r"Unknown queue", "check --queue: `qstat -Q` lists the queues"),)
