@@ -73,7 +73,7 @@ SHOWS = {"mpirun-pals": r"via pals \(master [^)]*, rank from PALS_RANKID=\d\)"}
 #: rank 1 with --ppn 1), and hpcdist's watcher of the pbsdsh agents (the stand-in, as PBS Pro's
 #: pbsdsh, exits 0 whatever its task did: the job fails because the watcher saw the agent's status).
 FAILURE_SHOWS = {"torchrun-pals": r"(?m)^node2: rank 1 exited with code 1$",
-                 "torchrun-pbsdsh": r"hpcdist: the agent on node 1 \(node2\) ended with status 1 "}
+                 "torchrun-pbsdsh": r"hpcdist: the agent on node 1 \(node2\) ended with status 1;"}
 #: The paths that do not exist, and why (the README's matrix says the same).
 NOT_A_PATH = {
     ("pbs-torque", "srun"): "srun is Slurm's own launcher",

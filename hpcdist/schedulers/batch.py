@@ -148,21 +148,47 @@ def chunks(members: list) -> list[list]:
 
 
 def recorded_exit(job) -> JobStatus | None:
-    """The exit code the job script wrote into its folder (see templates/common/job.sh.j2); for an
-    array, the first subjob that failed, by index, else 0 (each subjob writes its own file)."""
+    """How the job ended by its own word, where the scheduler keeps none: the exit code the job
+    script wrote into its folder (hpcdist/schedulers/job.sh.j2: 128+N when signal N stopped it);
+    for an array, the first subjob that failed, by index, else 0 (each subjob writes its own
+    file). A job that ``hpcdist cancel`` cancelled is CANCELLED, with or without a file (a script
+    killed outright writes none); without a file and a cancel, None: the end is unknown."""
     from hpcdist import jobs
 
+    cancelled = job.record.get("cancelled") is True
     codes = jobs.read_subjob_exit_codes(job.path)
     if codes:
         index, code = next(((i, c) for i, c in codes.items() if c != 0), (None, 0))
         why = (f"subjob {index} exited {code}" if index is not None else f"{len(codes)} subjob(s) exited 0")
-        return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}",
-                         reason=f"{why}, from their exit_code files")
+        return _ended(code, cancelled, f"{why}, from their exit_code files")
     code = jobs.read_exit_code(job.path)
     if code is None:
-        return None
-    return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code,
-                     raw=f"exit {code}", reason="from the job's exit_code file")
+        return JobStatus("CANCELLED", None, "cancelled", "hpcdist cancel") if cancelled else None
+    return _ended(code, cancelled, "from the job's exit_code file")
+
+
+def _ended(code: int, cancelled: bool, source: str) -> JobStatus:
+    """A recorded end: cancelled by hpcdist, completed (0) or failed, a signal named."""
+    if cancelled:
+        return JobStatus("CANCELLED", code, "cancelled", f"hpcdist cancel; exit {code} {source}")
+    if code == 0:
+        return JobStatus("COMPLETED", 0, "exit 0", source)
+    return JobStatus("FAILED", code, f"exit {code}", f"{signal_words(code)}{source}")
+
+
+def signal_words(code: int) -> str:
+    """``"killed by SIGTERM (a cancel, the walltime or preemption); "`` for a status of 128+N."""
+    import signal
+
+    try:
+        name = signal.Signals(code - 128).name if 128 < code <= 128 + 64 else None
+    except ValueError:
+        name = None
+    if name is None:
+        return ""
+    why = {"SIGTERM": " (a cancel, the walltime or preemption)", "SIGKILL": " (out of memory, or the end of a "
+           "grace time)", "SIGINT": " (Ctrl-C)", "SIGHUP": " (its session ended)"}.get(name, "")
+    return f"killed by {name}{why}; "
 
 
 class BatchScheduler(Scheduler):
@@ -352,6 +378,8 @@ class BatchScheduler(Scheduler):
         return "\n".join(lines)
 
     def cancel(self, job) -> None:
+        """The scheduler's cancel; once it took the job, the record says so: where the scheduler
+        keeps no finished jobs, the script's own exit code (143) is then read as CANCELLED."""
         from hpcdist import retry
 
         job_id = job.current_id
@@ -363,6 +391,13 @@ class BatchScheduler(Scheduler):
                 raise SubmitError(f"job {job_id} was not cancelled: {why}")
             raise SubmitError(f"{self.cancel_command} {job_id} failed: "
                               f"{proc.stderr.strip() or proc.stdout.strip()}")
+        try:
+            job.update(cancelled=True)
+        except OSError as e:  # the job is cancelled: that is what counts
+            import sys
+
+            print(f"hpcdist: job {job_id} is cancelled, but its record could not say so ({e.strerror or e})",
+                  file=sys.stderr)
 
     def job_id_for_requeue(self, environ) -> str:
         """This job's id, inside it; SubmitError when the variable is not set."""

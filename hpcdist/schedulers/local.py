@@ -115,7 +115,10 @@ class Local(Scheduler):
             return JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
         if code is None:
             return JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit code")
-        return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}", reason=None)
+        from hpcdist.schedulers.batch import signal_words
+
+        return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}",
+                         reason=signal_words(code).removesuffix("; ") or None)
 
     @staticmethod
     def _live_runner(job) -> int | None:

@@ -1,0 +1,150 @@
+"""A killed job is never "completed": what `hpcdist status` and `--wait` say after a SIGTERM, a
+cancel and a scheduler's own kill, on each backend.
+
+bash runs a script's EXIT trap after SIGTERM with ``$?`` of the last command that finished (0
+while a launcher ran in the foreground): the job script records 128+N for TERM, INT and HUP
+(hpcdist/schedulers/job.sh.j2), and ``hpcdist cancel`` records that it cancelled the job. The
+test cluster's Slurm keeps no accounting (AccountingStorageType=accounting_storage/none), as
+many small clusters: there the exit_code file is all that is left of a job, as with OpenPBS's
+default (job history off). Its PBS is Slurm's PBS personality (tests/testcluster.py); a real
+PBS server's own kill and job history are issue 28's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from launch import clean_env
+
+#: A training that only waits, so that only a signal can end it.
+SLEEPER = "import time\nprint('waiting', flush=True)\ntime.sleep(600)\n"
+
+
+def hpcdist(*args, cwd, env, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpcdist", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def submit(tmp_path, env, *flags) -> dict:
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    proc = hpcdist("submit", *flags, "--launcher", "none", "--json", "sleeper.py", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def row(job: dict, tmp_path, env) -> dict:
+    (found,) = json.loads(hpcdist("status", "--json", job["job_id"], cwd=tmp_path, env=env).stdout)
+    return found
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} within {timeout:g} s")
+
+
+def log_says(job: dict, text: str) -> bool:
+    return os.path.exists(job["log"]) and text in open(job["log"], errors="replace").read()
+
+
+def ended(job: dict, tmp_path, env, timeout: float = 90) -> dict:
+    return wait_for(lambda: (r := row(job, tmp_path, env))["state"] not in ("RUNNING", "PENDING") and r,
+                    timeout, f"end of job {job['job_id']}")
+
+
+# --------------------------------------------------------------------------------------- the script
+
+
+def test_a_term_to_the_job_is_recorded_as_143_in_plain_bash(tmp_path):
+    """The script alone, run by bash as a scheduler runs it: SIGTERM to the job's processes while
+    the launcher runs, as scancel, qdel and a walltime kill send it (bash runs the trap once the
+    launcher in the foreground has ended)."""
+    from hpcdist.render import render
+    from hpcdist.spec import build_spec
+
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    spec = build_spec(dict(scheduler="local", launcher="none", script="sleeper.py", python=sys.executable),
+                      check_files=False)
+    (tmp_path / "job.sh").write_text(render(spec, workdir=str(tmp_path), job_dir=str(folder)))
+    proc = subprocess.Popen(["bash", str(tmp_path / "job.sh")], cwd=tmp_path, env=clean_env(HPCDIST_JOB_ID="5"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    wait_for(lambda: "waiting" in (proc.stdout.readline() or ""), 60, "start of the training")
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    assert (folder / "exit_code").read_text().strip() == "143"
+
+
+# --------------------------------------------------------------------------------------- local
+
+
+def test_local_cancel_is_cancelled_and_a_term_is_not_completed(tmp_path):
+    env = clean_env()
+    job = submit(tmp_path, env)
+    wait_for(lambda: log_says(job, "waiting"), 60, "start of the training")
+    proc = hpcdist("cancel", job["job_id"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    found = ended(job, tmp_path, env)
+    assert (found["state"], found["reason"]) == ("CANCELLED", "hpcdist cancel"), found
+
+    # Someone else's SIGTERM to the job's processes (a kill, a shutdown): no cancel of ours.
+    (tmp_path / "again").mkdir()
+    job = submit(tmp_path / "again", env)
+    wait_for(lambda: log_says(job, "waiting"), 60, "start of the training")
+    runner = open(os.path.join(job["folder"], "runner")).read().split()[0]
+    shells = subprocess.run(["pgrep", "-P", runner], capture_output=True, text=True).stdout.split()
+    assert len(shells) == 1, shells
+    training = subprocess.run(["pgrep", "-P", shells[0]], capture_output=True, text=True).stdout.split()
+    for pid in shells + training:
+        os.kill(int(pid), signal.SIGTERM)
+    found = ended(job, tmp_path / "again", env)
+    assert (found["state"], found["exit_code"]) == ("FAILED", 143), found
+    assert found["reason"].startswith("killed by SIGTERM"), found
+    waited = hpcdist("logs", "-f", job["job_id"], cwd=tmp_path / "again", env=env)
+    assert waited.returncode == 143, waited.stdout + waited.stderr
+
+
+# --------------------------------------------------------------------------------------- the cluster
+
+#: The cluster's schedulers: Slurm (no accounting), and PBS's personality.
+BACKENDS = {"slurm": ["--scheduler", "slurm"], "pbs": ["--scheduler", "pbs", "--dialect", "pro"]}
+#: The scheduler's own cancel (not hpcdist's): scancel, qdel.
+THEIR_CANCEL = {"slurm": "scancel", "pbs": "qdel"}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_cancel_on_the_cluster_is_never_completed(backend, cluster, tmp_path):
+    import testcluster
+
+    env = testcluster.client_env(cluster)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    theirs.mkdir()
+    jobs = {"ours": submit(ours, env, *BACKENDS[backend]), "theirs": submit(theirs, env, *BACKENDS[backend])}
+    for job in jobs.values():
+        wait_for(lambda: log_says(job, "waiting"), 120, f"start of job {job['job_id']}")
+    proc = hpcdist("cancel", jobs["ours"]["job_id"], cwd=ours, env=env)
+    assert proc.returncode == 0, proc.stderr
+    subprocess.run([THEIR_CANCEL[backend], jobs["theirs"]["job_id"]], env=env, check=True, timeout=60)
+
+    found = ended(jobs["ours"], ours, env)
+    assert found["state"] == "CANCELLED" and "hpcdist cancel" in found["reason"], found
+    found = ended(jobs["theirs"], theirs, env)
+    # Slurm's TERM reaches the batch shell (its trap records 143) unless the KILL that follows
+    # comes first: either way the job is not completed, and says why where it knows.
+    assert found["state"] in ("FAILED", "UNKNOWN") and found["exit_code"] in (143, None), found
+    if found["exit_code"] == 143:
+        assert found["reason"].startswith("killed by SIGTERM"), found
+    testcluster.wait_idle(cluster)
