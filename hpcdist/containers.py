@@ -49,10 +49,6 @@ from hpcdist.shell import Shell
 RUNTIMES = ("apptainer", "singularity", "shifter", "pyxis", "podman-hpc", "podman")
 #: ``--container-gpu`` values.
 GPUS = ("auto", "nv", "rocm", "none")
-#: The container settings, by JobSpec field, and their flags: refused without an image (the
-#: flags are written here: hpcdist.options imports this module).
-SETTINGS = {"container_runtime": "--container-runtime", "container_gpu": "--container-gpu",
-            "container_binds": "--container-bind"}
 #: The variables podman passes into the container (it passes none by itself): the schedulers',
 #: the MPIs', hpcdist's, the launch's, the GPUs'. A trailing ``*`` is a prefix.
 PODMAN_ENV = ("SLURM_*", "PBS_*", "OMPI_*", "PMI_*", "PMIX_*", "PALS_*", "HPCDIST_*", "NCCL_*",
@@ -267,14 +263,8 @@ def check(values: dict, given: dict, launcher) -> None:
     ``launcher``: the job's :class:`hpcdist.launchers.Launcher`)."""
     from hpcdist.validate import ValidationError
 
-    image = values.get("container_image")
-    if not image:
-        for name, flag in SETTINGS.items():
-            key_value = given.get(name)
-            if key_value:
-                shown = ",".join(key_value) if isinstance(key_value, (list, tuple)) else str(key_value)
-                raise ValidationError(flag, shown, "is a container setting, but no image is given.",
-                                      "Add --container-image IMAGE, or leave it out.")
+    # Without an image, the container settings were refused by their owner's rule (hpcdist.spec).
+    if not values.get("container_image"):
         return
     runtime = BY_NAME[values.get("container_runtime") or "apptainer"]
     wanted = values.get("container_gpu") or "auto"
@@ -283,6 +273,11 @@ def check(values: dict, given: dict, launcher) -> None:
                               f"Use --container-gpu {' or '.join(runtime.gpus)}, or none.")
     launcher.check_container(values)
     runtime.check(values, launcher)
+
+
+def option_bind(value, option, scheduler) -> str:
+    """The bind check of the job options' table (:mod:`hpcdist.options`)."""
+    return check_bind(str(value), option.flag)
 
 
 def check_bind(value: str, flag: str) -> str:

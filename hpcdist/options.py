@@ -2,23 +2,68 @@
 
 An option has its name in the job spec, the key it is given by (profile key,
 API keyword, argparse dest), its flag(s), its type as given and as held, its
-default, the check of its value alone, and its help. Built from the table:
+default, the check of its value alone, its owner (the one scheduler, launcher
+or the container that reads it: :func:`hpcdist.spec.build_spec` refuses it
+when its owner was not chosen), and its help. Built from the table:
 the ``render``/``submit``/``doctor`` flags (:mod:`hpcdist.cli`), the profile
 keys (:mod:`hpcdist.profiles`), the fields of
 :class:`~hpcdist.spec.JobSpec`, :data:`FLAG` and :func:`value_checks`. Rules
 that tie several options together stay in :func:`hpcdist.spec.build_spec`.
 
-Plain classes and tuples only: `hpcdist render` and `submit` import this
-before parsing their flags.
+This module is at the bottom of the package: it imports no scheduler, launcher or container
+module. What an owner knows is named, not imported (:class:`Elsewhere`): the choices of
+``--scheduler`` are the schedulers' registry's, the check of a job name is the scheduler's, and
+each is looked up the first time it is used. Plain classes and tuples only: `hpcdist render` and
+`submit` import this before parsing their flags.
 """
 
 from __future__ import annotations
 
-from hpcdist import containers, schedulers
 from hpcdist import validate as v
-from hpcdist.launchers import DEEPSPEED_RUNNERS
-from hpcdist.launchers import NAMES as LAUNCHERS
-from hpcdist.launchers.mpi import MPI_FLAVOURS
+
+
+class Elsewhere:
+    """A value another module owns, named ``"module:name"`` and looked up on first use: a choice
+    list (iterated, tested with ``in``) or a check (called)."""
+
+    __slots__ = ("ref", "_found")
+
+    def __init__(self, ref: str) -> None:
+        self.ref, self._found = ref, None
+
+    def get(self):
+        if self._found is None:
+            module, _, name = self.ref.partition(":")
+            self._found = getattr(__import__(module, fromlist=[name]), name)
+        return self._found
+
+    def __iter__(self):
+        return iter(self.get())
+
+    def __contains__(self, item) -> bool:
+        return item in self.get()
+
+    def __len__(self) -> int:
+        return len(self.get())
+
+    def __bool__(self) -> bool:  # a check or a list is there, whatever its length
+        return True
+
+    def __call__(self, *args):
+        return self.get()(*args)
+
+    def __repr__(self) -> str:
+        return f"Elsewhere({self.ref!r})"
+
+
+#: The owners' names, looked up where they are declared.
+SCHEDULERS = Elsewhere("hpcdist.schedulers:NAMES")
+PBS_DIALECTS = Elsewhere("hpcdist.schedulers:PBS_DIALECTS")
+LAUNCHERS = Elsewhere("hpcdist.launchers:NAMES")
+DEEPSPEED_RUNNERS = Elsewhere("hpcdist.launchers:DEEPSPEED_RUNNERS")
+MPI_FLAVOURS = Elsewhere("hpcdist.launchers.mpi:MPI_FLAVOURS")
+CONTAINER_RUNTIMES = Elsewhere("hpcdist.containers:RUNTIMES")
+CONTAINER_GPUS = Elsewhere("hpcdist.containers:GPUS")
 
 #: The argparse groups, in the order `--help` shows them.
 WHERE, ENVIRONMENT, LAUNCH = GROUPS = ("where and how big", "environment on every node", "launcher")
@@ -37,10 +82,10 @@ class Option:
     list) alone and returns it as the spec holds it; ``scheduler`` None: not known yet."""
 
     __slots__ = ("name", "key", "kind", "default", "held", "check", "group", "flags", "metavar",
-                 "choices", "help", "profile", "only_for")
+                 "choices", "help", "profile", "owner")
 
     def __init__(self, name, kind=str, default=None, group=None, *, check=None, key=None, held=None,
-                 flags=None, metavar=None, choices=None, help=None, profile=True, only_for=None):
+                 flags=None, metavar=None, choices=None, help=None, profile=True, owner=None):
         self.name = name  # the JobSpec field
         self.key = key or name  # as given: profile key, API keyword, argparse dest
         self.kind = kind
@@ -53,8 +98,10 @@ class Option:
         self.choices = choices
         self.help = help
         self.profile = profile  # may a profile file set it
-        #: The one scheduler that reads it (the others refuse it: Scheduler.check), or None.
-        self.only_for = only_for
+        #: The one that reads it, by its name: a scheduler's ("pbs"), a launcher's ("torchrun"), or
+        #: "container" (a setting of the image's); None: every job reads it. A value given while
+        #: the owner was not chosen is refused (hpcdist.spec), not dropped without a word.
+        self.owner = owner
 
     @property
     def flag(self) -> str:
@@ -111,9 +158,10 @@ def _name(x, o, _):
     return v.check_name(str(x), o.flag)
 
 
-def _job_name(x, _, scheduler):
-    # Before the scheduler is known (a profile without one): Slurm's rules, the widest.
-    return schedulers.get(scheduler or "slurm").check_job_name(str(x))
+#: The scheduler's rules for a job name (before the scheduler is known, a profile without one:
+#: Slurm's, the widest), and for a directive line.
+_job_name = Elsewhere("hpcdist.schedulers:option_job_name")
+_directive = Elsewhere("hpcdist.schedulers:option_directive")
 
 
 def _text(x, o, _):
@@ -184,8 +232,7 @@ def _env(x, o, _):
     return v.check_env_settable(name, o.flag), v.check_text(str(value), o.flag, allow_newline=True)
 
 
-def _container_bind(x, o, _):
-    return containers.check_bind(str(x), o.flag)
+_container_bind = Elsewhere("hpcdist.containers:option_bind")
 
 
 def _env_name(x, o, _):
@@ -231,20 +278,12 @@ def _constraint(x, o, _):
     return v.check_constraint(str(x), o.flag)
 
 
-def _directive(x, o, scheduler):
-    # Under a scheduler with a queue, its own grammar; local refuses directives (its rule in
-    # build_spec), and a profile read before the scheduler is known checks them as text.
-    if scheduler is not None and schedulers.get(scheduler).queued:
-        return schedulers.get(scheduler).check_directive(str(x))
-    return v.check_text(str(x), o.flag)
-
-
 def _pbs_request(name):
-    """A check of :mod:`hpcdist.schedulers.pbs_request`, imported when a value is given."""
-    def check(x, o, _):
-        from hpcdist.schedulers import pbs_request
+    """A check of :mod:`hpcdist.schedulers.pbs_request` (``name(text, flag)``), on the value as text."""
+    found = Elsewhere(f"hpcdist.schedulers.pbs_request:{name}")
 
-        return getattr(pbs_request, name)(v.check_text(str(x), o.flag), o.flag)
+    def check(x, o, _):
+        return found(v.check_text(str(x), o.flag), o.flag)
     return check
 
 
@@ -267,9 +306,9 @@ OPTIONS = (
     Option("script", str, REQUIRED, check=_script, flags=(), metavar="SCRIPT", profile=False),
     Option("script_args", list, check=_argument, flags=(), metavar="ARGS", profile=False,
            help="everything after SCRIPT goes to it"),
-    Option("scheduler", str, "local", WHERE, check=_one_of, choices=schedulers.NAMES, help="default: local"),
+    Option("scheduler", str, "local", WHERE, check=_one_of, choices=SCHEDULERS, help="default: local"),
     # PBS: "pro" or "torque"; its check needs the scheduler (a rule of build_spec).
-    Option("dialect", str, None, WHERE, choices=schedulers.DIALECTS["pbs"], help="PBS only (default: pro)"),
+    Option("dialect", str, None, WHERE, choices=PBS_DIALECTS, owner="pbs", help="PBS only (default: pro)"),
     Option("nodes", int, 1, WHERE, check=_at_least_1, help="default: 1"),
     Option("gpus_per_node", int, 0, WHERE, check=_at_least_0, help="default: 0"),
     # One per GPU when GPUs are asked for (build_spec).
@@ -277,7 +316,7 @@ OPTIONS = (
     Option("cpus_per_proc", int, None, WHERE, check=_at_least_1),
     Option("mem_mb", str, None, WHERE, key="mem", held="int | None", check=_node_memory,
            help="per node, with a unit: 16G, 500M; 0 or all: all of each node's memory (Slurm)"),
-    Option("mem_per_gpu_mb", str, None, WHERE, key="mem_per_gpu", held="int | None", check=_memory, only_for="slurm",
+    Option("mem_per_gpu_mb", str, None, WHERE, key="mem_per_gpu", held="int | None", check=_memory, owner="slurm",
            metavar="MEM", help="Slurm: memory per GPU (--mem-per-gpu), instead of --mem"),
     # A GPU model: Slurm's --gpus-per-node=TYPE:N, PBS Pro's gpu_type chunk resource, a Torque node property.
     Option("gpu_type", str, None, WHERE, check=_name, metavar="TYPE", help="the GPUs' model, e.g. a100 (needs "
@@ -289,9 +328,9 @@ OPTIONS = (
     Option("account", str, None, WHERE, check=_name),
     Option("qos", str, None, WHERE, check=_name),
     # Node features (Perlmutter's gpu, a GPU model's): letters, digits and Slurm's & | [ ] * : ( ).
-    Option("constraint", str, None, WHERE, check=_constraint, only_for="slurm",
+    Option("constraint", str, None, WHERE, check=_constraint, owner="slurm",
            help="Slurm: node features, e.g. gpu (NERSC Perlmutter), gpu&hbm80g"),
-    Option("project", str, None, WHERE, check=_name, only_for="pbs",
+    Option("project", str, None, WHERE, check=_name, owner="pbs",
            help="PBS -P: the project to charge (NCI Gadi); --account writes -A"),
     Option("job_name", str, "job", WHERE, check=_job_name),
     Option("output", str, None, WHERE, check=_text, help="the job's log file"),
@@ -301,19 +340,19 @@ OPTIONS = (
     Option("exclusive", bool, False, WHERE, check=_yes_no),
     # How a PBS job asks for its nodes (hpcdist.schedulers.pbs_request): PBS Pro's select chunks
     # and place, or one job-wide request; site resources.
-    Option("request", str, "select", WHERE, check=_one_of, choices=("select", "job-wide"), only_for="pbs",
+    Option("request", str, "select", WHERE, check=_one_of, choices=("select", "job-wide"), owner="pbs",
            help="PBS Pro: select chunks (default), or job-wide -l ncpus=,ngpus=,mem= (NCI Gadi)"),
-    Option("select", str, None, WHERE, check=_pbs_request("check_select"), metavar="CHUNKS", only_for="pbs",
+    Option("select", str, None, WHERE, check=_pbs_request("check_select"), metavar="CHUNKS", owner="pbs",
            help="PBS Pro: your own select (2:ncpus=64:mpiprocs=4), checked against --nodes and --procs-per-node"),
-    Option("place", str, None, WHERE, check=_pbs_request("check_place"), metavar="PLACE", only_for="pbs",
+    Option("place", str, None, WHERE, check=_pbs_request("check_place"), metavar="PLACE", owner="pbs",
            help="PBS Pro: place= (default: scatter; scatter:excl with --exclusive)"),
-    Option("bare_select", bool, False, WHERE, check=_yes_no, only_for="pbs",
+    Option("bare_select", bool, False, WHERE, check=_yes_no, owner="pbs",
            help="PBS Pro: select=N and --chunk-resource only, no ncpus/mpiprocs/ngpus/mem (whole-node sites)"),
     Option("chunk_resources", list, None, WHERE, check=_pbs_request("check_chunk_resource"),
-           flags=("--chunk-resource",), metavar="NAME=VALUE", only_for="pbs",
+           flags=("--chunk-resource",), metavar="NAME=VALUE", owner="pbs",
            help="PBS Pro: add to each select chunk, e.g. system=polaris (repeatable)"),
     Option("job_resources", list, None, WHERE, check=_pbs_request("check_job_resource"), flags=("--resource",),
-           metavar="NAME=VALUE", only_for="pbs",
+           metavar="NAME=VALUE", owner="pbs",
            help="PBS: a -l NAME=VALUE line, e.g. filesystems=home:eagle, storage=gdata/a00, jobfs=100GB (repeatable)"),
     Option("directives", list, None, WHERE, check=_directive, flags=("--directive",), metavar="LINE",
            help="a raw scheduler directive, placed first (repeatable); one that begins with a dash is "
@@ -340,17 +379,17 @@ OPTIONS = (
     # Containers (hpcdist.containers): where each launcher runs, and each runtime's words.
     Option("container_image", str, None, ENVIRONMENT, check=_word, metavar="IMAGE",
            help="run the training inside this image (a .sif file, docker://..., a podman image)"),
-    Option("container_runtime", str, "apptainer", ENVIRONMENT, check=_one_of, choices=containers.RUNTIMES,
+    Option("container_runtime", str, "apptainer", ENVIRONMENT, check=_one_of, choices=CONTAINER_RUNTIMES, owner="container",
            help="what runs the image (default: apptainer)"),
-    Option("container_gpu", str, "auto", ENVIRONMENT, check=_one_of, choices=containers.GPUS,
+    Option("container_gpu", str, "auto", ENVIRONMENT, check=_one_of, choices=CONTAINER_GPUS, owner="container",
            help="the GPUs in the container: nv, rocm, none (default auto: nv with --gpus-per-node)"),
     Option("container_binds", list, None, ENVIRONMENT, check=_container_bind, flags=("--container-bind",),
-           metavar="SRC[:DST[:OPTS]]", help="a host path seen in the container (repeatable)"),
+           metavar="SRC[:DST[:OPTS]]", owner="container", help="a host path seen in the container (repeatable)"),
     Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="default: torchrun"),
     # torchrun: restarts of all workers after one fails; elastic: the fewest nodes to go on with.
-    Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N",
+    Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N", owner="torchrun",
            help="torchrun: restart all workers up to N times after one fails"),
-    Option("min_nodes", int, None, LAUNCH, check=_at_least_1, metavar="N",
+    Option("min_nodes", int, None, LAUNCH, check=_at_least_1, metavar="N", owner="torchrun",
            help="torchrun, elastic: go on with at least N of the --nodes"),
     # Walltime and preemption: requeue (Slurm) or resubmit (PBS) at most this many times, after
     # the training stopped on the warning sent ``signal_margin_s`` before the walltime.
@@ -360,8 +399,9 @@ OPTIONS = (
     Option("signal_margin_s", str, None, WHERE, key="signal_margin", held="int | None", check=_walltime,
            metavar="TIME", help="send the walltime warning this long before the walltime (default: 5m)"),
     Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE"),
-    Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS),
-    Option("no_ssh", bool, False, LAUNCH, check=_yes_no, help="DeepSpeed: one launcher per node, no ssh"),
+    Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS, owner="deepspeed"),
+    Option("no_ssh", bool, False, LAUNCH, check=_yes_no, owner="deepspeed",
+           help="DeepSpeed: one launcher per node, no ssh"),
     Option("ssh_port", int, None, LAUNCH, check=_port),
     # What each writes: hpcdist.launchers.mpi.
     Option("mpi", str, "openmpi", LAUNCH, check=_one_of, choices=MPI_FLAVOURS,
@@ -371,7 +411,7 @@ OPTIONS = (
     Option("mpiexec", str, None, LAUNCH, check=_program, metavar="PROGRAM",
            help="the MPI launcher program (default: mpirun for openmpi, mpiexec for the others)"),
     # pbsdsh where a site has no MPI launcher to start the agents with.
-    Option("pbs_spread", str, None, LAUNCH, check=_one_of, choices=("mpi", "pbsdsh"), only_for="pbs",
+    Option("pbs_spread", str, None, LAUNCH, check=_one_of, choices=("mpi", "pbsdsh"), owner="pbs",
            help="PBS: what starts one agent per node (torchrun, accelerate, DeepSpeed --no-ssh): mpi, the "
                 "--mpi flavour's launcher (default), or pbsdsh"),
     # Binding, in the words of the launcher that starts the ranks (hpcdist.launchers.mpi, srun).
@@ -382,18 +422,18 @@ OPTIONS = (
            help="how ranks share a node's GPUs: local-rank (each sees all and uses its local rank's; default), "
                 "per-task (each sees only its own: srun --gpus-per-task=1, elsewhere as visible-devices), "
                 "visible-devices (hpcdist sets CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES per rank)"),
-    Option("gpu_bind", str, None, LAUNCH, check=_binding, metavar="BINDING", only_for="slurm",
+    Option("gpu_bind", str, None, LAUNCH, check=_binding, metavar="BINDING", owner="srun",
            help="Slurm: srun --gpu-bind=BINDING for the ranks (closest, map_gpu:0,1)"),
-    Option("hint", str, None, WHERE, check=_one_of, only_for="slurm",
+    Option("hint", str, None, WHERE, check=_one_of, owner="slurm",
            choices=("nomultithread", "multithread", "compute_bound", "memory_bound"),
            help="Slurm: --hint (nomultithread: one task per core, no hyperthreads)"),
     Option("python", str, "python", LAUNCH, check=_program, metavar="PROGRAM",
            help="interpreter for mpirun/srun (default: python)"),
     Option("template", str, None, LAUNCH, check=_word, metavar="FILE",
-           help="your own Jinja template (may extend slurm/job.sh.j2 ...)"),
-    # A folder whose <scheduler>/job.sh.j2 replaces ours.
+           help="your own Jinja template (may {% extends \"hpcdist/slurm.sh.j2\" %} ...)"),
+    # A folder whose <scheduler>.sh.j2 replaces ours.
     Option("template_dir", str, None, LAUNCH, check=_word, metavar="DIR",
-           help="a folder of templates (slurm/job.sh.j2, pbs/job.sh.j2 ...) used before hpcdist's"),
+           help="a folder of templates (slurm.sh.j2, pbs.sh.j2 ...) used before hpcdist's"),
 )
 
 #: Options by JobSpec field name.

@@ -271,7 +271,7 @@ def _template_error(error, env, name: str) -> validate.ValidationError:
     else:
         rule = f"{type(error).__name__}: {error.message or error}."
     return validate.ValidationError("template", f"{where}:{line}" if line else where, rule,
-                                    "Fix the template (templates/README.md says what it gets), or use hpcdist's own.")
+                                    "Fix the template (hpcdist/schedulers/TEMPLATES.md says what it gets), or use hpcdist's own.")
 
 
 def _template_file(env, name: str) -> str:

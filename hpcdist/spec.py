@@ -143,14 +143,39 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     for name in ("launcher", "deepspeed_runner", "mpi"):
         out.setdefault(name, BY_NAME[name].default)
 
-    # The launcher's rules (srun only under Slurm, DeepSpeed's runners, torchrun's settings) and
-    # the scheduler's (dialect, QOS, directives, log path, elastic agents, requeue); the
-    # scheduler's sets the dialect.
+    # A setting whose owner was not chosen; then the launcher's rules (srun only under Slurm,
+    # DeepSpeed's runners) and the scheduler's (dialect, QOS, directives, log path, elastic
+    # agents, requeue): the scheduler's sets the dialect.
+    _check_owners(out, given)
     launchers.get(out["launcher"]).check(out)
     containers.check(out, given, launchers.get(out["launcher"]))
     schedulers.get(scheduler).check(out, given)
     _rules(out, given, check_files)
     return JobSpec(**out, notes=tuple(notes))
+
+
+def _check_owners(out: dict, given: dict) -> None:
+    """The one rule for every setting that one scheduler, launcher or the container reads
+    (:attr:`hpcdist.options.Option.owner`): given while its owner was not chosen, it is refused,
+    naming the flag and the owner, not dropped without a word."""
+    for o in OPTIONS:
+        owner = o.owner
+        if owner is None or out.get(o.name) in (None, (), False, o.default):
+            continue
+        value = given.get(o.key, out[o.name])  # as typed (--mem-per-gpu 4G, not 4096)
+        shown = ",".join(value) if isinstance(value, (tuple, list)) else str(value)
+        if owner == "container":
+            if not out.get("container_image"):
+                raise v.ValidationError(o.flag, shown, "is a container setting, but no image is given.",
+                                        "Add --container-image IMAGE, or leave it out.")
+        elif owner in schedulers.NAMES:
+            if owner != out["scheduler"]:
+                raise v.ValidationError(o.flag, shown, f"is a {schedulers.get(owner).title} setting, and "
+                                        f"--scheduler is {out['scheduler']}.",
+                                        f"Leave it out, or use --scheduler {owner}.")
+        elif owner != out["launcher"]:
+            raise v.ValidationError(o.flag, shown, f"is a {owner} setting; the launcher is {out['launcher']}.",
+                                    f"Use --launcher {owner}, or leave {o.flag} out.")
 
 
 def _rules(out: dict, given: dict, check_files: bool) -> None:

@@ -167,7 +167,7 @@ def test_a_port_and_a_local_size_in_range_are_taken(workdir):
     assert "--ssh_port 65535" in proc.stdout
     proc = hpcdist("render", "--nodes", "4", "--procs-per-node", "256", "s.py", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    assert "$(seq 0 3)" in proc.stdout
+    assert "agents --local --nodes 4 --" in proc.stdout and "--nproc-per-node=256" in proc.stdout
 
 
 @pytest.mark.parametrize("flags,message", [

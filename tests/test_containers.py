@@ -22,23 +22,33 @@ def launch(**values) -> str:
     return "\n".join(launch_lines(spec(**values)))
 
 
+def words_of(line: str) -> list[str]:
+    """A command's words as bash reads them, its `` \\`` continuations joined (shlex does not)."""
+    return shlex.split(line.replace("\\\n", " "))
+
+
 def last_words(**values) -> list[str]:
-    return shlex.split(launch_lines(spec(**values))[-1])
+    return words_of(launch_lines(spec(**values))[-1])
+
+
+#: The image, as the launch lines name it: the script sets it once, at its top.
+IMAGE = "$image"
 
 
 def test_torchrun_runs_inside_apptainer_spread_by_srun():
     words = last_words(container_image="/images/pt.sif", gpus_per_node=4)
     at = words.index("apptainer")
     assert words[0] == "srun" and "torchrun" not in words[:at]
-    assert words[at:at + 4] == ["apptainer", "exec", "--nv", "/images/pt.sif"]
+    assert words[at:at + 4] == ["apptainer", "exec", "--nv", IMAGE]
     assert words[at + 4] == "torchrun"
+    assert "\nimage=/images/pt.sif\n" in render(spec(container_image="/images/pt.sif", gpus_per_node=4), workdir="/tmp")
 
 
 def test_gpu_auto_is_none_without_gpus_and_rocm_when_asked():
     assert "--nv" not in last_words(container_image="/i.sif")
     words = last_words(container_image="/i.sif", container_gpu="rocm", container_binds=["/data", "/s:/scratch:ro"])
     at = words.index("apptainer")
-    assert words[at:at + 6] == ["apptainer", "exec", "--rocm", "--bind", "/data,/s:/scratch:ro", "/i.sif"]
+    assert words[at:at + 6] == ["apptainer", "exec", "--rocm", "--bind", "/data,/s:/scratch:ro", IMAGE]
 
 
 def test_singularity_is_apptainers_syntax():
@@ -51,24 +61,27 @@ def test_srun_runs_on_the_host_and_each_rank_in_the_image():
     assert words[0] == "srun" and "--kill-on-bad-exit=1" in words
     at = words.index("podman")
     assert words[at:at + 3] == ["podman", "run", "--rm"]
-    assert words[-5:] == ["img", "python", "-m", "hpcdist.rank", "train.py"]
+    assert words[-5:] == [IMAGE, "python", "-m", "hpcdist.rank", "train.py"]
 
 
-def test_the_rank_import_check_runs_in_the_image():
-    check = launch_lines(spec(launcher="srun", container_image="img", container_runtime="podman"))[0]
-    assert shlex.split(check.split(" 2>/dev/null")[0])[-4:] == ["img", "python", "-c", "import hpcdist.rank"]
-    assert check.startswith("podman run")
+def test_the_jobs_set_up_runs_in_the_image():
+    """The image's python must have hpcdist (every rank starts as python -m hpcdist.rank): the
+    job's set-up runs there, with it, before the launch, and stops the job if it has not."""
+    script = render(spec(launcher="srun", container_image="img", container_runtime="podman"), workdir="/tmp")
+    setup = words_of(script.split("\n# The nodes", 1)[1].split("\n", 1)[1].split("\nsource", 1)[0])
+    assert setup[:2] == ["podman", "run"] and setup[setup.index(IMAGE):][:4] == [IMAGE, "python", "-m", "hpcdist"]
+    assert setup[setup.index(IMAGE) + 4] == "job-setup"
 
 
 def test_mpirun_starts_each_rank_in_the_image():
     words = last_words(launcher="mpirun", container_image="/i.sif")
     assert words[0] == "mpirun" and words.index("mpirun") < words.index("apptainer")
-    assert words[-5:] == ["/i.sif", "python", "-m", "hpcdist.rank", "train.py"]
+    assert words[-5:] == [IMAGE, "python", "-m", "hpcdist.rank", "train.py"]
 
 
 def test_launcher_none_runs_the_program_in_the_image():
     assert last_words(launcher="none", container_image="/i.sif") == [
-        "apptainer", "exec", "/i.sif", "python", "train.py"]
+        "apptainer", "exec", IMAGE, "python", "train.py"]
 
 
 def test_podman_passes_the_jobs_variables_and_the_users_names():
@@ -82,7 +95,7 @@ def test_podman_passes_the_jobs_variables_and_the_users_names():
     at = words.index("podman")
     assert words[at:at + 11] == ["podman", "run", "--rm", "--network", "host", "--ipc", "host", "--uts", "host",
                                  "-v", "$PWD:$PWD"]  # shlex keeps "$PWD" unexpanded
-    assert ["--device", "nvidia.com/gpu=all", "img", "torchrun"] == words[words.index("img") - 2:words.index("img") + 2]
+    assert ["--device", "nvidia.com/gpu=all", IMAGE, "torchrun"] == words[words.index(IMAGE) - 2:words.index(IMAGE) + 2]
 
 
 def test_podman_rocm_devices_and_binds():
@@ -95,8 +108,8 @@ def test_podman_rocm_devices_and_binds():
 
 def test_accelerate_node_rank_set_outside_then_passed_in():
     line = launch_lines(spec(launcher="accelerate", container_image="img", container_runtime="podman"))[-1]
-    inner = shlex.split(line)[-1]  # bash -c '...'
-    assert inner.startswith('export NODE_RANK="$SLURM_NODEID"; exec podman run')
+    inner = words_of(line)[-1]  # bash -c '...', a script of its own lines
+    assert inner.split() [:3] == ['export', 'NODE_RANK="$SLURM_NODEID"', "exec"] and "exec podman run" in inner
     assert "-e NODE_RANK" in inner and '--machine_rank="$NODE_RANK"' in inner
 
 
@@ -113,7 +126,7 @@ def test_shifter_directive_and_words():
     script = render(s, workdir="/tmp")
     # The image and its GPU module are the job's (NERSC's srun shifter python ...).
     assert "#SBATCH --image=docker:nersc/pytorch:24.06\n#SBATCH --module=gpu\n" in script
-    words = shlex.split(launch_lines(s)[-1])
+    words = words_of(launch_lines(s)[-1])
     at = words.index("shifter")
     assert words[at:at + 3] == ["shifter", "--volume=/global/cfs/p:/data", "torchrun"]
     # A --module directive of the user's (Perlmutter's gpu,nccl-plugin) is not doubled.
@@ -122,21 +135,20 @@ def test_shifter_directive_and_words():
     assert own.count("--module=") == 1 and "#SBATCH --module=gpu,nccl-plugin\n" in own
 
 
-def test_without_hpcdist_on_the_batch_host_its_steps_run_in_the_image():
+def test_without_hpcdist_on_the_batch_host_the_jobs_set_up_runs_in_the_image():
     script = render(spec(container_image="/images/torch.sif", container_runtime="apptainer"), workdir="/tmp")
-    assert ("if ! command -v hpcdist >/dev/null; then\n"
-            "  # hpcdist is not installed here: its steps in this script run inside the image.\n"
-            '  hpcdist() { apptainer exec /images/torch.sif python -m hpcdist "$@"; }\nfi\n') in script
+    assert '\napptainer exec "$image" python -m hpcdist job-setup --scheduler slurm' in script
+    # pyxis reaches its image only through srun's tasks: the set-up runs on the host.
     pyxis = render(spec(container_image="nvcr.io#nvidia/pytorch:24.01-py3", container_runtime="pyxis"),
                    workdir="/tmp")
-    assert "hpcdist() {" not in pyxis and "hpcdist is not installed in this job's environment" in pyxis
+    assert "\nhpcdist job-setup --scheduler slurm" in pyxis
 
 
 def test_pyxis_is_srun_flags_for_the_agents_and_the_ranks():
     for launcher in ("torchrun", "srun"):
         words = last_words(launcher=launcher, container_image="nvcr.io#nvidia/pytorch:24.01-py3",
                            container_runtime="pyxis", container_binds=["/data"])
-        assert "--container-image=nvcr.io#nvidia/pytorch:24.01-py3" in words
+        assert "--container-image=$image" in words
         assert "--container-mounts=$PWD:$PWD,/data" in words and "--container-workdir=$PWD" in words
         assert words.index("--container-workdir=$PWD") < words.index(launcher if launcher == "torchrun" else "python")
 
@@ -172,10 +184,10 @@ def test_refused_with_field_and_fix(values, field, words):
 
 
 def test_deepspeed_no_ssh_and_one_host_run_inside():
-    inner = shlex.split(last_words(launcher="deepspeed", no_ssh=True, container_image="/i.sif")[-1])
-    assert inner[inner.index("apptainer"):inner.index("apptainer") + 4] == ["apptainer", "exec", "/i.sif", "deepspeed"]
+    inner = words_of(last_words(launcher="deepspeed", no_ssh=True, container_image="/i.sif")[-1])
+    assert inner[inner.index("apptainer"):inner.index("apptainer") + 4] == ["apptainer", "exec", IMAGE, "deepspeed"]
     one = last_words(launcher="deepspeed", nodes=1, container_image="/i.sif")
-    assert one[:4] == ["apptainer", "exec", "/i.sif", "deepspeed"]
+    assert one[:4] == ["apptainer", "exec", IMAGE, "deepspeed"]
 
 
 def test_newline_in_the_image_is_refused():
@@ -191,10 +203,11 @@ def test_a_hostile_image_name_stays_one_word(runtime, tmp_path):
              launcher="srun")
     script = render(s, workdir=str(tmp_path))
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
-    for line in launch_lines(s):
-        if "hpcdist.rank" in line and not line.startswith("#"):
-            words = shlex.split(line.split(" 2>/dev/null")[0])
-            assert hostile in words
+    # Set once, as one word; every command names it.
+    (line,) = [line for line in script.splitlines() if line.startswith("image=")]
+    shown = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$image"'], cwd=tmp_path, capture_output=True, text=True)
+    assert shown.stdout == hostile
+    assert all(IMAGE in words_of(line) for line in launch_lines(s))
     assert not (tmp_path / "pwned").exists()
 
 

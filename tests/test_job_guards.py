@@ -96,8 +96,8 @@ def test_output_in_a_missing_folder_or_naming_a_folder_is_refused(tmp_path):
 
 def _site_template(tmp_path, body: str) -> None:
     """A ./hpcdist.toml, read without being asked for, whose template folder holds ``body``."""
-    (tmp_path / "site" / "local").mkdir(parents=True)
-    (tmp_path / "site" / "local" / "job.sh.j2").write_text(body)
+    (tmp_path / "site").mkdir(parents=True)
+    (tmp_path / "site" / "local.sh.j2").write_text(body)
     (tmp_path / "hpcdist.toml").write_text('default = "here"\n[profiles.here]\ntemplate_dir = "site"\n')
     (tmp_path / "s.py").write_text("print(1)\n")
 
@@ -107,24 +107,24 @@ def test_a_template_cannot_run_python(tmp_path):
     proc = hpcdist("render", "--scheduler", "local", "s.py", cwd=tmp_path)
     assert not (tmp_path / "PWNED").exists()
     assert proc.returncode == 1 and proc.stdout == ""
-    where = tmp_path / "site" / "local" / "job.sh.j2"
+    where = tmp_path / "site" / "local.sh.j2"
     assert proc.stderr == (f"hpcdist render: error: template '{where}:1': access to attribute '__globals__' of "
                            "'function' object is unsafe: a template may read the values it is given and use "
                            "filters and macros, not reach Python or call hpcdist's methods. Fix the template "
-                           "(templates/README.md says what it gets), or use hpcdist's own.\n")
+                           "(hpcdist/schedulers/TEMPLATES.md says what it gets), or use hpcdist's own.\n")
 
 
 def test_a_template_cannot_call_the_schedulers_methods_and_a_broken_one_is_one_line(tmp_path):
     _site_template(tmp_path, '{{ scheduler.cancel(none) }}\n')
     proc = hpcdist("render", "--scheduler", "local", "s.py", cwd=tmp_path)
     assert proc.returncode == 1 and "Local.cancel of <local scheduler>> is not safely callable" in proc.stderr
-    (tmp_path / "site" / "local" / "job.sh.j2").write_text('line one\n{{ no_such_value }}\n')
+    (tmp_path / "site" / "local.sh.j2").write_text('line one\n{{ no_such_value }}\n')
     proc = hpcdist("render", "--scheduler", "local", "s.py", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "job.sh.j2:2': UndefinedError: 'no_such_value' is undefined." in proc.stderr
+    assert "local.sh.j2:2': UndefinedError: 'no_such_value' is undefined." in proc.stderr
     # What a template is for still works: extending ours, reading values, filters.
-    (tmp_path / "site" / "local" / "job.sh.j2").write_text(
-        '{% extends "hpcdist/local/job.sh.j2" %}\n{% block launch %}echo {{ spec.nodes }} '
+    (tmp_path / "site" / "local.sh.j2").write_text(
+        '{% extends "hpcdist/local.sh.j2" %}\n{% block launch %}echo {{ spec.nodes }} '
         '{{ "a b" | upper }}\n{{ super() | raw }}{% endblock %}\n')
     proc = hpcdist("render", "--scheduler", "local", "s.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

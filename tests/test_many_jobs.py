@@ -394,7 +394,7 @@ def test_sixteen_slurm_jobs_at_once_on_one_node_each_rendezvous_on_its_own_port(
             testcluster.log_excerpt(log)
         (port,) = {int(p) for _, _, _, p, _ in lines}
         assert port == port_for_job(job_id) == 20000 + int(job_id) % 10000  # the documented rule
-        assert f"hpcdist: nodes: node1; torchrun rendezvous: node1:{port} (" in log, testcluster.log_excerpt(log)
+        assert f"hpcdist: nodes: node1; master: node1:{port}\n" in log, testcluster.log_excerpt(log)
         ports[job_id] = port
     assert len(set(ports.values())) == 16, f"rendezvous ports shared: {ports}"
     assert _status(env, tmp_path) == {job["job_id"]: ("COMPLETED", 0) for job in jobs}

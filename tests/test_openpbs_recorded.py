@@ -255,15 +255,25 @@ def test_a_resubmitted_job_gets_none_of_the_old_jobs_per_job_variables(tmp_path)
 
 
 def test_a_users_own_master_port_is_set_again_by_the_resubmitted_script(tmp_path):
-    """The resubmission drops MASTER_PORT from qsub's environment; one the user gave (--env) is
-    exported by the script itself, before the line that keeps an existing one."""
+    """The resubmission drops MASTER_PORT from qsub's environment; one the user gave (--env) is the
+    job's set-up's to write again (and a port of the submitting shell's is not: the job's wins)."""
     (tmp_path / "train.py").write_text("")
     proc = hpcdist("render", "--scheduler", "pbs", "--env", "MASTER_PORT=29511", "train.py", cwd=tmp_path,
                    env=clean_env())
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines.index("export MASTER_PORT=29511") < next(
-        k for k, line in enumerate(lines) if line.startswith('export MASTER_PORT="${MASTER_PORT:-'))
+    assert "export MASTER_PORT=29511\n" in proc.stdout
+    setup = proc.stdout.split("job-setup", 1)[1].split("\nsource", 1)[0]
+    assert "--master-port 29511" in setup
+    nodes = tmp_path / "nodes"
+    nodes.write_text("n1\nn2\n")
+    job = dict(PBS_JOBID="12.pbshead", PBS_NODEFILE=str(nodes))
+    for env in (clean_env(**job), clean_env(**job, MASTER_PORT="4242", MASTER_ADDR="login1")):
+        argv = ["job-setup", "--scheduler", "pbs", "--dir", str(tmp_path)]
+        assert hpcdist(*argv, "--master-port", "29511", cwd=tmp_path, env=env).returncode == 0
+        assert "export MASTER_PORT=29511\n" in (tmp_path / "job.env").read_text()
+        assert hpcdist(*argv, cwd=tmp_path, env=env).returncode == 0
+        written = (tmp_path / "job.env").read_text()
+        assert "export MASTER_PORT=20012\n" in written and "export MASTER_ADDR=n1\n" in written
 
 
 def test_a_walltime_kill_ends_wait_with_124_and_says_the_walltime_killed_it(tmp_path):

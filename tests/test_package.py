@@ -60,9 +60,9 @@ def test_rank_lookup_imports_nothing_slow():
 
 def test_wheel_carries_templates_and_the_console_script(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    assert "hpcdist/templates/README.md" in names
-    assert any(n.startswith("hpcdist/templates/pbs/") for n in names)
-    assert any(n.startswith("hpcdist/templates/slurm/") for n in names)
+    # The templates, each beside its scheduler's module.
+    assert {f"hpcdist/schedulers/{name}" for name in ("TEMPLATES.md", "job.sh.j2", "slurm.sh.j2", "pbs.sh.j2",
+                                                        "local.sh.j2")} <= set(names)
     # The site presets (--profile polaris) come with the package.
     assert {f"hpcdist/sites/{site}.toml" for site in ("polaris", "aurora", "derecho", "gadi", "torque")} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -136,14 +136,9 @@ class Launcher:
     def check(self, values: dict) -> None:
         """Refuse option values this launcher cannot run with (raise :class:`~hpcdist.validate.ValidationError`).
 
-        ``values``: the job spec's fields, each already checked on its own. The
-        settings of one launcher are refused or checked whatever the launcher
-        (``--deepspeed-runner slurm`` needs Slurm; ``--max-restarts`` is torchrun's).
+        ``values``: the job spec's fields, each already checked on its own. The settings another
+        launcher owns (``--max-restarts`` is torchrun's) were refused before (hpcdist.spec).
         """
-        from hpcdist.launchers import deepspeed, torchrun
-
-        deepspeed.check_runner(values)
-        torchrun.refuse_settings(values)
         self.check_binding(values)
 
     def check_binding(self, values: dict) -> None:

@@ -22,14 +22,6 @@ RANK_FAILED = (
 RANK_MAPPING = r"global_rank_mapping=defaultdict\(<class 'list'>, (?P<map>\{[^}]*\})\)"
 
 
-def check_runner(values: dict) -> None:
-    """``--deepspeed-runner slurm`` whatever the launcher: it needs a scheduler whose jobs run srun."""
-    if values.get("deepspeed_runner") == SRUN_RUNNER and not schedulers.get(values["scheduler"]).runs_srun:
-        from hpcdist.validate import ValidationError
-
-        raise ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
-
-
 def ranks_by_host(text: str) -> dict:
     """DeepSpeed's own ``global_rank_mapping`` line: host -> its global ranks."""
     import ast
@@ -56,6 +48,10 @@ class DeepSpeed(Launcher):
 
     def check(self, values):
         super().check(values)
+        if values.get("deepspeed_runner") == SRUN_RUNNER and not schedulers.get(values["scheduler"]).runs_srun:
+            from hpcdist.validate import ValidationError
+
+            raise ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
         if (values["deepspeed_runner"] == "pdsh" and not values.get("no_ssh")
                 and values.get("nodes", 1) > 1 and not schedulers.get(values["scheduler"]).one_host):
             for name, value in values.get("env", ()):

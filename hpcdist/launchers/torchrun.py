@@ -1,16 +1,14 @@
 """torchrun: one agent per node, a c10d rendezvous on the first host; restarts and elastic size.
 
-Its settings (``--max-restarts``, ``--min-nodes``) are refused under the
-other launchers. Its log names a failed rank in its "Root Cause" block.
+Its settings (``--max-restarts``, ``--min-nodes``) are its own (their owner in
+:mod:`hpcdist.options`): refused under the other launchers. Its log names a failed rank in its
+"Root Cause" block.
 """
 
 from __future__ import annotations
 
 from hpcdist.launchers import Launcher, exit_why, failure, program
 from hpcdist.shell import BREAK, Shell
-
-#: The job options only torchrun reads, and their flags.
-SETTINGS = {"max_restarts": "--max-restarts", "min_nodes": "--min-nodes"}
 
 #: torchrun's summary of the first failed worker (compiled by re's cache when a log is read).
 ROOT_CAUSE = (
@@ -19,18 +17,9 @@ ROOT_CAUSE = (
     r"(?:\s*error_file\s*:[^\n]*\n)?(?:\s*traceback\s*: (?P<tb>[^\n]*))?")
 
 
-def refuse_settings(values: dict) -> None:
-    """torchrun's settings under another launcher."""
-    from hpcdist.validate import ValidationError
-
-    for name, flag in SETTINGS.items():
-        if values.get(name) and values["launcher"] != "torchrun":
-            raise ValidationError(flag, str(values[name]), f"is a torchrun setting; the launcher is {values['launcher']}.",
-                                  f"Use --launcher torchrun, or leave {flag} out.")
-
-
 class Torchrun(Launcher):
     name = "torchrun"
+
     def per_node(self, spec):
         return True
 

@@ -7,7 +7,7 @@ queries, cancel, requeue, how it starts one agent per node, and the variables it
 job. What they share: ``base`` (ids, states, errors, the interface), ``batch`` (running the
 commands of a scheduler with a queue, submitting) and ``rules`` (job names, directive lines,
 read from each scheduler's data). Adding a scheduler is one module here, its name in
-:data:`NAMES`, and its template ``templates/<name>/job.sh.j2``.
+:data:`NAMES`, and its template ``<name>.sh.j2`` beside it.
 
 Importing this package costs nothing: :func:`get` imports a scheduler's module when it is
 first asked for.
@@ -24,9 +24,10 @@ QUEUED = ("slurm", "pbs")
 #: The dialects of a scheduler whose kinds read different directives (what each means is its
 #: module's): named here so that --dialect's choices need not import the module.
 DIALECTS = {"pbs": ("pro", "torque")}
+PBS_DIALECTS = DIALECTS["pbs"]
 
 __all__ = ["NAMES", "QUEUED", "get", "all_schedulers", "check_dialect", "check_directive",
-           "check_gpu_directives", "check_job_name", "suggest_job_name", "Scheduler"]
+           "check_gpu_directives", "check_job_name", "suggest_job_name"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -43,14 +44,6 @@ def get(name: str, dialect: str | None = None):
 def all_schedulers() -> list:
     """Every scheduler, in :data:`NAMES` order."""
     return [get(name) for name in NAMES]
-
-
-def __getattr__(name: str):
-    if name == "Scheduler":  # the interface, without importing it with the package
-        from hpcdist.schedulers.base import Scheduler
-
-        return Scheduler
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The job spec's scheduler rules by scheduler name, the name checked first (as --scheduler).
@@ -94,6 +87,23 @@ def check_gpu_directives(scheduler: str, dialect: str | None, gpus_per_node: int
     """
     named = _named(scheduler)
     return get(named.name, named.check_dialect(dialect)).check_gpu_directives(gpus_per_node, directives)
+
+
+def option_job_name(value, option, scheduler: str | None) -> str:
+    """The job name check of the job options' table (:mod:`hpcdist.options`): before the scheduler
+    is known (a profile without one), Slurm's rules, the widest."""
+    return get(scheduler or "slurm").check_job_name(str(value))
+
+
+def option_directive(value, option, scheduler: str | None) -> str:
+    """The directive check of the job options' table: under a scheduler with a queue, its own
+    grammar; the local backend refuses directives (its own rule), and a profile read before the
+    scheduler is known checks them as text."""
+    if scheduler is not None and get(scheduler).queued:
+        return get(scheduler).check_directive(str(value))
+    from hpcdist import validate as v
+
+    return v.check_text(str(value), option.flag)
 
 
 def check_job_name(name: str, scheduler: str) -> str:

@@ -373,25 +373,8 @@ class Scheduler:
         """The job spec's rules for this scheduler, on the checked ``values`` (``given``: as
         given); sets ``values["dialect"]``. :func:`hpcdist.spec.build_spec` runs it."""
         values["dialect"] = self.check_dialect(given.get("dialect"))
-        self.check_others_settings(values, given)
         self.check_values(values, given)
         self.check_elastic(values)
-
-    def check_others_settings(self, values: dict, given: dict) -> None:
-        """A setting only another scheduler reads (``--project``, ``--select``: PBS's) is refused:
-        it would be dropped without a word."""
-        from hpcdist import validate as v
-        from hpcdist.options import OPTIONS
-
-        for o in OPTIONS:
-            if o.only_for and o.only_for != self.name and values.get(o.name) not in (None, (), False, o.default):
-                value = given.get(o.key, values[o.name])  # as typed (--mem-per-gpu 4G, not 4096)
-                from hpcdist.schedulers import get
-
-                title = get(o.only_for).title
-                raise v.ValidationError(o.flag, " ".join(value) if isinstance(value, (tuple, list)) else str(value),
-                                        f"is a {title} setting, and --scheduler is {self.name}.",
-                                        f"Leave it out, or use --scheduler {o.only_for}.")
 
     def check_values(self, values: dict, given: dict) -> None:
         """This scheduler's own rules (QOS, directives, the log path ...), once the dialect is known."""
