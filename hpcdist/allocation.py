@@ -171,27 +171,35 @@ def read_pbs_nodefile_lines(path: str) -> list[str]:
 
 
 def _nodefile_lines(text: str, source: str) -> list[str]:
-    lines = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if any(c.isspace() for c in line) or ":" in line:
-            raise AllocationError(
-                f"line {number} of {source} is {raw!r}: a PBS node file has one host name per "
-                f"line (not `host slots=N` or `host:N`)"
-            )
-        lines.append(line)
+    # Linear and per line, not per character: with no ":" and no whitespace but line breaks
+    # (ASCII: the only other whitespace is " ", "\t" and "\x1f"), the non-blank lines stripped
+    # are text.split()'s words. Anything else (a space anywhere, even trailing; non-ASCII text;
+    # a ":") goes line by line, where a line with whitespace inside splits into more than itself.
+    if ":" not in text and text.isascii() and " " not in text and "\t" not in text and "\x1f" not in text:
+        lines = text.split()
+    else:
+        lines = []
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line:
+                continue
+            if ":" in line or line.split() != [line]:
+                raise AllocationError(
+                    f"line {number} of {source} is {raw!r}: a PBS node file has one host name per "
+                    f"line (not `host slots=N` or `host:N`)"
+                )
+            lines.append(line)
     if not lines:
         raise AllocationError(f"{source} is empty: no hosts were allocated")
     return lines
 
 
 def _count_in_order(lines: list[str]) -> tuple[tuple[str, int], ...]:
-    counts: dict[str, int] = {}
-    for host in lines:
-        counts[host] = counts.get(host, 0) + 1
-    return tuple(counts.items())
+    # Counter counts in C and keeps the order of first appearance (it is a dict); under the CLI
+    # collections is imported already (argparse imports re, re functools, functools collections).
+    from collections import Counter
+
+    return tuple(Counter(lines).items())
 
 
 def _from_slurm_env(env: Mapping[str, str], slots_per_node: int | None) -> Allocation:
