@@ -171,24 +171,23 @@ def read_pbs_nodefile_lines(path: str) -> list[str]:
 
 
 def _nodefile_lines(text: str, source: str) -> list[str]:
-    # Linear and per line, not per character: with no ":" and no whitespace but line breaks
-    # (ASCII: the only other whitespace is " ", "\t" and "\x1f"), the non-blank lines stripped
-    # are text.split()'s words. Anything else (a space anywhere, even trailing; non-ASCII text;
-    # a ":") goes line by line, where a line with whitespace inside splits into more than itself.
+    # Linear, and looped over in C, not per character in Python. With no ":" and no whitespace
+    # but line breaks (in ASCII the other whitespace is " ", "\t" and "\x1f"), the non-blank
+    # lines are text.split()'s words. Otherwise: the lines stripped, blank ones dropped; each
+    # holds one name when, joined by spaces and split again, they give as many words as lines.
     if ":" not in text and text.isascii() and " " not in text and "\t" not in text and "\x1f" not in text:
         lines = text.split()
     else:
-        lines = []
-        for number, raw in enumerate(text.splitlines(), 1):
-            line = raw.strip()
-            if not line:
-                continue
-            if ":" in line or line.split() != [line]:
-                raise AllocationError(
-                    f"line {number} of {source} is {raw!r}: a PBS node file has one host name per "
-                    f"line (not `host slots=N` or `host:N`)"
-                )
-            lines.append(line)
+        lines = list(filter(None, map(str.strip, text.splitlines())))
+        if ":" in text or len(" ".join(lines).split()) != len(lines):
+            # A line holds a ":" or whitespace inside: find the first, for its number.
+            for number, raw in enumerate(text.splitlines(), 1):
+                line = raw.strip()
+                if ":" in line or len(line.split()) > 1:
+                    raise AllocationError(
+                        f"line {number} of {source} is {raw!r}: a PBS node file has one host name per "
+                        f"line (not `host slots=N` or `host:N`)"
+                    )
     if not lines:
         raise AllocationError(f"{source} is empty: no hosts were allocated")
     return lines
