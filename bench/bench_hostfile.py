@@ -7,7 +7,8 @@
 HPE Cray EX machine (``x3000c0s0b0n0``; ``--names node`` for ``node00001``). Beside it,
 ``python -c pass`` (what any Python program pays) and the same command on ``--base`` (default
 54bfaf3, main before issue 27's node-file fix). A third row, without a target, runs the same node
-file with a space after each name, which hpcdist reads line by line instead of in one split.
+file with a space after each name, which hpcdist cannot read in one split of the whole text: it
+strips each line (``map(str.strip, ...)``) first.
 
 The base commit and this working tree are set side by side as bench_floor.py does
 (:func:`bench_revisions.checkouts`: ``git archive`` of the commit, a copy of this tree), each
@@ -119,7 +120,7 @@ def main() -> int:
     line = "python -m hpcdist hostfile --format deepspeed --slots-per-node 8 -o FILE"
     print(f"## `hpcdist hostfile` over a PBS node file of {args.hosts:,} hosts x {args.lines} lines: "
           f"this checkout and {args.base} ({commit})\n")
-    print(f"`bench/bench_hostfile.py {' '.join(sys.argv[1:])}`: `{line}` with `PBS_NODEFILE` naming a node file of "
+    print(f"`{' '.join(['bench/bench_hostfile.py', *sys.argv[1:]])}`: `{line}` with `PBS_NODEFILE` naming a node file of "
           f"{lines:,} lines ({args.hosts:,} hosts named like `{example}`, {args.lines} lines each, together), "
           f"beside `python -c pass`. Instructions: callgrind (Ir, whole process), each command twice, mean; each tree "
           f"on its own PYTHONPATH (`{args.base}` exported with `git archive`, this working tree copied), bytecode "
@@ -130,7 +131,7 @@ def main() -> int:
     labels = {
         "pass": ("`python -c pass`", False),
         "plain": ("`hpcdist hostfile`, the node file as PBS writes it", True),
-        "space": ("`hpcdist hostfile`, a space after each name (read line by line)", False),
+        "space": ("`hpcdist hostfile`, a space after each name (each line stripped)", False),
     }
     for row, (label, judged) in labels.items():
         b, t = mean[row, "base"], mean[row, "this"]
