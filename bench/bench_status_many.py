@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""``hpcdist status`` over 2,000 recorded Slurm jobs against over 20: wall time and scheduler calls.
+"""``hpcdist status`` over 2,000 recorded Slurm jobs (``--jobs``) against over 20: wall time and scheduler calls.
 
 The jobs' folders are built with hpcdist's own :mod:`hpcdist.jobs` (what ``hpcdist submit``
 writes), without submitting. ``squeue`` and ``sacct`` are STAND-INS (bash scripts that print what
@@ -40,7 +40,7 @@ from bench_revisions import PROJECT_PYTHON, REPO, checkouts, tree_env  # noqa: E
 sys.path.insert(0, str(REPO))
 from hpcdist import jobs  # noqa: E402
 
-SIZES = (20, 2000)
+SIZES = (20, 2000)  # the larger one: --jobs
 TARGET = 2.0
 
 
@@ -118,7 +118,12 @@ def main() -> int:
     parser.add_argument("--base", help="a commit to compare with (e.g. main before the change)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds each stand-in call takes in the second set")
+    parser.add_argument("--jobs", type=int, default=SIZES[1],
+                        help=f"jobs in the larger set (default {SIZES[1]:,}; more than {SIZES[0]})")
     args = parser.parse_args()
+    if args.jobs <= SIZES[0]:
+        parser.error(f"--jobs must be more than {SIZES[0]}")
+    sizes = (SIZES[0], args.jobs)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         trees = checkouts(args.base, tmp) if args.base else {"this": REPO}
@@ -129,26 +134,26 @@ def main() -> int:
             (bin_dir / name).write_text(text)
             (bin_dir / name).chmod(0o755)
         folders = {}
-        for size in SIZES:
+        for size in sizes:
             folders[size] = tmp / f"jobs{size}"
             folders[size].mkdir()
             record(folders[size], size)
         delays = (0.0, args.delay)
-        times = {(name, delay, size): [] for name in runners for delay in delays for size in SIZES}
+        times = {(name, delay, size): [] for name in runners for delay in delays for size in sizes}
         counts = {}
         for name, tree in runners.items():  # warm-up (bytecode), and the output checked
-            for size in SIZES:
+            for size in sizes:
                 flags = ("--json",) if tree else ()
                 _, counts[name, size], out = status(tree, folders[size], cache, bin_dir, calls, 0.0, *flags)
                 check(json.loads(out) if tree else floor_rows(out), size)
         for rep in range(args.reps):
             for name in (list(runners) if rep % 2 == 0 else list(runners)[::-1]):
                 for delay in delays:
-                    for size in SIZES:
+                    for size in sizes:
                         elapsed = status(runners[name], folders[size], cache, bin_dir, calls, delay)[0]
                         times[name, delay, size].append(elapsed)
     median = {key: statistics.median(value) for key, value in times.items()}
-    small, large = SIZES
+    small, large = sizes
     print(f"`bench/{Path(sys.argv[0]).name} {' '.join(sys.argv[1:])}`: `python -m hpcdist status` over {large:,} and "
           f"{small} recorded Slurm jobs (half in the queue, RUNNING; half left it, sacct COMPLETED), beside its floor "
           f"(`bench/floor_status.py`: the same files read, the same two commands, nothing else); stand-ins (bash, "

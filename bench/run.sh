@@ -2,7 +2,8 @@
 # Benchmarks for hpcdist (not tests): host lists against python-hostlist,
 # ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env,
 # `hpcdist submit --dry-run` against torchx and submitit, the CLI against its
-# floors in instructions (valgrind) and wall time, and uneven per-rank
+# floors in instructions (valgrind) and wall time, `hpcdist hostfile` over a PBS
+# node file of 10,000 hosts x 8 lines in instructions (valgrind), and uneven per-rank
 # batches (hpcdist.data) against torch's even DistributedSampler, starting a rank
 # through python -m hpcdist.rank against plain python and python -m mpi4py, and (as root)
 # the launch overhead of hpcdist's job script against a hand-written one on the
@@ -21,6 +22,8 @@
 #   BENCH_BASE=COMMIT       the commit this checkout's render and rank lookup are compared with (default HEAD~1)
 #   BENCH_FLOOR_BASE=COMMIT the commit shown beside this checkout against the floors (bench_floor.py;
 #                           default 404c70c, before "the CLI at its floor")
+#   BENCH_HOSTFILE_BASE=COMMIT the commit beside this checkout's `hpcdist hostfile` (bench_hostfile.py;
+#                           default 54bfaf3, before issue 27's node-file fix)
 #   HPCDIST_BENCH_NO_APT=1  never apt-get install slurm-client for scontrol
 #
 # The comparison libraries go into bench/.venv, never into the project's own
@@ -37,7 +40,7 @@ import_args=()
 for arg in "$@"; do
     case "$arg" in
         --hyperfine) import_args+=(--hyperfine) ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "unknown option: $arg" >&2; exit 2 ;;
     esac
 done
@@ -98,6 +101,8 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$repo/.venv/bin/python" "$here/bench_revisions.py" --base "${BENCH_BASE:-HEAD~1}" --reps "${BENCH_IMPORT_REPS:-30}"
     echo
     "$repo/.venv/bin/python" "$here/bench_floor.py" --base "${BENCH_FLOOR_BASE:-404c70c}" --reps "${BENCH_IMPORT_REPS:-30}"
+    echo
+    "$repo/.venv/bin/python" "$here/bench_hostfile.py" --base "${BENCH_HOSTFILE_BASE:-54bfaf3}"
     echo
     "$repo/.venv/bin/python" "$here/bench_uneven.py" --reps "${BENCH_UNEVEN_REPS:-7}" --work sleep
     echo
