@@ -17,7 +17,7 @@ variables alone do not say enough: every rank lookup makes them all, and a
 class costs over ten times an instance to make.
 """
 
-from hpcdist.env.model import DistEnvError, EnvReader
+from hpcdist.env.model import DistEnvError, EnvReader, hostname
 
 
 MEANING = {
@@ -164,9 +164,7 @@ def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
 
 def host_position(hosts: "list[str]") -> "int | None":
     """This host's index among ``hosts`` (by full or short name), or None."""
-    import socket
-
-    here = socket.gethostname()
+    here = hostname()
     if here in hosts:
         return hosts.index(here)
     short = [h.split(".")[0] for h in hosts]
@@ -355,12 +353,14 @@ def arbitrary_placement(env: EnvReader) -> bool:
 def slurm_parse(parse, variable: str, value: str):
     """``parse`` (a :mod:`hpcdist.hostlist` reader) of a Slurm variable; a space after a comma
     (as some tools write node lists) is no error."""
-    import re
-
     from hpcdist.hostlist import HostlistError
 
+    if value.split() != [value]:  # whitespace in it (re costs a rank half of Python's start)
+        import re
+
+        value = re.sub(r"\s*,\s*", ",", value)
     try:
-        return parse(re.sub(r"\s*,\s*", ",", value))
+        return parse(value)
     except HostlistError as e:
         raise DistEnvError(f"{variable} cannot be read: {e}") from None
 
