@@ -1,8 +1,6 @@
 """Regular expressions compiled on first use: importing a module that holds some (the value
 checks, a scheduler's output parsers) compiles nothing, and ``re`` is imported only then."""
 
-from __future__ import annotations
-
 
 class Pattern:
     """A regular expression, compiled the first time one of its methods is asked for."""

@@ -91,6 +91,31 @@ def test_an_exception_shows_the_scripts_traceback_and_exits_1(tmp_path):
     assert proc.stderr.rstrip().endswith("RuntimeError: out of data") and "runpy" not in proc.stderr
 
 
+#: Standard modules that cost a rank milliseconds each (``re`` and ``socket`` each about half of
+#: Python's start); a rank that starts well needs none of them, nor MPI's abort.
+SLOW_FOR_A_RANK = ("dataclasses", "inspect", "typing", "re", "enum", "socket", "selectors", "json", "__future__",
+                   "hpcdist.env.mpi_discovery")
+
+
+@pytest.mark.parametrize("ending", ["well", "badly"])
+def test_a_rank_imports_nothing_slow(ending, tmp_path):
+    """Rank 1 of 4 under Open MPI on 2 nodes of a Slurm job (bench/bench_rank_start.py's): its node
+    rank comes from the job's node list and this host's name. MPI's abort loads only when the script
+    ends badly, and then without socket or dataclasses."""
+    script = tmp_path / "script.py"
+    script.write_text("" if ending == "well" else "raise SystemExit(3)\n")
+    env = clean_env(OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="4", OMPI_COMM_WORLD_LOCAL_RANK="1",
+                    OMPI_COMM_WORLD_LOCAL_SIZE="2", SLURM_JOB_ID="4242", SLURM_JOB_NODELIST=f"{socket.gethostname()},node2",
+                    SLURM_PROCID="0", SLURM_NTASKS="4", SLURM_STEP_ID="4294967291", MASTER_ADDR="node1")
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hpcdist.rank", str(script)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == (0 if ending == "well" else 3), proc.stderr
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "hpcdist.env.derive" in modules  # the node rank was looked for in the node list
+    slow = sorted(m for m in modules if m in SLOW_FOR_A_RANK and (ending == "well" or m != "hpcdist.env.mpi_discovery"))
+    assert slow == []
+
+
 def test_lightning_under_mpirun_in_a_slurm_batch_step_sees_the_mpi_ranks(tmp_path):
     """The issue's failing case on one host: every rank inherits the batch step's SLURM_*."""
     pytest.importorskip("lightning")

@@ -17,7 +17,7 @@ variables alone do not say enough: every rank lookup makes them all, and a
 class costs over ten times an instance to make.
 """
 
-from hpcdist.env.model import DistEnvError, EnvReader
+from hpcdist.env.model import DistEnvError, EnvReader, hostname
 
 
 MEANING = {
@@ -157,9 +157,7 @@ def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
 
 def host_position(hosts: "list[str]") -> "int | None":
     """This host's index among ``hosts`` (by full or short name), or None."""
-    import socket
-
-    here = socket.gethostname()
+    here = hostname()
     if here in hosts:
         return hosts.index(here)
     short = [h.split(".")[0] for h in hosts]

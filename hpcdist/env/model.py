@@ -1,5 +1,5 @@
-"""What rank resolution reads and produces: :class:`EnvReader`, :class:`DistEnv`, and its error
-and warning.
+"""What rank resolution reads and produces: :class:`EnvReader`, this host's name
+(:func:`hostname`), :class:`DistEnv`, and its error and warning.
 
 Every lookup of a launcher variable goes through :class:`EnvReader`, so
 ``hpcdist env --explain`` can list each variable that was consulted, set or
@@ -208,6 +208,20 @@ def is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def hostname() -> str:
+    """``socket.gethostname()``, without importing socket (half of Python's start) where nothing
+    has: ``os.uname().nodename`` is that name (glibc and musl's gethostname read it; macOS's both
+    read kern.hostname). Where socket is loaded (torch, mpi4py, a test standing in), it is asked."""
+    import os
+    import sys
+
+    if "socket" in sys.modules or not hasattr(os, "uname"):
+        import socket
+
+        return socket.gethostname()
+    return os.uname().nodename
 
 
 class EnvReader:

@@ -10,19 +10,26 @@ MPI stays running afterwards, for the code that uses it next (Lightning's
 MPI environment, DeepSpeed, Horovod import mpi4py and reuse it); mpi4py
 finalizes it at exit. A rank that ends with an exception aborts MPI instead
 (:func:`abort_if_running`), so that its peers end too rather than wait.
+
+``python -m hpcdist.rank`` imports this module when a script ends badly, for
+:func:`abort_if_running`: importing it loads nothing more (no ``socket``, no
+``dataclasses``, which cost a rank more than Python's own start).
 """
 
-from __future__ import annotations
-
-import socket
 import sys
-from dataclasses import dataclass
 
 from hpcdist.env.model import DistEnvError
+from hpcdist.frozen import Frozen
+
+_FIELDS = ("rank", "world_size", "local_rank", "local_world_size", "node_rank", "master_addr")
 
 
-@dataclass(frozen=True)
-class Discovery:
+class Discovery(Frozen):
+    """What MPI says, frozen (:mod:`hpcdist.frozen`)."""
+
+    __slots__ = _FIELDS
+    _compared = _FIELDS
+
     rank: int
     world_size: int
     local_rank: int
@@ -30,8 +37,15 @@ class Discovery:
     node_rank: int
     master_addr: str
 
+    def __init__(self, rank, world_size, local_rank, local_world_size, node_rank, master_addr):
+        for name, value in zip(_FIELDS, (rank, world_size, local_rank, local_world_size, node_rank, master_addr)):
+            object.__setattr__(self, name, value)
 
-_cached: Discovery | None = None
+    def __repr__(self):
+        return "Discovery(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS) + ")"
+
+
+_cached: "Discovery | None" = None
 
 
 class NoMpi4py(DistEnvError):
@@ -54,6 +68,8 @@ def discover(reason: str) -> Discovery:
             f"in the job's environment, working with the MPI that starts the ranks (pip install "
             f"'hpcdist[mpi]', or the site's mpi4py module)"
         ) from None
+    import socket
+
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     # Processes that share memory are on one node: no host names involved.

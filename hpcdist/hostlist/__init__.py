@@ -7,7 +7,9 @@ The package holds one module per job: :mod:`~hpcdist.hostlist.nodelists` (:func:
 This is hpcdist's own implementation of Slurm's 1-D host list syntax (the
 ``SLURM_JOB_NODELIST`` / ``scontrol show hostnames`` grammar).  It uses the
 standard library only (``re`` and ``itertools``) so that importing it costs
-next to nothing.
+next to nothing: :func:`expand` imports ``re`` only for what Slurm's variables
+never hold (whitespace, or a malformed list to diagnose), and :func:`compress`
+and :func:`expand_counts` load on first use.
 
 Grammar
 -------
@@ -69,12 +71,21 @@ This module is written from Slurm's documented behaviour and observed
 results, not from either library's (or Slurm's) code.
 """
 
-from __future__ import annotations
-
-from hpcdist.hostlist.compression import compress
-from hpcdist.hostlist.counts import expand_counts
 from hpcdist.hostlist.errors import MAX_HOSTS, MAX_RANGE, HostlistError
 from hpcdist.hostlist.nodelists import expand
+
+
+# Loaded on first use: every rank expands its job's node list, few ranks need the others.
+def __getattr__(name):
+    if name == "compress":
+        from hpcdist.hostlist.compression import compress as value
+    elif name == "expand_counts":
+        from hpcdist.hostlist.counts import expand_counts as value
+    else:
+        raise AttributeError(f"module 'hpcdist.hostlist' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAX_HOSTS",

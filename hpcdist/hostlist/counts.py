@@ -1,7 +1,5 @@
 """``expand_counts``: Slurm's run-length count lists (``SLURM_TASKS_PER_NODE=2(x3),1``)."""
 
-from __future__ import annotations
-
 from hpcdist.hostlist.errors import MAX_HOSTS, HostlistError
 from hpcdist.patterns import Pattern
 

@@ -1,7 +1,5 @@
 """The error every node-list parser raises, and the limits they share."""
 
-from __future__ import annotations
-
 #: Default cap on the number of names one call may produce.
 MAX_HOSTS = 1_048_576
 #: Most hosts in one ``lo-hi`` range (Slurm's ``MAX_RANGE``).

@@ -1,9 +1,12 @@
 """``expand``: a Slurm node list (``n[01-04],gpu[1-2]-ib``) into host names, in Slurm's order.
 
 The grammar, order and limits are described in :mod:`hpcdist.hostlist`.
-"""
 
-from __future__ import annotations
+A list without whitespace whose items are all well formed (what Slurm's
+variables hold) is read without ``re``: every rank reads its job's node list,
+and importing ``re`` would cost it about 60% of Python's start. The regular
+expressions find the items in any other list, or what is wrong with it.
+"""
 
 from itertools import product, starmap
 
@@ -13,7 +16,6 @@ from hpcdist.hostlist.errors import MAX_DIGITS, MAX_HOSTS, MAX_RANGE, HostlistEr
 # characters.  Anything else (a stray bracket, '{', a bracket with other
 # characters) stops it and is diagnosed by _diagnose().
 _ITEM = r"(?:[^\s,\[\]{]+|\[[0-9,\-]*\])+"
-_NUMBER = f"[0-9]{{1,{MAX_DIGITS}}}"
 
 
 class _Regexes:
@@ -30,10 +32,9 @@ class _Regexes:
         self.item_split = re.compile(f"({_ITEM})")
         self.only_seps = re.compile(r"[\s,]*")
         self.seps = re.compile(r"[\s,]+")
-        self.ranges = re.compile(f"{_NUMBER}(?:-{_NUMBER})?(?:,{_NUMBER}(?:-{_NUMBER})?)*")
 
 
-_RX: _Regexes | None = None
+_RX: "_Regexes | None" = None
 
 
 def _regexes() -> _Regexes:
@@ -51,7 +52,7 @@ class _ItemError(Exception):
         self.problem = problem
 
 
-def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
+def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> "list[str]":
     """Expand a Slurm node list into host names, in Slurm's order.
 
     >>> expand("n[1-3],login1")
@@ -66,7 +67,6 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
     if not isinstance(nodelist, str):
         raise TypeError(f"node list must be a str, not {type(nodelist).__name__}")
     text = nodelist
-    rx = _RX or _regexes()
     if "{" in text:
         raise HostlistError(
             "'{' is not supported (Slurm expands such node lists in the controller)",
@@ -74,24 +74,31 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
             text.index("{"),
         )
 
+    plain = text.split() == [text]  # no whitespace: commas alone separate the items
     if "[" not in text and "]" not in text:
         # Fast path: plain names.
-        names = rx.seps.split(text)
-        if names and not names[0]:
-            del names[0]
-        if names and not names[-1]:
-            names.pop()
+        if plain:
+            names = [name for name in text.split(",") if name]
+        else:
+            names = (_RX or _regexes()).seps.split(text)
+            if names and not names[0]:
+                del names[0]
+            if names and not names[-1]:
+                names.pop()
         if not names:
             raise HostlistError("empty node list", text, None)
         if len(names) > max_hosts:
             _too_many(text, max_hosts)
         return names
 
-    pieces = rx.item_split.split(text)
     # pieces = [sep, item, sep, item, ..., sep]; every sep must be separators
     # only, or something in the text is not part of any well-formed item.
-    if rx.only_seps.fullmatch("".join(pieces[0::2])) is None:
-        _diagnose(text)
+    pieces = _comma_pieces(text) if plain else None
+    if pieces is None:
+        rx = _RX or _regexes()
+        pieces = rx.item_split.split(text)
+        if rx.only_seps.fullmatch("".join(pieces[0::2])) is None:
+            _diagnose(text)
     items = pieces[1::2]
     if not items:
         raise HostlistError("empty node list", text, None)
@@ -125,7 +132,42 @@ def expand(nodelist: str, *, max_hosts: int = MAX_HOSTS) -> list[str]:
     return ",".join(parts).split(",")
 
 
-def _item_start(pieces: list[str], index: int) -> int:
+def _comma_pieces(text: str) -> "list[str] | None":
+    """``item_split.split(text)`` for a list without whitespace (nor '{') whose brackets are all
+    whole and hold range characters only; None for any other (the regexes read it then)."""
+    if "\0" in text:
+        return None
+    head, *segments = text.split("[")
+    if "]" in head:
+        return None
+    masked = [head]
+    for segment in segments:
+        body, close, after = segment.partition("]")
+        if not close or body.strip("0123456789,-") or "]" in after:
+            return None
+        # The commas of a bracket belong to it: hidden from the split below.
+        masked.append("[" + body.replace(",", "\0") + "]" + after)
+    joined = "".join(masked)
+    chunks = joined.split(",")
+    if "\0" in joined:
+        chunks = [chunk.replace("\0", ",") for chunk in chunks]
+    if "" not in chunks:  # one comma between items, none around them
+        pieces = [","] * (2 * len(chunks) + 1)
+        pieces[1::2] = chunks
+        pieces[0] = pieces[-1] = ""
+        return pieces
+    pieces = []
+    commas = 0  # since the last item
+    for index, chunk in enumerate(chunks):
+        commas += index > 0
+        if chunk:
+            pieces += ["," * commas, chunk]
+            commas = 0
+    pieces.append("," * commas)
+    return pieces
+
+
+def _item_start(pieces: "list[str]", index: int) -> int:
     """Offset in the text of the item pieces[2 * index + 1]."""
     return sum(map(len, pieces[: 2 * index + 1]))
 
@@ -163,7 +205,7 @@ def _parse_ranges(body: str, offset: int) -> tuple[list[tuple[int, int, str]], i
 
     offset is body's position in its item (for error positions).
     """
-    if (_RX or _regexes()).ranges.fullmatch(body) is None:
+    if not _well_formed_ranges(body):
         _diagnose_ranges(body, offset)
     ranges = []
     count = 0
@@ -186,6 +228,16 @@ def _parse_ranges(body: str, offset: int) -> tuple[list[tuple[int, int, str]], i
         count += hi - lo + 1
         pos += len(element) + 1
     return ranges, count
+
+
+def _well_formed_ranges(body: str) -> bool:
+    """``N[-N](,N[-N])*``, each N 1 to MAX_DIGITS ASCII digits (``body`` holds digits, ',' and '-' only)."""
+    for element in body.split(","):
+        lo_text, dash, hi_text = element.partition("-")
+        for number in (lo_text, hi_text) if dash else (lo_text,):
+            if not 0 < len(number) <= MAX_DIGITS or not number.isdigit():
+                return False
+    return True
 
 
 def _diagnose_ranges(body: str, offset: int) -> None:
