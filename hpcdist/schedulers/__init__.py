@@ -13,7 +13,6 @@ Importing this package costs nothing: :func:`get` imports a scheduler's module w
 first asked for.
 """
 
-from __future__ import annotations
 
 import functools
 
