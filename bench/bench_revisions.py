@@ -35,10 +35,17 @@ RANK = ["-c", "import hpcdist.env; hpcdist.env.get_rank()"]
 SLOWER = 1.10
 
 
+#: What a tree needs to run: the package, and the top-level templates of commits before issue 27
+#: (they lie beside their schedulers since).
+PARTS = ("hpcdist", "templates")
+
+
 def export(commit: str, into: Path) -> Path:
     tree = into / "base"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "hpcdist", "templates"],
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", commit], check=True,
+                            capture_output=True, text=True).stdout.split()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, *(p for p in PARTS if p in listed)],
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
@@ -46,12 +53,20 @@ def export(commit: str, into: Path) -> Path:
 
 def checkouts(base: str, into: Path) -> dict[str, Path]:
     """``{"base": the commit exported, "this": this checkout's working tree copied}``: the
-    ``hpcdist`` and ``templates`` folders of each, under ``into`` (bench_floor.py uses this too)."""
+    ``hpcdist`` (and ``templates``, where there is one) folders of each, under ``into``
+    (bench_floor.py uses this too)."""
     trees = {"base": export(base, into), "this": into / "this"}
     trees["this"].mkdir()
-    for part in ("hpcdist", "templates"):
-        subprocess.run(["cp", "-r", str(REPO / part), str(trees["this"] / part)], check=True)
+    for part in PARTS:
+        if (REPO / part).exists():
+            subprocess.run(["cp", "-r", str(REPO / part), str(trees["this"] / part)], check=True)
     return trees
+
+
+def templates_of(tree: Path) -> Path:
+    """Where a tree keeps its job templates: beside the schedulers since issue 27, else ``templates/``."""
+    beside = tree / "hpcdist" / "schedulers"
+    return beside if (beside / "job.sh.j2").exists() else tree / "templates"
 
 
 def tree_env(tree: Path, cache: Path, **extra: str) -> dict[str, str]:

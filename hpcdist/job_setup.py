@@ -12,8 +12,8 @@ launcher's hostfile (``$HPCDIST_HOSTFILE``, when the launcher reads one) into th
 the lines the script sources (``job.env`` there), each value quoted:
 
 - ``HPCDIST_JOB_ID`` (torchrun's rendezvous id), the two files, ``MASTER_ADDR`` (the first node;
-  127.0.0.1 for the local backend) and ``MASTER_PORT`` (from the job id:
-  :func:`hpcdist.env.ports.port_for_job`), unless ``--master-addr``/``--master-port`` give the
+  127.0.0.1 for the local backend) and ``MASTER_PORT`` (from the job id: :func:`port_for_job`),
+  unless ``--master-addr``/``--master-port`` give the
   user's own (``--env MASTER_PORT=...``);
 - ``HPCDIST_PASS``: the variables the other nodes need from this shell (``PASSED``, hpcdist's own,
   and ``--pass`` names), those that are set: pbsdsh's agents take them along;
@@ -124,7 +124,7 @@ def setup(options: dict, environ) -> tuple:
             raise SetupError(str(e)) from None
         files["HPCDIST_HOSTFILE"] = _write(folder, "hostfile", text)
     master = options.get("master_addr") or local or hosts[0]
-    port = options.get("master_port") or str(_port(job_id))
+    port = options.get("master_port") or str(port_for_job(job_id))
     values = {"HPCDIST_JOB_ID": job_id, **files, "MASTER_ADDR": master, "MASTER_PORT": port}
     lines = [f"# Written by `hpcdist job-setup` in job {job_id}, from {alloc.source}."]
     lines += [f"export {name}={quote(value)}" for name, value in values.items()]
@@ -141,10 +141,26 @@ def setup(options: dict, environ) -> tuple:
     return "\n".join(lines) + "\n", log
 
 
-def _port(job_id: str) -> int:
-    from hpcdist.env.ports import port_for_job
+#: The master port when the user chose none: ``PORT_BASE + n % PORT_SPAN`` with ``n`` the numeric
+#: job id (``1234`` for ``1234.pbs-server``), or a CRC-32 of the id when it is not a plain number
+#: (PBS array subjobs ``1234[5].server``, Flux ids). 20000-29999 lies below Linux's ephemeral
+#: ports (32768-60999 by default), so an outgoing connection never holds it; consecutive job ids
+#: get consecutive ports. The rank resolver derives the same (hpcdist.env.ports).
+PORT_BASE = 20000
+PORT_SPAN = 10000
 
-    return port_for_job(job_id)
+
+def port_for_job(job_id: str) -> int:
+    head = job_id.strip().split(".", 1)[0]
+    if head.isascii() and head.isdigit():
+        # The last 18 digits give the same remainder (10**18 is a multiple of PORT_SPAN),
+        # and int() refuses over 4300 digits.
+        number = int(head[-18:])
+    else:
+        import zlib
+
+        number = zlib.crc32(job_id.strip().encode())
+    return PORT_BASE + number % PORT_SPAN
 
 
 def _write(folder: str, name: str, text: str) -> str:

@@ -430,7 +430,7 @@ OPTIONS = (
     Option("python", str, "python", LAUNCH, check=_program, metavar="PROGRAM",
            help="interpreter for mpirun/srun (default: python)"),
     Option("template", str, None, LAUNCH, check=_word, metavar="FILE",
-           help="your own Jinja template (may {% extends \"hpcdist/slurm.sh.j2\" %} ...)"),
+           help="your own Jinja template (it may extend hpcdist/slurm.sh.j2 ...)"),
     # A folder whose <scheduler>.sh.j2 replaces ours.
     Option("template_dir", str, None, LAUNCH, check=_word, metavar="DIR",
            help="a folder of templates (slurm.sh.j2, pbs.sh.j2 ...) used before hpcdist's"),
