@@ -18,7 +18,7 @@ after the first kind, which proves the job was not accepted; after the
 second kind, and after a submit command that did not answer in time, the
 user is told to look at the queue before submitting again.
 
-Pure functions on text plus :func:`with_retries`; standard library only.
+Pure functions on text plus :func:`with_retries`; the texts are each scheduler's (its in-job module).
 """
 
 from __future__ import annotations
@@ -33,44 +33,25 @@ T = TypeVar("T")
 #: The longest wait between two tries, however many retries are allowed.
 MAX_DELAY_S = 30.0
 
-# The request never reached the controller (or the controller refused it before
-# taking it): safe to repeat, even a submission.  Texts from Slurm's
-# slurm_errno.c and sbatch.c, and from PBS Pro/Torque's qsub, qstat and pbs_iff.
-_NOT_SENT = re.compile(
-    r"Unable to contact slurm controller \(connect failure\)"
-    r"|Slurm temporarily unable to accept job"
-    r"|Controller is in standby mode"
-    r"|Slurm backup controller in standby mode"
-    r"|cannot connect to server"
-    r"|pbs_iff: cannot connect"
-    r"|Connection refused",
-    re.I,
-)
+# The texts are each scheduler's (Slurm's slurm_errno.c and sbatch.c, PBS Pro's and Torque's
+# qsub, qstat and pbs_iff), in its in-job module (hpcdist.schedulers.<name>_job: a job's own
+# requeue reads them too); the patterns here join every scheduler's.
 
+def _joined(kind: str) -> "re.Pattern":
+    from hpcdist.schedulers import pbs_job, slurm_job
+
+    return re.compile("|".join(text for module in (slurm_job, pbs_job) for text in getattr(module, kind)), re.I)
+
+
+# The request never reached the controller (or the controller refused it before taking it):
+# safe to repeat, even a submission.
+_NOT_SENT = _joined("NOT_SENT")
 # The request may have reached the controller: a query can be repeated, a submission cannot.
-_MAYBE_SENT = re.compile(
-    r"Socket timed out on send/recv operation"
-    r"|Unable to contact slurm controller \((?:send|receive|shutdown) failure\)"
-    r"|Zero Bytes were transmitted or received"
-    r"|Resource temporarily unavailable",
-    re.I,
-)
-
-
-# The client found no scheduler to talk to at all: no configuration, or a server name that
-# does not resolve. Not transient: no retry, and the user is told what it means (on a login
-# node, a site problem; elsewhere, no cluster is set up here). Slurm's configless look-up
-# (sbatch, squeue, scancel, and the Perl qsub/qstat of Slurm's Torque wrapper, as "perl: ...");
-# Torque's and OpenPBS's clients without a server name or configuration.
-_NOT_CONFIGURED = re.compile(
-    r"Could not establish a configuration source"
-    r"|resolve_ctls_from_dns_srv"
-    r"|Unable to process configuration file"
-    r"|Cannot resolve (?:default|specified) server host"
-    r"|pbsconf error"
-    r"|cannot connect to server (?:\(null\) )?\(errno=",
-    re.I,
-)
+_MAYBE_SENT = _joined("MAYBE_SENT")
+# The client found no scheduler to talk to at all: no configuration, or a server name that does
+# not resolve. Not transient: no retry, and the user is told what it means (on a login node, a
+# site problem; elsewhere, no cluster is set up here).
+_NOT_CONFIGURED = _joined("NOT_CONFIGURED")
 
 
 def _matching_line(pattern: re.Pattern, text: str) -> str | None:
@@ -129,22 +110,14 @@ def with_retries(attempt: Callable[[], T], transient: Callable[[T], str | None],
     raise AssertionError("unreachable")  # the loop always returns
 
 
-# What to do about the errors users meet most when submitting: (pattern, advice).
-_HINTS = [
-    (re.compile(r"invalid partition", re.I),
-     "check --queue (or the profile's queue): `sinfo -s` lists the partitions you may use"),
-    (re.compile(r"Invalid account", re.I),
-     "check --account (or the profile's account): `sacctmgr show assoc user=$USER format=account,partition` "
-     "lists yours"),
-    (re.compile(r"Invalid qos", re.I),
-     "check --qos: `sacctmgr show assoc user=$USER format=qos` lists yours"),
-    (re.compile(r"Unknown queue", re.I), "check --queue: `qstat -Q` lists the queues"),
-    (re.compile(r"Invalid generic resource", re.I),
-     "the cluster (or this partition) has no such GPUs or other GRES: check --gpus-per-node; "
-     "`sinfo -o '%P %G'` shows what each partition has"),
-    (re.compile(r"Requested node configuration is not available", re.I),
-     "the request (--nodes, --gpus-per-node, --procs-per-node, --mem) fits no node: `sinfo -N -l` shows them"),
-]
+def _hints() -> list:
+    """Each scheduler's advice for the submission errors users meet most: (pattern, advice)."""
+    from hpcdist.schedulers import pbs_job, slurm_job
+
+    return [(re.compile(pattern, re.I), advice) for module in (slurm_job, pbs_job) for pattern, advice in module.HINTS]
+
+
+_HINTS = _hints()
 
 
 def hint(text: str) -> str | None:

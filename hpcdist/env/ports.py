@@ -6,14 +6,26 @@ torch's default 29500. An explicit ``MASTER_PORT`` always wins over this.
 
 from hpcdist.env.model import DistEnvError, is_text, shown
 from hpcdist.job_setup import PORT_BASE, PORT_SPAN, port_for_job  # noqa: F401 - the rule, and its range
-from hpcdist.schedulers import local_job, lsf_job, pbs_job, slurm_job
+from hpcdist.allocation import ORDER
 
 DEFAULT_PORT = 29500  # torch's own default, used outside any job
 
-#: Where the job id is read from, first set wins: each scheduler's own, and Flux's (hpcdist reads
-#: Flux's launches, and submits to none).
-JOB_ID_VARIABLES = (*slurm_job.JOB_ID_VARIABLES, *pbs_job.JOB_ID_VARIABLES, *lsf_job.JOB_ID_VARIABLES,
-                    "FLUX_JOB_ID", *local_job.JOB_ID_VARIABLES)
+
+def _job_id_variables() -> tuple:
+    """Each scheduler's own (its ``<name>_job.JOB_ID_VARIABLES``), in the order their allocations
+    are read, then Flux's (hpcdist reads Flux's launches, and submits to none), then the local
+    backend's."""
+    names = []
+    for name in (*ORDER, "flux", "local"):
+        if name == "flux":
+            names.append("FLUX_JOB_ID")
+        else:
+            names += __import__(f"hpcdist.schedulers.{name}_job", fromlist=["JOB_ID_VARIABLES"]).JOB_ID_VARIABLES
+    return tuple(names)
+
+
+#: Where the job id is read from, first set wins.
+JOB_ID_VARIABLES = _job_id_variables()
 
 
 def job_id_from(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
