@@ -169,7 +169,8 @@ def directive_lines(script: str, scheduler: str) -> list[str]:
 
 def expected_directive_lines(spec) -> list[str]:
     """The directive lines ``spec`` must render to, in order: the user's raw
-    directives first, then hpcdist's own, every value from a flag shell-quoted.
+    directives first, then hpcdist's own, every value from a flag quoted as its
+    scheduler reads it (sbatch: "double quotes" where needed; qsub: shell quoting).
 
     Written out here, not derived from the templates, so that a value that
     breaks out of its line (or a template that drops one) shows. Update it
@@ -182,6 +183,11 @@ def expected_directive_lines(spec) -> list[str]:
     lines = list(spec.directives)
     if spec.scheduler == "slurm":
         d = "#SBATCH "
+
+        def q(value):  # sbatch's own rule for an #SBATCH value: "double quotes", no shell quoting
+            text = str(value)
+            return text if text and not any(c.isspace() or c in "'\"\\" for c in text) else f'"{text}"'
+
         lines += [d + f"--job-name={q(spec.job_name)}", d + f"--nodes={spec.nodes}",
                   d + f"--ntasks-per-node={spec.procs_per_node}"]
         lines += [d + "--gpus-per-node=" + (f"{q(spec.gpu_type)}:" if spec.gpu_type else "")
@@ -234,7 +240,7 @@ def expected_directive_lines(spec) -> list[str]:
         lines += [d + "-j oe"]
         lines += [d + f"-o {q(spec.output)}"] if spec.output else []
         lines += [d + ("-t " if spec.dialect == "torque" else "-J ") + q(spec.array)] if spec.array else []
-        lines += [d + f"-W depend={q(spec.dependency)}"] if spec.dependency else []
+        lines += [d + f"-W {q('depend=' + spec.dependency)}"] if spec.dependency else []
         lines += [d + f"-M {q(spec.mail_user)}", d + "-m ae"] if spec.mail_user else []
     return lines
 
@@ -308,6 +314,11 @@ record="$STUB_CALLS/call.${EPOCHREALTIME/[.,]/}.$$.$RANDOM"  # names sort in tim
 printf '%s\0' "${0##*/}" "$@" > "$record.argv"
 env -0 > "$record.env"
 args=("$@")
+if [ "${args[*]:0:3}" = "-m hpcdist job-setup" ]; then  # a stub python: the job's set-up writes job.env
+  for ((i = 3; i + 1 < ${#args[@]}; i++)); do [ "${args[i]}" = --dir ] && dir=${args[i+1]}; done
+  printf 'export MASTER_ADDR=n1 MASTER_PORT=29500 HPCDIST_JOB_ID=4242 HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\nmpi_env=()\n' "$dir" "$dir" > "$dir/job.env"
+  exit 0
+fi
 for ((i = 0; i + 2 < ${#args[@]}; i++)); do
   if [ "${args[i]}" = bash ] && [ "${args[i+1]}" = -c ]; then
     SLURM_NODEID=0 OMPI_COMM_WORLD_RANK=0 exec bash -c "${args[i+2]}"

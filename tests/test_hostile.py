@@ -379,6 +379,8 @@ STUBBED = ("srun", "mpirun", "mpiexec", "torchrun", "deepspeed", "accelerate", "
 #: Stands in for hpcdist in the many single-field runs (see the module docstring).
 HPCDIST_STUB = r"""#!/bin/bash
 case "$1" in
+  job-setup) while [ $# -gt 0 ]; do [ "$1" = --dir ] && dir=$2; shift; done
+             printf 'export MASTER_ADDR=n1 MASTER_PORT=29500 HPCDIST_JOB_ID=4242 HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\nmpi_env=()\n' "$dir" "$dir" > "$dir/job.env" ;;
   hostfile) out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
             printf 'n1 slots=2\nn2 slots=2\n' > "$out" ;;
   env) echo 29500 ;;
