@@ -18,7 +18,9 @@ after the first kind, which proves the job was not accepted; after the
 second kind, and after a submit command that did not answer in time, the
 user is told to look at the queue before submitting again.
 
-Pure functions on text plus :func:`with_retries`; standard library only.
+Pure functions on text plus :func:`with_retries`; standard library only. Its patterns are compiled
+on first use (:class:`~hpcdist.patterns.Pattern`): the modules that run the commands import it at
+the top, and `hpcdist render` imports those.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import sys
 import time
 from typing import Callable, TypeVar
 
+from hpcdist.patterns import Pattern
+
 T = TypeVar("T")
 
 #: The longest wait between two tries, however many retries are allowed.
@@ -36,7 +40,7 @@ MAX_DELAY_S = 30.0
 # The request never reached the controller (or the controller refused it before
 # taking it): safe to repeat, even a submission.  Texts from Slurm's
 # slurm_errno.c and sbatch.c, and from PBS Pro/Torque's qsub, qstat and pbs_iff.
-_NOT_SENT = re.compile(
+_NOT_SENT = Pattern(
     r"Unable to contact slurm controller \(connect failure\)"
     r"|Slurm temporarily unable to accept job"
     r"|Controller is in standby mode"
@@ -48,7 +52,7 @@ _NOT_SENT = re.compile(
 )
 
 # The request may have reached the controller: a query can be repeated, a submission cannot.
-_MAYBE_SENT = re.compile(
+_MAYBE_SENT = Pattern(
     r"Socket timed out on send/recv operation"
     r"|Unable to contact slurm controller \((?:send|receive|shutdown) failure\)"
     r"|Zero Bytes were transmitted or received"
@@ -62,7 +66,7 @@ _MAYBE_SENT = re.compile(
 # node, a site problem; elsewhere, no cluster is set up here). Slurm's configless look-up
 # (sbatch, squeue, scancel, and the Perl qsub/qstat of Slurm's Torque wrapper, as "perl: ...");
 # Torque's and OpenPBS's clients without a server name or configuration.
-_NOT_CONFIGURED = re.compile(
+_NOT_CONFIGURED = Pattern(
     r"Could not establish a configuration source"
     r"|resolve_ctls_from_dns_srv"
     r"|Unable to process configuration file"
@@ -73,7 +77,7 @@ _NOT_CONFIGURED = re.compile(
 )
 
 
-def _matching_line(pattern: re.Pattern, text: str) -> str | None:
+def _matching_line(pattern: Pattern, text: str) -> str | None:
     """The last line of ``text`` where ``pattern`` matches, stripped: the most specific one
     (PBS says "Connection refused", then "qsub: cannot connect to server pbs01")."""
     found = [line for line in text.splitlines() if pattern.search(line)]
@@ -131,18 +135,18 @@ def with_retries(attempt: Callable[[], T], transient: Callable[[T], str | None],
 
 # What to do about the errors users meet most when submitting: (pattern, advice).
 _HINTS = [
-    (re.compile(r"invalid partition", re.I),
+    (Pattern(r"invalid partition", re.I),
      "check --queue (or the profile's queue): `sinfo -s` lists the partitions you may use"),
-    (re.compile(r"Invalid account", re.I),
+    (Pattern(r"Invalid account", re.I),
      "check --account (or the profile's account): `sacctmgr show assoc user=$USER format=account,partition` "
      "lists yours"),
-    (re.compile(r"Invalid qos", re.I),
+    (Pattern(r"Invalid qos", re.I),
      "check --qos: `sacctmgr show assoc user=$USER format=qos` lists yours"),
-    (re.compile(r"Unknown queue", re.I), "check --queue: `qstat -Q` lists the queues"),
-    (re.compile(r"Invalid generic resource", re.I),
+    (Pattern(r"Unknown queue", re.I), "check --queue: `qstat -Q` lists the queues"),
+    (Pattern(r"Invalid generic resource", re.I),
      "the cluster (or this partition) has no such GPUs or other GRES: check --gpus-per-node; "
      "`sinfo -o '%P %G'` shows what each partition has"),
-    (re.compile(r"Requested node configuration is not available", re.I),
+    (Pattern(r"Requested node configuration is not available", re.I),
      "the request (--nodes, --gpus-per-node, --procs-per-node, --mem) fits no node: `sinfo -N -l` shows them"),
 ]
 
