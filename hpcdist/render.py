@@ -150,7 +150,7 @@ def environment(user_template: str | None = None, user_dir: str | None = None):
 
 
 def _sandbox_class():
-    from jinja2.sandbox import SandboxedEnvironment
+    from jinja2.sandbox import SandboxedEnvironment  # see the note at the top
 
     class _Sandbox(SandboxedEnvironment):
         """Jinja's sandbox (no ``_``-attributes, no function internals), and no call to a
@@ -165,7 +165,7 @@ def _sandbox_class():
 
 @functools.lru_cache(maxsize=16)
 def _environment(folder: str | None, user_dir: str | None):
-    import jinja2
+    import jinja2  # see the note at the top
 
     search = [folder] if folder else []
     search += [user_dir] if user_dir else []
@@ -256,7 +256,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
 
 def _template_error(error, env, name: str) -> validate.ValidationError:
     """A template that cannot be rendered, as one line: the file, the line, what is wrong."""
-    from jinja2.sandbox import SecurityError
+    from jinja2.sandbox import SecurityError  # jinja2 is loaded: a template was rendering
 
     where, line = getattr(error, "filename", None), getattr(error, "lineno", None)
     if not where:  # a runtime error: jinja2 put the template's own line in the traceback

@@ -97,7 +97,7 @@ def run_submit(args: Namespace) -> int:
         argv = schedulers.get(spec.scheduler, spec.dialect).submit_argv(f"{folder}/job.sh", f"{folder}/job.log")
         print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
         return 0
-    from hpcdist import submission as sub
+    from hpcdist import submission as sub  # not for a dry run
 
     try:
         job = sub.submit(spec, command_line=command_line())
@@ -106,7 +106,7 @@ def run_submit(args: Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C: any job taken is recorded first (submission.py says so)
         return 130
     if args.json:
-        import json
+        import json  # `hpcdist status` reads no JSON without jobs
 
         print(json.dumps({"job_id": job.job_id, "scheduler": job.scheduler, "script": job.script,
                           "folder": job.path, "log": job.log}))

@@ -89,7 +89,7 @@ def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOU
     grandchild) holding our pipes, and subprocess.run would wait for that one
     to end after killing only the wrapper.
     """
-    # Not at the top: `hpcdist render` imports this module and runs no command (they cost it 8%).
+    # Not at the top: `hpcdist render` imports this module and runs no command (they cost it 3%).
     import signal
     import subprocess
 
