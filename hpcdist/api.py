@@ -17,9 +17,12 @@ Options are the job spec's fields, named as the CLI flags with underscores
 from __future__ import annotations
 
 import io
+import sys
 
 from hpcdist import jobs
 from hpcdist import submission as _submission
+from hpcdist import validate as v
+from hpcdist.profiles import build, load_profile
 
 
 class JobHandle:
@@ -51,8 +54,6 @@ class JobHandle:
 
     def wait(self, poll: float = 2.0, echo: bool = False) -> int:
         """Block until the job ends; its exit code. ``echo`` prints the log as it grows."""
-        import sys
-
         return _submission.wait(self._job, poll=poll, out=sys.stdout if echo else io.StringIO(),
                                 quiet=not echo)
 
@@ -68,8 +69,6 @@ class JobHandle:
 
 def submit(script: str, *script_args: str, profile: str | None = None, **options) -> JobHandle:
     """Render, write and submit a job for ``script``; see the module docstring."""
-    from hpcdist.profiles import build, load_profile
-
     if isinstance(options.get("env"), dict):
         options["env"] = [f"{k}={v}" for k, v in options["env"].items()]
     spec = build(load_profile(profile), {**options, "script": script, "script_args": list(script_args)})
@@ -91,9 +90,7 @@ def submit_function(fn, *args, scheduler: str | None = None, nodes: int = 1, pro
     resolves the ranks (``init_distributed()`` works as under any launcher).
     Returns submitit's job: ``.job_id``, ``.state``, ``.results()`` (one per task).
     """
-    import submitit
-
-    from hpcdist import validate as v
+    import submitit  # an optional dependency (the submitit extra): only this function needs it
 
     if scheduler not in (None, "slurm", "local"):
         raise v.ValidationError("scheduler", scheduler, "submit_function runs on Slurm or locally.",

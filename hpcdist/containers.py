@@ -43,7 +43,12 @@ Each runtime's syntax, and where it comes from:
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from hpcdist import schedulers
+from hpcdist import validate as v
 from hpcdist.shell import Shell
+from hpcdist.validate import ValidationError
 
 #: ``--container-runtime`` values, in the order --help lists them (apptainer the default).
 RUNTIMES = ("apptainer", "singularity", "shifter", "pyxis", "podman-hpc", "podman")
@@ -149,9 +154,6 @@ class Shifter(Runtime):
     gpus = ("nv",)
 
     def check(self, values, launcher):
-        from hpcdist import schedulers
-        from hpcdist.validate import ValidationError
-
         if not schedulers.get(values["scheduler"]).runs_srun:
             raise ValidationError("--container-runtime", "shifter",
                                   f"Shifter's images are staged by Slurm (#SBATCH --image), not under "
@@ -180,11 +182,6 @@ class Pyxis(Runtime):
     in_batch_shell = False
 
     def check(self, values, launcher):
-        from types import SimpleNamespace
-
-        from hpcdist import schedulers
-        from hpcdist.validate import ValidationError
-
         # per_node reads these of a spec; values holds only those given.
         spec = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1),
                                scheduler=values["scheduler"])
@@ -261,8 +258,6 @@ def directives(spec) -> list[str]:
 def check(values: dict, given: dict, launcher) -> None:
     """The container settings' rules (``values``: the spec's fields; ``given``: as set;
     ``launcher``: the job's :class:`hpcdist.launchers.Launcher`)."""
-    from hpcdist.validate import ValidationError
-
     # Without an image, the container settings were refused by their owner's rule (hpcdist.spec).
     if not values.get("container_image"):
         return
@@ -283,8 +278,6 @@ def option_bind(value, option, scheduler) -> str:
 def check_bind(value: str, flag: str) -> str:
     """SRC[:DST[:OPTS]]: absolute paths; no comma (apptainer's and pyxis's list separator), no
     ``$``, backquote, double quote or backslash (pyxis's list sits in double quotes)."""
-    from hpcdist import validate as v
-
     value = v.check_word(str(value), flag)
     bad = next((c for c in ',$`"\\' if c in value), None)
     if bad is not None:

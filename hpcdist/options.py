@@ -459,7 +459,7 @@ def value_checks(scheduler: str | None) -> dict:
 
 def add_flags(p, script: bool = True) -> None:
     """The job options' flags on an argparse parser (render, submit, doctor); ``script``: and SCRIPT ARGS."""
-    import argparse
+    import argparse  # not at the top: the spec imports this module, and status, logs and the API build no parser
 
     # The job options' flags, from their table, group by group (the usage line lists them in
     # the order they are added).

@@ -32,10 +32,13 @@ the file.
 
 from __future__ import annotations
 
+import json
 import os
 
+from hpcdist import schedulers
 from hpcdist import validate as v
 from hpcdist.options import OPTIONS, value_checks
+from hpcdist.spec import build_spec
 
 PROJECT_FILE = "hpcdist.toml"
 #: The site presets shipped with hpcdist.
@@ -90,7 +93,7 @@ def user_file() -> str:
 
 def _load(path: str) -> dict:
     """The file's tables, its top level checked: only ``default`` (a string) and ``profiles`` (tables)."""
-    try:
+    try:  # not at the top: a render with no profile file reads no TOML (tomllib costs it 4%)
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib
@@ -165,8 +168,6 @@ def describe(name: str | None = None, files: list[str] | None = None) -> str:
 
 
 def _toml(value) -> str:
-    import json
-
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
@@ -182,7 +183,7 @@ def _check(table: dict, name: str, path: str) -> dict:
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
         if key not in KEYS:
-            import difflib
+            import difflib  # only for a misspelt key (it costs a render 1%)
 
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(KEYS))}"
@@ -210,8 +211,6 @@ def _check(table: dict, name: str, path: str) -> dict:
 def _value_checks(table: dict) -> dict:
     """The job spec's own check of each value (:func:`hpcdist.options.value_checks`), for the
     profile's, so that a mistake names the key and the file instead of a flag nobody typed."""
-    from hpcdist import schedulers
-
     checks = value_checks(table.get("scheduler") if table.get("scheduler") in schedulers.NAMES else None)
     # Which scheduler a dialect is for may come from a flag: the profile's is checked as PBS's.
     checks["dialect"] = lambda x: schedulers.check_dialect("pbs", x)
@@ -251,8 +250,6 @@ def build(profile: dict, flags: dict, *, check_files: bool = True):
     :class:`~hpcdist.validate.ValidationError` about a value the profile gave (a folder that
     does not exist, a rule that ties it to a flag) becomes a :class:`ProfileError` naming the
     file, the key and the value as written there; one about a flag's value stays as it was."""
-    from hpcdist.spec import build_spec
-
     try:
         return build_spec(merge(profile, flags), check_files=check_files)
     except v.ValidationError as e:
@@ -264,8 +261,6 @@ def build(profile: dict, flags: dict, *, check_files: bool = True):
 
 def _blame(error, profile: dict, flags: dict) -> ProfileError | None:
     """``error`` as the profile's, when the value it names came from the profile; else None."""
-    from hpcdist.options import OPTIONS
-
     if not isinstance(profile, Profile):
         return None
     option = next((o for o in OPTIONS if error.field in o.flags and o.key in profile.written), None)

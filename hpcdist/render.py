@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import functools
 import os
+import textwrap
 
-from hpcdist import __version__, containers, launchers, schedulers, validate
+from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
 from hpcdist.launchers.mpi import MPI_ENV
+from hpcdist.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
 from hpcdist.spec import JobSpec
+
+# jinja2 is imported where a template is rendered, not here: `hpcdist status`, `logs` and
+# `cancel` import this module (through hpcdist.submission) and render nothing.
 
 
 def launch(spec: JobSpec, scheduler, launcher, hpcdist: list) -> tuple:
@@ -75,8 +80,6 @@ def user_setup(spec: JobSpec) -> dict:
     """The user's setup lines (``--setup``, then ``--setup-file``'s), as written, for the batch
     shell or, written to a file, for every node (``--setup-on``), with the scheduler's line
     that runs that file once on each node."""
-    from hpcdist.options import BY_NAME, SETUP_END
-
     lines = [line for item in spec.setup for line in item.splitlines()]
     if spec.setup_file:
         try:
@@ -147,7 +150,7 @@ def environment(user_template: str | None = None, user_dir: str | None = None):
 
 
 def _sandbox_class():
-    from jinja2.sandbox import SandboxedEnvironment
+    from jinja2.sandbox import SandboxedEnvironment  # see the note at the top
 
     class _Sandbox(SandboxedEnvironment):
         """Jinja's sandbox (no ``_``-attributes, no function internals), and no call to a
@@ -162,7 +165,7 @@ def _sandbox_class():
 
 @functools.lru_cache(maxsize=16)
 def _environment(folder: str | None, user_dir: str | None):
-    import jinja2
+    import jinja2  # see the note at the top
 
     search = [folder] if folder else []
     search += [user_dir] if user_dir else []
@@ -187,8 +190,6 @@ def _environment(folder: str | None, user_dir: str | None):
 
 def _module_command(value: str) -> Shell:
     """The words after ``module`` for a --module value, each quoted: ``load cuda/12.1``, ``use /soft/x``."""
-    from hpcdist.options import module_words
-
     return Shell(" ".join(quote(w) for w in module_words(value)))
 
 
@@ -221,11 +222,9 @@ def _check_folder(path: str, what: str) -> str:
 
 def _job_files(job_dir: str | None, spec, scheduler):
     """The job folder's files as the script writes them (:mod:`hpcdist.jobs`); None without a
-    folder (`hpcdist render`, which then need not import the job records)."""
+    folder (`hpcdist render`)."""
     if not job_dir:
         return None
-    from hpcdist import jobs
-
     return jobs.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
                                scheduler.job_id_variable)
 
@@ -257,11 +256,11 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
 
 def _template_error(error, env, name: str) -> validate.ValidationError:
     """A template that cannot be rendered, as one line: the file, the line, what is wrong."""
-    from jinja2.sandbox import SecurityError
+    from jinja2.sandbox import SecurityError  # jinja2 is loaded: a template was rendering
 
     where, line = getattr(error, "filename", None), getattr(error, "lineno", None)
     if not where:  # a runtime error: jinja2 put the template's own line in the traceback
-        import traceback
+        import traceback  # only for a template that fails (it costs a render 1%)
 
         frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.endswith(".py")]
         where, line = (frames[-1].filename, frames[-1].lineno) if frames else (_template_file(env, name), None)
@@ -284,8 +283,6 @@ def _template_file(env, name: str) -> str:
 
 def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
     """What a template gets (hpcdist/schedulers/TEMPLATES.md lists it)."""
-    import textwrap
-
     hpcdist = launchers.hpcdist_command(spec)
     lines, launch_comment = launch(spec, scheduler, launcher, hpcdist)
     setup_line, allocation_comment = job_setup(spec, scheduler, launcher, lines)

@@ -18,7 +18,9 @@ after the first kind, which proves the job was not accepted; after the
 second kind, and after a submit command that did not answer in time, the
 user is told to look at the queue before submitting again.
 
-Pure functions on text plus :func:`with_retries`; the texts are each scheduler's (its in-job module).
+Pure functions on text plus :func:`with_retries`; the texts are each scheduler's (its in-job
+module). Its patterns are compiled on first use (:class:`~hpcdist.patterns.Pattern`): the modules
+that run the commands import it at the top, and `hpcdist render` imports those.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ import re
 import sys
 import time
 from typing import Callable, TypeVar
+
+from hpcdist.patterns import Pattern
+from hpcdist.schedulers import pbs_job, slurm_job
 
 T = TypeVar("T")
 
@@ -37,10 +42,8 @@ MAX_DELAY_S = 30.0
 # qsub, qstat and pbs_iff), in its in-job module (hpcdist.schedulers.<name>_job: a job's own
 # requeue reads them too); the patterns here join every scheduler's.
 
-def _joined(kind: str) -> "re.Pattern":
-    from hpcdist.schedulers import pbs_job, slurm_job
-
-    return re.compile("|".join(text for module in (slurm_job, pbs_job) for text in getattr(module, kind)), re.I)
+def _joined(kind: str) -> Pattern:
+    return Pattern("|".join(text for module in (slurm_job, pbs_job) for text in getattr(module, kind)), re.I)
 
 
 # The request never reached the controller (or the controller refused it before taking it):
@@ -54,7 +57,7 @@ _MAYBE_SENT = _joined("MAYBE_SENT")
 _NOT_CONFIGURED = _joined("NOT_CONFIGURED")
 
 
-def _matching_line(pattern: re.Pattern, text: str) -> str | None:
+def _matching_line(pattern: Pattern, text: str) -> str | None:
     """The last line of ``text`` where ``pattern`` matches, stripped: the most specific one
     (PBS says "Connection refused", then "qsub: cannot connect to server pbs01")."""
     found = [line for line in text.splitlines() if pattern.search(line)]
@@ -110,14 +113,8 @@ def with_retries(attempt: Callable[[], T], transient: Callable[[T], str | None],
     raise AssertionError("unreachable")  # the loop always returns
 
 
-def _hints() -> list:
-    """Each scheduler's advice for the submission errors users meet most: (pattern, advice)."""
-    from hpcdist.schedulers import pbs_job, slurm_job
-
-    return [(re.compile(pattern, re.I), advice) for module in (slurm_job, pbs_job) for pattern, advice in module.HINTS]
-
-
-_HINTS = _hints()
+# Each scheduler's advice for the submission errors users meet most: (pattern, advice).
+_HINTS = [(Pattern(pattern, re.I), advice) for module in (slurm_job, pbs_job) for pattern, advice in module.HINTS]
 
 
 def hint(text: str) -> str | None:

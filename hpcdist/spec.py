@@ -15,6 +15,7 @@ from hpcdist import containers, launchers, schedulers
 from hpcdist import validate as v
 from hpcdist.frozen import DataclassFields, Frozen
 from hpcdist.options import BY_NAME, OPTIONS, REQUIRED
+from hpcdist.shell import quote
 
 #: Time between the walltime warning and the walltime: enough to write a checkpoint of a
 #: few GB to a parallel file system (Slurm may send its warning up to a minute early).
@@ -236,8 +237,6 @@ def _check_output(out: dict) -> None:
         raise v.ValidationError("--output", log, "is a folder; the log is a file.", fix)
     folder = os.path.dirname(log) or "."
     if not os.path.isdir(folder):
-        from hpcdist.shell import quote
-
         raise v.ValidationError("--output", log, f"is in {folder!r}, which does not exist: the scheduler would not "
                                 "create it, and the job would have no log.", f"Create it first (mkdir -p {quote(folder)}).")
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
+import threading
 import time
 
+from hpcdist import launchers
 from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_log_from
 from hpcdist.render import render
 from hpcdist.schedulers import QUEUED
@@ -82,9 +85,6 @@ def _signals_held(until: str):
     """SIGTERM, SIGINT and SIGHUP wait while the submit command runs and its id is recorded
     (one killed in between leaves a queued job nobody knows of); each is delivered again
     after. Yields the list of those that came. Only the main thread may set handlers."""
-    import signal
-    import threading
-
     caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield caught
@@ -122,7 +122,7 @@ def unrecorded(job: Job) -> JobStatus | None:
     marked = job.submitting
     if marked is None:
         return None
-    from hpcdist.schedulers.local import process_start
+    from hpcdist.schedulers.local import process_start  # as in submit()
 
     pid, started = marked.get("pid"), marked.get("started")
     if isinstance(pid, int) and pid > 1 and started is not None and process_start(pid) == str(started):
@@ -318,9 +318,7 @@ def log_text(job: Job) -> str | None:
 
 def first_failure(job: Job):
     """The rank that failed first, from the job's log (:mod:`hpcdist.failures`), or None."""
-    from hpcdist.failures import first_failure as from_log
-
-    from hpcdist import launchers
+    from hpcdist.failures import first_failure as from_log  # socket and datetime: only for a failed job
 
     try:
         spec = JobSpec(**job.spec_values())

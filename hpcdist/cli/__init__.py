@@ -10,11 +10,14 @@ needs when it runs.
 
 from __future__ import annotations
 
+import os
 import sys
+from types import SimpleNamespace
 
 from hpcdist import __version__
 from hpcdist.cli import in_job, jobs
 from hpcdist.cli.common import CommandError
+from hpcdist.dash_values import joined
 
 #: The subcommands, in the order `hpcdist --help` lists them.
 COMMANDS = jobs.COMMANDS + in_job.COMMANDS
@@ -33,8 +36,6 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`hpcdist status | head`): nothing more to say. stdout goes
         # to devnull so that Python's own flush at exit does not fail again; status as if
         # SIGPIPE had ended us, as it ends C tools (128 + 13).
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 
@@ -44,8 +45,6 @@ def _run(argv: list[str]) -> int:
         return in_job.run_by_hand(argv[0], argv[1:])
     args = _plain_status(argv)
     if args is None:
-        from hpcdist.dash_values import joined
-
         parser = build_parser(argv)
         args = parser.parse_args(joined(argv, jobs.OWN_FLAGS))
         if not hasattr(args, "run"):
@@ -58,7 +57,8 @@ def _run(argv: list[str]) -> int:
         return 1
     except ValueError as e:
         # DistEnvError, AllocationError and HostlistError are ValueErrors
-        # whose messages are written for the user.
+        # whose messages are written for the user. Imported here: the in-job modules and validate
+        # are not every command's to pay for (`hpcdist status` imports none of them).
         from hpcdist.allocation import AllocationError
         from hpcdist.env import DistEnvError
         from hpcdist.hostlist import HostlistError
@@ -76,15 +76,13 @@ def _plain_status(argv: list[str]):
     costs more than the command itself (it imports shutil and locale)."""
     if argv[:1] != ["status"] or any(a.startswith("-") for a in argv[1:]):
         return None
-    from types import SimpleNamespace
-
     return SimpleNamespace(command="status", jobs=argv[1:], json=False, run=jobs.run_status)
 
 
 def build_parser(argv: list[str] = ()):
     """The parser: a subcommand's alone when its name comes first (a subcommand's parser sees only
     what follows its name), else all of them (`hpcdist --help`)."""
-    import argparse
+    import argparse  # not at the top: `hpcdist status` and the job scripts' commands build no parser
 
     command = next((a for a in argv if not a.startswith("-")), None)
     only = argv[0] if argv and argv[0] in COMMANDS else None

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import sys
 
+from hpcdist.shell import words_to_line
+
 
 class CommandError(Exception):
     """A user-facing failure: printed as one message, exit status 1."""
 
 
 def job_spec(args: Namespace, check_files: bool = True):
-    from hpcdist.profiles import KEYS, ProfileError, build, load_profile
+    from hpcdist.profiles import KEYS, ProfileError, build, load_profile  # the job options: not `status`'s to pay
 
     try:
         # build: a mistake in a profile's value names the file and the key, not a flag nobody typed.
@@ -27,15 +29,13 @@ def job_spec(args: Namespace, check_files: bool = True):
 def command_line() -> str:
     """The command as typed, for the script's header: an argument's line break or carriage
     return is escaped (bash's $'...'), never written raw into the comment."""
-    from hpcdist.shell import words_to_line
-
     return words_to_line(["hpcdist", *sys.argv[1:]])
 
 
 def follow(job, quiet: bool = False) -> int:
     """``--wait``, ``logs -f`` and ``doctor --submit``: the job to its end; Ctrl-C stops
     following, not the job."""
-    from hpcdist import submission as sub
+    from hpcdist import submission as sub  # the submission code: not `status`'s to pay without jobs
 
     try:
         return sub.wait(job, quiet=quiet)
@@ -53,7 +53,7 @@ def positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        import argparse
+        import argparse  # loaded by the parser that calls this; `hpcdist status` builds none
 
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
     return value

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from hpcdist.cli.common import CommandError, positive_int
+from hpcdist.schedulers import QUEUED
 
 #: The commands here, in the order `hpcdist --help` lists them.
 COMMANDS = ("env", "hostfile", "supervise", "requeue", "job-setup", "agents")
@@ -18,6 +19,7 @@ BY_HAND = ("job-setup", "agents")
 def run_by_hand(name: str, argv: list[str]) -> int:
     """``hpcdist job-setup`` (:mod:`hpcdist.job_setup`) or ``hpcdist agents`` (:mod:`hpcdist.agents`,
     each way of starting the agents its scheduler's)."""
+    # Each in-job module imported by the command that runs it: no other command pays for them.
     if name == "job-setup":
         from hpcdist.job_setup import main
 
@@ -41,7 +43,7 @@ def run_by_hand(name: str, argv: list[str]) -> int:
 
 def add_parsers(sub, only: str | None, command: str | None) -> None:
     """Their parsers on ``sub`` (all, or ``only`` that one)."""
-    import argparse
+    import argparse  # not at the top: `hpcdist status` and the job scripts' commands build no parser
 
     if only in (None, "env"):
         env = sub.add_parser(
@@ -59,7 +61,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
                          help="print only this value (for job scripts)")
         env.set_defaults(run=run_env)
     if only in (None, "hostfile"):
-        from hpcdist.allocation import HOSTFILE_FORMATS
+        from hpcdist.allocation import HOSTFILE_FORMATS  # in-job: only when its parser is built
 
         hostfile = sub.add_parser(
             "hostfile",
@@ -88,8 +90,6 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         requeue = sub.add_parser(
             "requeue", help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
             description="Put the running job back in the queue, unless it went back --max times already (exit 3).")
-        from hpcdist.schedulers import QUEUED
-
         requeue.add_argument("--scheduler", choices=QUEUED, required=True)
         requeue.add_argument("--max", type=int, required=True, metavar="N", help="restarts allowed in all")
         requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
@@ -106,9 +106,9 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
 
 
 def run_env(args: Namespace) -> int:
-    import warnings
+    import warnings  # not at the top: `hpcdist status` does not load it (it would cost it 1.4%)
 
-    from hpcdist.env import UndistributedWarning, explain
+    from hpcdist.env import UndistributedWarning, explain  # in-job: not every command's to pay
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UndistributedWarning)
@@ -130,7 +130,7 @@ def run_env(args: Namespace) -> int:
                 "consulted": why.consulted,
                 "warnings": why.warnings,
             }
-        import json
+        import json  # not at the top: `hpcdist status` imports this module (json would cost it 7%)
 
         print(json.dumps(data, indent=2))
         return 0
@@ -152,7 +152,7 @@ def run_env(args: Namespace) -> int:
 
 
 def run_supervise(args: Namespace) -> int:
-    from hpcdist.supervise import supervise
+    from hpcdist.supervise import supervise  # in-job (subprocess, threading): not every command's to pay
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
@@ -161,12 +161,13 @@ def run_supervise(args: Namespace) -> int:
 
 
 def run_requeue(args: Namespace) -> int:
-    from hpcdist.requeue import main
+    from hpcdist.requeue import main  # in-job: not every command's to pay
 
     return main(args.scheduler, args.max, args.script, args.job_dir)
 
 
 def run_hostfile(args: Namespace) -> int:
+    # In-job, and tempfile: not every command's to pay.
     from hpcdist.allocation import Allocation
     from hpcdist.atomic import write_text_atomic
 

@@ -7,8 +7,10 @@ which it imports when it runs: ``hpcdist status`` must not pay for ``submit``'s 
 
 from __future__ import annotations
 
+import os
 import sys
 
+from hpcdist import schedulers
 from hpcdist.cli.common import CommandError, command_line, follow, job_spec
 
 #: The commands here, in the order `hpcdist --help` lists them.
@@ -22,7 +24,7 @@ JOB_COMMANDS = tuple(OWN_FLAGS)
 def add_parsers(sub, only: str | None, command: str | None) -> None:
     """Their parsers on ``sub`` (all, or ``only`` that one); ``command``: the subcommand named, whose
     job flags are the only ones built (argparse's parsers cost more than most commands)."""
-    from hpcdist.options import add_flags
+    from hpcdist.options import add_flags  # the job options: `hpcdist status` and the in-job commands pay none
 
     def job_flags(parser, script: bool = True) -> None:
         if command in JOB_COMMANDS:
@@ -77,16 +79,15 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
 
 
 def run_render(args: Namespace) -> int:
-    from hpcdist.render import render
+    from hpcdist.render import render  # not at the top: every command, status and agents too, imports this module
 
     sys.stdout.write(render(job_spec(args), command_line=command_line()))
     return 0
 
 
 def run_submit(args: Namespace) -> int:
-    import shlex
+    import shlex  # not at the top: it would cost `hpcdist status` 1.4%
 
-    from hpcdist import schedulers
     from hpcdist.render import render
 
     spec = job_spec(args)
@@ -96,7 +97,7 @@ def run_submit(args: Namespace) -> int:
         argv = schedulers.get(spec.scheduler, spec.dialect).submit_argv(f"{folder}/job.sh", f"{folder}/job.log")
         print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
         return 0
-    from hpcdist import submission as sub
+    from hpcdist import submission as sub  # not for a dry run
 
     try:
         job = sub.submit(spec, command_line=command_line())
@@ -105,7 +106,7 @@ def run_submit(args: Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C: any job taken is recorded first (submission.py says so)
         return 130
     if args.json:
-        import json
+        import json  # not at the top: it would cost `hpcdist status` 7%
 
         print(json.dumps({"job_id": job.job_id, "scheduler": job.scheduler, "script": job.script,
                           "folder": job.path, "log": job.log}))
@@ -118,7 +119,7 @@ def run_submit(args: Namespace) -> int:
 
 
 def run_status(args: Namespace) -> int:
-    from hpcdist import jobs
+    from hpcdist import jobs  # not at the top: the in-job commands (agents, supervise) pass through here
 
     try:
         selected = jobs.select(args.jobs)
@@ -151,7 +152,7 @@ def run_status(args: Namespace) -> int:
                      "state": state, "exit_code": exit_code, "reason": reason, "restarts": runs.restarts,
                      "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1]})
     if args.json:
-        import json
+        import json  # not at the top: it would cost `hpcdist status` 7%
 
         print(json.dumps(rows, indent=2))
         return 0
@@ -165,7 +166,7 @@ def run_status(args: Namespace) -> int:
 
 
 def run_logs(args: Namespace) -> int:
-    from hpcdist import jobs, submission as sub
+    from hpcdist import jobs, submission as sub  # as run_status's
 
     try:
         job = jobs.find(args.job)
@@ -188,7 +189,7 @@ def run_logs(args: Namespace) -> int:
 
 
 def run_cancel(args: Namespace) -> int:
-    from hpcdist import jobs, submission as sub
+    from hpcdist import jobs, submission as sub  # as run_status's
 
     try:
         sub.cancel(jobs.find(args.job))
@@ -198,6 +199,7 @@ def run_cancel(args: Namespace) -> int:
 
 
 def run_doctor(args: Namespace) -> int:
+    # The doctor's modules (subprocess, socket, json; the in-job allocation and env), its alone.
     from hpcdist import doctor
 
     if args.probe:
@@ -205,13 +207,10 @@ def run_doctor(args: Namespace) -> int:
 
         print(json.dumps(doctor.probe()))
         return 0
-    from hpcdist import schedulers
-
     if args.scheduler and schedulers.get(args.scheduler).queued:  # a job that runs the check, not the check here
         return _submit_doctor(args)
     from hpcdist.allocation import Allocation, AllocationError
     from hpcdist.env.ports import job_id_from, port_for_job
-    import os
 
     try:
         hosts = Allocation.from_env().host_names
@@ -233,7 +232,7 @@ def run_doctor(args: Namespace) -> int:
 
 def _submit_doctor(args: Namespace) -> int:
     """A job of --nodes nodes whose script runs `hpcdist doctor` on its first node."""
-    from hpcdist import submission as sub
+    from hpcdist import submission as sub  # as run_status's
 
     args.script, args.script_args, args.launcher, args.python = "doctor", [], "none", "hpcdist"
     args.job_name = args.job_name or "hpcdist-doctor"
@@ -248,7 +247,7 @@ def _submit_doctor(args: Namespace) -> int:
 
 
 def run_profiles(args: Namespace) -> int:
-    from hpcdist.profiles import ProfileError, describe
+    from hpcdist.profiles import ProfileError, describe  # the job options: `hpcdist status` pays none
 
     try:
         sys.stdout.write(describe(args.name))

@@ -7,9 +7,13 @@ lines that name a failed rank (``sigkill_handler``, ``global_rank_mapping``).
 
 from __future__ import annotations
 
+import ast
+import re
+
 from hpcdist import schedulers
 from hpcdist.launchers import Launcher, exit_why, failure, hpcdist_command, program, rank_module
 from hpcdist.shell import BREAK, Shell, var
+from hpcdist.validate import ValidationError
 #: DeepSpeed's name for its runner that starts the nodes with srun.
 SRUN_RUNNER = "slurm"
 
@@ -24,9 +28,6 @@ RANK_MAPPING = r"global_rank_mapping=defaultdict\(<class 'list'>, (?P<map>\{[^}]
 
 def ranks_by_host(text: str) -> dict:
     """DeepSpeed's own ``global_rank_mapping`` line: host -> its global ranks."""
-    import ast
-    import re
-
     m = re.search(RANK_MAPPING, text)
     try:
         mapping = ast.literal_eval(m["map"]) if m else {}
@@ -49,8 +50,6 @@ class DeepSpeed(Launcher):
     def check(self, values):
         super().check(values)
         if values.get("deepspeed_runner") == SRUN_RUNNER and not schedulers.get(values["scheduler"]).runs_srun:
-            from hpcdist.validate import ValidationError
-
             raise ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
         if (values["deepspeed_runner"] == "pdsh" and not values.get("no_ssh")
                 and values.get("nodes", 1) > 1 and not schedulers.get(values["scheduler"]).one_host):
@@ -59,8 +58,6 @@ class DeepSpeed(Launcher):
                 # double quotes, where $, `, " and \ would be expanded or break the line.
                 bad = next((c for c in '$`"\\\n' if c in value), None)
                 if bad is not None:
-                    from hpcdist.validate import ValidationError
-
                     raise ValidationError(
                         "--env", f"{name}={value}",
                         f"DeepSpeed's pdsh runner passes variables to the other nodes inside double "
@@ -70,8 +67,6 @@ class DeepSpeed(Launcher):
     def check_container(self, values):
         nodes = values.get("nodes", 1)
         if nodes > 1 and not values.get("no_ssh") and not schedulers.get(values["scheduler"]).one_host:
-            from hpcdist.validate import ValidationError
-
             runner = values.get("deepspeed_runner", "pdsh")
             raise ValidationError(
                 "--container-image", values["container_image"],
@@ -127,8 +122,6 @@ class DeepSpeed(Launcher):
         return f"Start DeepSpeed, which reaches the other nodes with its {mode} runner."
 
     def failures(self, text, agents, nodes):
-        import re
-
         found = []
         ranks_on = ranks_by_host(text)
         for m in re.finditer(RANK_FAILED, text, re.M):

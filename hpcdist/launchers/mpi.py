@@ -10,6 +10,8 @@ flavour's syntax are named in its class.
 
 from __future__ import annotations
 
+import re
+
 from hpcdist.launchers import failure
 from hpcdist.shell import BREAK, Shell, var
 
@@ -105,8 +107,6 @@ class OpenMpi(Flavour):
         return [MPI_ENV]
 
     def failures(self, text, agents, nodes):
-        import re
-
         # Under spread agents (one per node) a rank is an agent's: only its host is kept.
         found = [(m.start(), failure(m["why"].strip(), rank=None if agents else int(m["rank"]), host=m["host"],
                                      source="mpirun"))
@@ -148,8 +148,6 @@ class Hydra(Flavour):
         return ["-bind-to", binding] if binding and not agents else []
 
     def failures(self, text, agents, nodes):
-        import re
-
         return [(m.start(), failure((m["string"] or m["why"]).strip(),
                                     rank=int(m["rank"]) if m["rank"] and not agents else None,
                                     host=m["host"], source="mpiexec"))
@@ -211,8 +209,6 @@ class Pals(Flavour):
         return ["--envall"]
 
     def failures(self, text, agents, nodes):
-        import re
-
         return [(m.start(), failure(f"exit code {m['code']}" if m["code"] else m["sig"],
                                     rank=None if agents else int(m["rank"]), host=m["host"], source="mpiexec (PALS)"))
                 for m in re.finditer(self.RANK_FAILED, text, re.M)]

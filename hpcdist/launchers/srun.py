@@ -6,8 +6,11 @@ or a node's agent where srun spread another launcher's agents.
 
 from __future__ import annotations
 
+import re
+
 from hpcdist import containers, schedulers
 from hpcdist.launchers import Launcher, failure, rank_program
+from hpcdist.validate import ValidationError
 
 #: srun's line about a failed task (compiled by re's cache when a log is read).
 TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<why>.+)$"
@@ -19,8 +22,6 @@ class Srun(Launcher):
 
     def check(self, values):
         if not schedulers.get(values["scheduler"]).runs_srun:
-            from hpcdist.validate import ValidationError
-
             raise ValidationError(
                 "--launcher", "srun", f"srun starts tasks only inside a Slurm job, not under {values['scheduler']}.",
                 "Use --launcher torchrun or mpirun, or --scheduler slurm.")
@@ -47,8 +48,6 @@ class Srun(Launcher):
                 f"framework its rank); one that fails ends the others.")
 
     def failures(self, text, agents, nodes):
-        import re
-
         # Under spread agents the task numbers are agents': only the host is kept.
         return [(m.start(), failure(m["why"].strip(), rank=None if agents else int(m["rank"]), host=m["host"],
                                     source="srun"))

@@ -7,6 +7,8 @@ Its settings (``--max-restarts``, ``--min-nodes``) are its own (their owner in
 
 from __future__ import annotations
 
+import re
+
 from hpcdist.launchers import Launcher, exit_why, failure, program
 from hpcdist.shell import BREAK, Shell
 
@@ -39,8 +41,6 @@ class Torchrun(Launcher):
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec, argparse_launcher=True)
 
     def failures(self, text, agents, nodes):
-        import re
-
         return [(m.start(), failure(exit_why(int(m["code"])), rank=int(m["rank"]), local_rank=int(m["local"]),
                                     host=m["host"], source="torchrun"))
                 for m in re.finditer(ROOT_CAUSE, text)]

@@ -21,6 +21,11 @@ from __future__ import annotations
 
 from hpcdist.frozen import Frozen
 from hpcdist.patterns import Pattern
+from hpcdist.schedulers import QUEUED, all_schedulers, get
+from hpcdist.shell import BREAK, Shell, command_lines, single_quoted
+
+# validate and rules (which imports validate) are imported by the checks that use them, not here:
+# `hpcdist status` imports this module and checks no job spec (validate would cost it 3%).
 
 
 # --------------------------------------------------------------------------
@@ -198,8 +203,6 @@ def _grammars() -> dict:
     """The id grammars, by scheduler name, in the order an id without a scheduler is tried
     (each scheduler module registers its own when first imported, through get())."""
     if not _GRAMMARS:
-        from hpcdist.schedulers import QUEUED, get
-
         _GRAMMARS.update((name, get(name).ids) for name in QUEUED)
     return _GRAMMARS
 
@@ -278,16 +281,12 @@ class JobId(Record):
 
 def _those(what: str) -> tuple[str, str]:
     """The names and the titles of the schedulers that have ``what`` (for messages)."""
-    from hpcdist.schedulers import all_schedulers
-
     having = [s for s in all_schedulers() if getattr(s, what)]
     return " or ".join(s.name for s in having), " or ".join(s.title for s in having)
 
 
 def uses_node_rank(words: list) -> bool:
     """Whether a launcher's words refer to ``$NODE_RANK``, which each node's agent must be given."""
-    from hpcdist.shell import Shell
-
     return any(isinstance(w, Shell) and "$NODE_RANK" in w for w in words)
 
 
@@ -299,8 +298,6 @@ def on_each_node(prefix: list, words: list, rank_variable: str) -> list:
     the starter sets it: :mod:`hpcdist.agents`), so that it is expanded on that node, not once in
     the batch shell. The ``bash -c`` script is written in lines of its own, indented.
     """
-    from hpcdist.shell import BREAK, Shell, command_lines, single_quoted
-
     if not uses_node_rank(words):
         return list(prefix) + list(words)
     export = "" if rank_variable == "NODE_RANK" else f'\n    export NODE_RANK="${rank_variable}"'
@@ -356,8 +353,6 @@ class Scheduler:
     @property
     def queued(self) -> bool:
         """It has a queue (a job may go back to it) and reads directives."""
-        from hpcdist.schedulers import QUEUED
-
         return self.name in QUEUED
 
     def is_job_id(self, text) -> bool:
@@ -381,7 +376,7 @@ class Scheduler:
 
     def check_dialect(self, dialect) -> str | None:
         """The dialect as the spec holds it; a scheduler without dialects takes none."""
-        from hpcdist import validate as v
+        from hpcdist import validate as v  # see the note at the top
 
         if dialect is not None and dialect != "":
             names, titles = _those("dialects")
@@ -390,7 +385,7 @@ class Scheduler:
         return None
 
     def check_elastic(self, values: dict) -> None:
-        from hpcdist import validate as v
+        from hpcdist import validate as v  # see the note at the top
 
         if values.get("min_nodes") and not self.elastic_agents:
             names, titles = _those("elastic_agents")
@@ -408,7 +403,7 @@ class Scheduler:
     def check_directive(self, line) -> str:
         """A raw directive as the full line to put at the top of the script: see
         :func:`hpcdist.schedulers.check_directive`."""
-        from hpcdist import validate as v
+        from hpcdist import validate as v  # see the note at the top
 
         field = "--directive"
         line = v.require_str(line, field)
@@ -423,7 +418,7 @@ class Scheduler:
     def directive(self, line: str) -> str:
         """One line of text as this scheduler's directive: the right prefix (a lower-case one
         is corrected), a non-empty option that starts with ``-``."""
-        from hpcdist.schedulers.rules import directive_line
+        from hpcdist.schedulers.rules import directive_line  # see the note at the top
 
         return directive_line(self, line)
 

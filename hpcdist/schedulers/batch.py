@@ -8,8 +8,13 @@ scheduler's own stdout and stderr.
 
 from __future__ import annotations
 
+import math
 import os
+import shlex
+import sys
 
+from hpcdist import retry
+from hpcdist.jobs import read_exit_code, read_subjob_exit_codes
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, SchedulerOutputError
 
 #: Seconds a status or cancel command (squeue, sacct, qstat, scancel, qdel) may take.
@@ -47,8 +52,6 @@ class CommandTimeout(SubmitError):
 
 def setting(name: str, default: float, *, integer: bool = False) -> float:
     """A number from the environment, checked: the error names the variable, the value and the fix."""
-    import math
-
     text = os.environ.get(name, "").strip()
     if not text:
         return default
@@ -86,7 +89,7 @@ def run(argv: list[str], cwd: str | None = None, timeout: float = COMMAND_TIMEOU
     grandchild) holding our pipes, and subprocess.run would wait for that one
     to end after killing only the wrapper.
     """
-    import shlex
+    # Not at the top: `hpcdist render` imports this module and runs no command (they cost it 3%).
     import signal
     import subprocess
 
@@ -119,16 +122,12 @@ def run_or_fail(argv: list[str], cwd: str | None = None, env: dict | None = None
     """:func:`run` (in ``env``, default ours), and SubmitError quoting the command's words when it exits non-zero."""
     proc = run(argv, cwd=cwd, env=env)
     if proc.returncode != 0:
-        import shlex
-
         raise SubmitError(f"`{shlex.join(argv)}` failed: {(proc.stderr.strip() or proc.stdout.strip())[:500]}")
     return proc
 
 
 def query(argv: list[str]):
     """A status query, retried while the controller cannot be reached (a query changes nothing)."""
-    from hpcdist import retry
-
     def transient(proc):
         return retry.unreachable(proc.stdout + "\n" + proc.stderr) if proc.returncode != 0 else None
     return retry.with_retries(lambda: run(argv), transient, command=argv[0], **retry_settings())
@@ -153,15 +152,13 @@ def recorded_exit(job) -> JobStatus | None:
     for an array, the first subjob that failed, by index, else 0 (each subjob writes its own
     file). A job that ``hpcdist cancel`` cancelled is CANCELLED, with or without a file (a script
     killed outright writes none); without a file and a cancel, None: the end is unknown."""
-    from hpcdist import jobs
-
     cancelled = job.record.get("cancelled") is True
-    codes = jobs.read_subjob_exit_codes(job.path)
+    codes = read_subjob_exit_codes(job.path)
     if codes:
         index, code = next(((i, c) for i, c in codes.items() if c != 0), (None, 0))
         why = (f"subjob {index} exited {code}" if index is not None else f"{len(codes)} subjob(s) exited 0")
         return _ended(code, cancelled, f"{why}, from their exit_code files")
-    code = jobs.read_exit_code(job.path)
+    code = read_exit_code(job.path)
     if code is None:
         return JobStatus("CANCELLED", None, "cancelled", "hpcdist cancel") if cancelled else None
     return _ended(code, cancelled, "from the job's exit_code file")
@@ -178,7 +175,7 @@ def _ended(code: int, cancelled: bool, source: str) -> JobStatus:
 
 def signal_words(code: int) -> str:
     """``"killed by SIGTERM (a cancel, the walltime or preemption); "`` for a status of 128+N."""
-    import signal
+    import signal  # as run()'s: only for a job that ended
 
     try:
         name = signal.Signals(code - 128).name if 128 < code <= 128 + 64 else None
@@ -285,8 +282,6 @@ class BatchScheduler(Scheduler):
 
     def not_configured(self, job, program: str, proc) -> JobStatus | None:
         """The state when ``program`` (a status command) found no scheduler at all, else None."""
-        from hpcdist import retry
-
         line = retry.not_configured(proc.stdout + "\n" + proc.stderr) if proc.returncode != 0 else None
         if line is None:
             return None
@@ -309,10 +304,6 @@ class BatchScheduler(Scheduler):
                          reason=f"{message}; the job may still be queued or running")
 
     def submit(self, script: str, workdir: str, log: str) -> JobId:
-        import shlex
-
-        from hpcdist import retry
-
         # Paths relative to the submit folder (where the command runs): the job
         # folder's own part is a validated job name and a time, while the submit
         # folder's path may hold anything, and some qsub front ends (Slurm's
@@ -348,10 +339,6 @@ class BatchScheduler(Scheduler):
 
     def _explain(self, argv, proc, error, retries: int) -> str:
         """Why the submission failed, in the scheduler's words, and what to do."""
-        import shlex
-
-        from hpcdist import retry
-
         text = proc.stdout + "\n" + proc.stderr
         if proc.returncode == 0:
             return (f"{argv[0]} exited 0 but printed no job id, so hpcdist cannot follow the job; "
@@ -380,8 +367,6 @@ class BatchScheduler(Scheduler):
     def cancel(self, job) -> None:
         """The scheduler's cancel; once it took the job, the record says so: where the scheduler
         keeps no finished jobs, the script's own exit code (143) is then read as CANCELLED."""
-        from hpcdist import retry
-
         job_id = job.current_id
         proc = run([self.cancel_command, job_id])
         if proc.returncode != 0:
@@ -394,8 +379,6 @@ class BatchScheduler(Scheduler):
         try:
             job.update(cancelled=True)
         except OSError as e:  # the job is cancelled: that is what counts
-            import sys
-
             print(f"hpcdist: job {job_id} is cancelled, but its record could not say so ({e.strerror or e})",
                   file=sys.stderr)
 

@@ -7,10 +7,15 @@ it as from a Slurm id), and the exit code lands in the job folder's ``exit_code`
 from __future__ import annotations
 
 import os
+import sys
 
-from hpcdist.schedulers.base import JobId, JobStatus, Scheduler
+from hpcdist import jobs
+from hpcdist import validate as v
+from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, on_each_node
+from hpcdist.schedulers.batch import SubmitError, signal_words
 from hpcdist.schedulers.local_job import JOB_ID_VARIABLES
 from hpcdist.schedulers.slurm import JOB_NAMES as SLURM_JOB_NAMES
+from hpcdist.shell import command_lines
 
 #: The most processes the local backend starts (--nodes x --procs-per-node): each "node" is a
 #: background agent on this host, and more than this is a typo, not a workstation's load.
@@ -42,8 +47,6 @@ class Local(Scheduler):
     # --- the job spec ----------------------------------------------------------
 
     def check_values(self, values, given):
-        from hpcdist import validate as v
-
         if given.get("directives"):
             self.directive(str(given["directives"][0]))
         nodes, procs = values.get("nodes", 1), values["procs_per_node"]
@@ -59,8 +62,6 @@ class Local(Scheduler):
                                     "Submit with --scheduler slurm or pbs, or leave it out.")
 
     def directive(self, line):
-        from hpcdist import validate as v
-
         raise v.ValidationError("--directive", line, "the local backend has no scheduler to read it.",
                                 "Drop it, or submit with --scheduler slurm or pbs.")
 
@@ -69,9 +70,6 @@ class Local(Scheduler):
     def spread(self, spec, words, hpcdist):
         """Several "nodes" on this host, as agents of ``hpcdist agents --local``
         (:func:`hpcdist.schedulers.local_job.start`), which ends them all when one fails."""
-        from hpcdist.schedulers.base import on_each_node
-        from hpcdist.shell import command_lines
-
         start = [*hpcdist, "agents", "--local", "--nodes", str(spec.nodes), "--"]
         return [command_lines(on_each_node(start, words, "NODE_RANK"))]
 
@@ -81,10 +79,8 @@ class Local(Scheduler):
     # --- the job -------------------------------------------------------------------
 
     def submit(self, script: str, workdir: str, log: str) -> JobId:
+        # Not at the top: a render reads every scheduler's data (all_schedulers()) and runs nothing.
         import subprocess
-        import sys
-
-        from hpcdist import jobs
 
         folder = os.path.dirname(script)
         exit_file = jobs.exit_code_file(folder)
@@ -106,8 +102,6 @@ class Local(Scheduler):
         return isinstance(text, str) and text.isascii() and text.isdigit()
 
     def status(self, job) -> JobStatus:
-        from hpcdist import jobs
-
         code = jobs.read_exit_code(job.path)
         if code is None and self._live_runner(job) is not None:
             return JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
@@ -115,8 +109,6 @@ class Local(Scheduler):
             return JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
         if code is None:
             return JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit code")
-        from hpcdist.schedulers.batch import signal_words
-
         return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}",
                          reason=signal_words(code).removesuffix("; ") or None)
 
@@ -124,8 +116,6 @@ class Local(Scheduler):
     def _live_runner(job) -> int | None:
         """The runner's pid while it is alive and is still the runner (pids are reused): its start
         time is the recorded one, and it still leads the process group it was started in."""
-        from hpcdist import jobs
-
         pid, started = jobs.read_runner(job.path) or (job.job_id, "None")
         try:
             pid = int(pid)
@@ -139,9 +129,7 @@ class Local(Scheduler):
         return pid if started == now else None
 
     def cancel(self, job) -> None:
-        import signal
-
-        from hpcdist.schedulers.batch import SubmitError
+        import signal  # as submit()'s subprocess
 
         state = self.status(job)
         pid = self._live_runner(job)

@@ -18,13 +18,20 @@ from __future__ import annotations
 
 import os
 import re
+from types import SimpleNamespace
 
+from hpcdist import launchers, retry
+from hpcdist import validate as v
+from hpcdist.launchers.mpi import FLAVOURS
 from hpcdist.patterns import Pattern
+from hpcdist.schedulers import get, pbs_request
 from hpcdist.schedulers.base import (
     IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
 from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, next_job_environment
+from hpcdist.schedulers.pbs_qstat import (
+    parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown, parse_qstat_unknown_ids)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
 from hpcdist.shell import command_lines, quote, var
 
@@ -167,16 +174,12 @@ def parse_qsub(stdout, stderr="", returncode: int | None = 0) -> JobId:
 
 def format_pbs_walltime(seconds: int) -> str:
     """PBS ``-l walltime=``: ``HH:MM:SS`` with hours unbounded (``49:00:00``)."""
-    from hpcdist.validate import format_clock
-
-    return format_clock(seconds)
+    return v.format_clock(seconds)
 
 
 def format_pbs_mem(mb: int) -> str:
     """PBS ``mem=``: ``16gb`` for a whole number of gigabytes, else ``500mb``."""
-    from hpcdist.validate import positive_int
-
-    mb = positive_int(mb, "mb")
+    mb = v.positive_int(mb, "mb")
     return f"{mb // 1024}gb" if mb % 1024 == 0 else f"{mb}mb"
 
 
@@ -213,9 +216,7 @@ class Pbs(BatchScheduler):
 
     def request(self, spec):
         """The ``-l`` resources that ask for the nodes (:mod:`hpcdist.schedulers.pbs_request`)."""
-        from hpcdist.schedulers.pbs_request import request
-
-        return request(spec, self.dialect.request == "nodes", format_pbs_mem)
+        return pbs_request.request(spec, self.dialect.request == "nodes", format_pbs_mem)
 
     def configure(self, line):
         # Slurm's Torque wrapper (slurm-wlm-torque) is a Perl qsub/qstat: Slurm's words, as "perl: ...".
@@ -233,11 +234,6 @@ class Pbs(BatchScheduler):
     # --- the job spec ----------------------------------------------------------
 
     def check_values(self, values, given):
-        from hpcdist import validate as v
-        from hpcdist.schedulers import get
-
-        from hpcdist.schedulers.pbs_request import check_request
-
         if "qos" in values:
             raise v.ValidationError("--qos", values["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
         if values.get("mem_mb") == 0:
@@ -245,17 +241,12 @@ class Pbs(BatchScheduler):
                                     "asks for, or the site's default.", "Give an amount (e.g. 380G), or leave --mem out.")
         # The spec's dialect, which need not be this instance's.
         pbs = get(self.name, values["dialect"])
-        check_request(values, given, torque=pbs.dialect.request == "nodes")
+        pbs_request.check_request(values, given, torque=pbs.dialect.request == "nodes")
         self._check_spread(values)
         pbs.check_gpu_directives(values.get("gpus_per_node", 0), list(values.get("directives", ())))
 
     def _check_spread(self, values):
         """pbsdsh starts one agent per node: a launcher started once, from the first node, has none."""
-        from types import SimpleNamespace
-
-        from hpcdist import launchers
-        from hpcdist import validate as v
-
         if values.get("pbs_spread") != "pbsdsh":
             return
         seen = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1), scheduler=self.name)
@@ -267,8 +258,6 @@ class Pbs(BatchScheduler):
 
     def check_dialect(self, dialect):
         """``"pro"`` (the default; also for ``openpbs``/``pbspro``) or ``"torque"``."""
-        from hpcdist import validate as v
-
         if dialect is None or dialect == "":
             return "pro"
         if isinstance(dialect, str) and dialect.strip().lower() in _DIALECT_ALIASES:
@@ -281,8 +270,6 @@ class Pbs(BatchScheduler):
     def check_gpu_directives(self, gpus_per_node, directives):
         """hpcdist always writes the dialect's node request (``-l select=`` or ``-l nodes=``): a
         raw ``-l`` with the same resource, or with the other dialect's, clashes with it."""
-        from hpcdist import validate as v
-
         field = "--directive"
         v.check_positive(gpus_per_node, "--gpus-per-node", allow_zero=True)
         parsed = [(d, directive_tokens(v.require_str(d, field))) for d in directives]
@@ -342,16 +329,12 @@ class Pbs(BatchScheduler):
         if spec.pbs_spread == "pbsdsh":
             start = [*hpcdist, "agents", "--pbsdsh", "--dir", var("run_dir"), "--"]
             return [command_lines(on_each_node(start, words, "NODE_RANK"))]
-        from hpcdist.launchers.mpi import FLAVOURS
-
         mpi = FLAVOURS[spec.mpi]
         return mpi.setup(spec) + [command_lines(on_each_node(mpi.agents(spec), words, mpi.rank_variable))]
 
     def spreader(self, spec):
         if spec.pbs_spread == "pbsdsh":
             return "with pbsdsh"
-        from hpcdist.launchers.mpi import FLAVOURS
-
         return f"with {FLAVOURS[spec.mpi].title}'s launcher"
 
     # --- the job -------------------------------------------------------------------
@@ -365,11 +348,6 @@ class Pbs(BatchScheduler):
         several jobs, qstat lists those it knows and writes "Unknown Job Id ID" (or "ID Job has
         finished") on stderr for each of the others, exiting non-zero; a job it neither lists nor
         names there is asked about alone."""
-        from hpcdist import retry
-        from hpcdist.schedulers.pbs_qstat import (
-            parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown,
-            parse_qstat_unknown_ids)
-
         ids = [JobId(id=job_id, scheduler="pbs") for job_id in dict.fromkeys(job_ids)]
         found, proc, history = {}, None, True
         if self.dialect.json_status:
@@ -400,9 +378,6 @@ class Pbs(BatchScheduler):
         """One job's state from what qstat listed for it (or None) and the run that did not list
         it; ``unknown``: the ids its stderr says it does not know, when several were asked about;
         ``history``: False when the server keeps no finished jobs."""
-        from hpcdist import retry
-        from hpcdist.schedulers.pbs_qstat import parse_qstat_unknown
-
         if found is not None:
             if found.finished and found.exit_code is None:
                 return self._with_recorded_exit(job, job_id, found)

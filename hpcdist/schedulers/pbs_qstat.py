@@ -2,12 +2,13 @@
 
 Pure functions on text, for PBS Pro/OpenPBS and Torque (the caller runs ``qstat``): the
 JSON of ``qstat -f -F json -x`` (repaired, or read line by line, where PBS got it wrong),
-the ``qstat -f`` text, and "no such job" on stderr.  ``json`` is imported only when JSON is
-parsed, and the regular expressions are compiled on first use.
+the ``qstat -f`` text, and "no such job" on stderr.  The regular expressions are compiled on
+first use.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from hpcdist.patterns import Pattern
@@ -335,8 +336,6 @@ def parse_qstat_jobs_json(stdout, job_ids: list, *, stderr: str = "") -> dict:
     FAILED.  JSON that PBS got wrong (openpbs#1255, #2541, PR #830, PR
     #2049) is repaired or read line by line.
     """
-    import json
-
     stdout, stderr = output_text(stdout), output_text(stderr)
     if not stdout.strip():
         return {}

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 
 from hpcdist.patterns import Pattern
+from hpcdist.schedulers.rules import directive_tokens, option_values
+from hpcdist.validate import ValidationError
 
 #: ``request``'s values.
 SHAPES = ("select", "job-wide")
@@ -44,8 +46,6 @@ _SHARING = ("excl", "shared", "exclhost")
 
 
 def _error(field, value, rule, fix):
-    from hpcdist.validate import ValidationError
-
     return ValidationError(field, value, rule, fix)
 
 
@@ -149,8 +149,6 @@ def _shown(value) -> str:
 def _adopt_directives(values: dict) -> None:
     """A ``-l select=`` or ``-l place=`` directive replaces hpcdist's line: it moves into
     ``select``/``place`` (checked as the flag is), and is written once, where hpcdist writes it."""
-    from hpcdist.schedulers.rules import directive_tokens, option_values
-
     kept = []
     for line in values.get("directives", ()):
         toks = directive_tokens(line)

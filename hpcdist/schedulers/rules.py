@@ -6,6 +6,11 @@ the checks here read it, so that each message has one wording for every schedule
 
 from __future__ import annotations
 
+import re
+
+from hpcdist import validate as v
+from hpcdist.schedulers import all_schedulers
+
 
 class JobNameRules:
     """What a scheduler accepts as a job name (``--job-name``). (A plain class, not a
@@ -23,8 +28,6 @@ class JobNameRules:
 
     def suggest(self, text) -> str:
         """A valid name made from ``text``: see :func:`hpcdist.schedulers.suggest_job_name`."""
-        import re
-
         s = str(text).strip() if text is not None else ""
         if s.lower().endswith(".py"):
             s = s[:-3]
@@ -38,10 +41,6 @@ class JobNameRules:
     def check(self, name) -> str:
         """``name`` if the scheduler accepts it, else ValidationError: see
         :func:`hpcdist.schedulers.check_job_name`."""
-        import re
-
-        from hpcdist import validate as v
-
         field = "--job-name"
         name = v.require_str(name, field)
         if not name:
@@ -69,10 +68,6 @@ class JobNameRules:
 
 def prefix_pattern():
     """``#SBATCH``, ``#PBS`` ...: every directive prefix, any case, as one pattern."""
-    import re
-
-    from hpcdist.schedulers import all_schedulers
-
     words = [s.directive_prefix[1:] for s in all_schedulers() if s.directive_prefix]
     return re.compile("#(" + "|".join(re.escape(w) for w in words) + ")", re.I | re.A)
 
@@ -108,9 +103,6 @@ def option_values(tokens: list[str], long: str | None = None, short: str | None 
 def directive_line(scheduler, line: str) -> str:
     """``line`` (one line of text) as ``scheduler``'s directive: see
     :meth:`hpcdist.schedulers.base.Scheduler.directive`."""
-    from hpcdist import validate as v
-    from hpcdist.schedulers import all_schedulers
-
     field, prefix, example = "--directive", scheduler.directive_prefix, scheduler.directive_example
     s = line.strip()
     if s.startswith("#"):

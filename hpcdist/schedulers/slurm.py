@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from hpcdist import containers
+from hpcdist import containers, retry
+from hpcdist import validate as v
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
     IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
@@ -24,7 +25,7 @@ from hpcdist.schedulers.slurm_queue import (
     parse_sacct, parse_sacct_disabled, parse_sacct_jobs, parse_squeue, parse_squeue_jobs, parse_squeue_unknown)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
 from hpcdist.schedulers.slurm_job import JOB_ID_VARIABLES
-from hpcdist.shell import BREAK, command_lines
+from hpcdist.shell import BREAK, Shell, command_lines
 
 __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "parse_squeue_unknown",
            "parse_sacct_disabled", "parse_squeue_jobs", "parse_sacct_jobs",
@@ -103,18 +104,14 @@ def parse_sbatch(stdout, stderr="", returncode: int | None = 0) -> JobId:
 
 def format_slurm_time(seconds: int) -> str:
     """Slurm ``--time``: ``HH:MM:SS`` under a day, ``D-HH:MM:SS`` from a day on."""
-    from hpcdist.validate import format_clock
-
-    return format_clock(seconds, days=True)
+    return v.format_clock(seconds, days=True)
 
 
 def format_slurm_mem(mb: int) -> str:
     """Slurm ``--mem``: ``16G`` for a whole number of gigabytes, else ``500M``."""
-    from hpcdist.validate import positive_int
-
     if type(mb) is int and mb == 0:  # all of each node's memory (sbatch --mem=0)
         return "0"
-    mb = positive_int(mb, "mb")
+    mb = v.positive_int(mb, "mb")
     return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
 
 
@@ -122,9 +119,6 @@ def sbatch_value(value, fix: str = "Submit from (or write the log to) a folder w
     """A value in an ``#SBATCH`` line: sbatch reads "double quotes" there, not the
     shell's 'single quotes' (it would split ``'a b'`` at the space). ``fix``: what the
     error about a double quote, which nothing can carry there, advises."""
-    from hpcdist import validate as v
-    from hpcdist.shell import Shell
-
     text = str(value)
     if text and not any(c.isspace() or c in "'\"\\" for c in text):
         return Shell(text)
@@ -178,8 +172,6 @@ class Slurm(BatchScheduler):
         """hpcdist writes ``--gpus-per-node`` when ``gpus_per_node > 0``; Slurm rejects it
         together with ``--gres=gpu``, and a raw ``--gpus-per-node`` beside the flag is two
         sources for one number."""
-        from hpcdist import validate as v
-
         field = "--directive"
         gpus = v.check_positive(gpus_per_node, "--gpus-per-node", allow_zero=True)
         parsed = [(d, directive_tokens(v.require_str(d, field))) for d in directives]
@@ -277,8 +269,6 @@ class Slurm(BatchScheduler):
         steps), ``-P`` "|"-separated, ``-M, --clusters``. Given several ids, squeue lists those it
         knows and leaves the rest out (src/squeue/opts.c asks slurmctld for one job only when one
         id is given: then an unknown id is the error "Invalid job id specified")."""
-        from hpcdist import retry
-
         cluster = [f"--clusters={jobs[0].record['cluster']}"] if jobs[0].record.get("cluster") else []
         ids = list(dict.fromkeys(job_ids))
         queued = self._in_queue(ids, cluster)  # id -> its line's state, or the squeue run that did not list it
@@ -306,8 +296,6 @@ class Slurm(BatchScheduler):
 
     def _judged(self, job, queued, done, ended):
         """One job's state from squeue's answer (its state, or the run that did not list it) and sacct's."""
-        from hpcdist import retry
-
         if isinstance(queued, JobStatus):
             return queued
         missing = self.not_configured(job, "squeue", queued)  # no Slurm here at all

@@ -281,7 +281,7 @@ def check_choice(value: str, field: str, choices) -> str:
     matches = [c for c in choices if c.lower() == folded]
     if len(matches) == 1:
         return matches[0]
-    import difflib
+    import difflib  # only for a wrong choice: importing validate costs re alone (its docstring)
 
     close = difflib.get_close_matches(folded, [c.lower() for c in choices], n=1)
     fix = ""
