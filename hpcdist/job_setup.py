@@ -164,9 +164,11 @@ def port_for_job(job_id: str) -> int:
 
 
 def _write(folder: str, name: str, text: str) -> str:
+    """``folder/name`` holding ``text``, private (0600) whatever the job's umask: it names the job's
+    hosts and, in DeepSpeed's file, its variables."""
     path = os.path.join(folder, name)
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
         raise SetupError(f"cannot write {path}: {e.strerror or e} (the run folder is in the submit folder, "
