@@ -31,7 +31,7 @@ import time
 from typing import Callable, TypeVar
 
 from hpcdist.patterns import Pattern
-from hpcdist.schedulers import pbs_job, slurm_job
+from hpcdist.schedulers import QUEUED
 
 T = TypeVar("T")
 
@@ -42,8 +42,13 @@ MAX_DELAY_S = 30.0
 # qsub, qstat and pbs_iff), in its in-job module (hpcdist.schedulers.<name>_job: a job's own
 # requeue reads them too); the patterns here join every scheduler's.
 
+def _in_job_modules() -> list:
+    """The in-job module of each scheduler with a queue (its commands' texts are there)."""
+    return [__import__(f"hpcdist.schedulers.{name}_job", fromlist=["NOT_SENT"]) for name in QUEUED]
+
+
 def _joined(kind: str) -> Pattern:
-    return Pattern("|".join(text for module in (slurm_job, pbs_job) for text in getattr(module, kind)), re.I)
+    return Pattern("|".join(text for module in _in_job_modules() for text in getattr(module, kind)), re.I)
 
 
 # The request never reached the controller (or the controller refused it before taking it):
@@ -114,7 +119,7 @@ def with_retries(attempt: Callable[[], T], transient: Callable[[T], str | None],
 
 
 # Each scheduler's advice for the submission errors users meet most: (pattern, advice).
-_HINTS = [(Pattern(pattern, re.I), advice) for module in (slurm_job, pbs_job) for pattern, advice in module.HINTS]
+_HINTS = [(Pattern(pattern, re.I), advice) for module in _in_job_modules() for pattern, advice in module.HINTS]
 
 
 def hint(text: str) -> str | None:
