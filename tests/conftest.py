@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import pytest  # noqa: E402
 
+import openpbs  # noqa: E402
 import testcluster  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -106,6 +107,21 @@ def cluster():
             yield state
         finally:
             testcluster.down()
+
+
+@pytest.fixture(scope="session")
+def openpbs_cluster():
+    """The real OpenPBS (a server and 2 moms), up for the whole session (see tests/openpbs.py)."""
+    reason = openpbs.why_not()
+    if reason:
+        pytest.skip(reason)
+    with testcluster.exclusive("/tmp/hpcdist-openpbs.lock"):  # one test session at a time
+        openpbs.install()
+        openpbs.start()
+        try:
+            yield openpbs
+        finally:
+            openpbs.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -46,9 +46,9 @@ def why_not() -> str | None:
 
 
 @contextlib.contextmanager
-def exclusive():
+def exclusive(path: str = "/tmp/hpcdist-cluster.lock"):
     """Hold the cluster for this process: another test session waits here until it is free."""
-    with open("/tmp/hpcdist-cluster.lock", "w") as lock:
+    with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -1,0 +1,232 @@
+"""PBS Pro on a real OpenPBS 23.06 server: the rows our Slurm-dressed-as-PBS cannot show.
+
+A server (``pbshead``) and two moms (``pbsn1``, ``pbsn2``), each its own network and host name
+(tests/openpbs.py). Jobs are submitted with ``hpcdist submit --scheduler pbs`` from the head, as
+root (the server's acl_roots allows it, as the Slurm test cluster runs root's jobs). What is real:
+qsub, qstat, qdel, pbs_sched's placement and comments, the moms' node files, spooled and direct
+(``-k oed``) logs, job history on and off, pbsdsh, ``-W depend``, flatuid. Open MPI is Debian's
+(no ``tm``: mpirun reaches pbsn2 over ssh, as on many sites) and MPICH is Debian's Hydra.
+Torque has no server here: its rows stay on the Slurm personality (tests/test_matrix.py), as do
+the Cray PALS rows (a stand-in ``mpiexec`` that needs the Slurm cluster's Open MPI set-up).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+
+import pytest
+
+import testcluster
+
+ROOT = testcluster.ROOT
+QUICKSTART = ROOT / "examples" / "quickstart.py"
+FAILING = ROOT / "tests" / "jobs" / "failing_rank.py"
+
+ROWS = {
+    "torchrun": [],
+    "torchrun-pbsdsh": ["--pbs-spread", "pbsdsh"],
+    "mpirun": ["--launcher", "mpirun"],
+    "mpirun-mpich": ["--launcher", "mpirun", "--mpi", "mpich"],
+    "deepspeed-pdsh": ["--launcher", "deepspeed"],
+    "deepspeed-no-ssh": ["--launcher", "deepspeed", "--no-ssh"],
+    "accelerate": ["--launcher", "accelerate"],
+}
+#: A slow job for the rows that stop one: a line every second, for a minute.
+SLOW = "import time\nfor i in range(60):\n    print(f'step {i}', flush=True)\n    time.sleep(1)\n"
+
+
+@pytest.fixture
+def pbs(openpbs_cluster):
+    return openpbs_cluster
+
+
+def submit(pbs, cwd, *args, wait=True, timeout=300):
+    proc = pbs.hpcdist("submit", "--scheduler", "pbs", "--venv", sys.prefix, "--json",
+                       *(["--wait"] if wait else []), *args, cwd=cwd, timeout=timeout)
+    first = proc.stdout.splitlines()[0] if proc.stdout.startswith("{") else "{}"
+    return proc, json.loads(first).get("job_id", "")
+
+
+def row_of(pbs, cwd, job_id) -> dict:
+    proc = pbs.hpcdist("status", "--json", job_id, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    return row
+
+
+def until(predicate, timeout=60, what="the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.5)
+    pytest.fail(f"{what}: not within {timeout} s")
+
+
+@pytest.mark.parametrize("row", list(ROWS))
+def test_trains_on_both_moms(row, pbs, tmp_path):
+    """2 nodes x 2 ranks: ranks 0-3 on pbsn1 and pbsn2, local ranks 0 and 1 on each, the loss
+    identical on every rank, the job completed. The folder has a space in its name (but for
+    DeepSpeed's pdsh runner, which refuses one: tests/test_bad_input.py)."""
+    cwd = tmp_path / ("runs" if row == "deepspeed-pdsh" else "my runs")
+    cwd.mkdir()
+    shutil.copy(QUICKSTART, cwd)
+    proc, job_id = submit(pbs, cwd, "--nodes", "2", "--procs-per-node", "2", *ROWS[row], "quickstart.py",
+                          "--steps", "20")
+    out = proc.stdout
+    assert proc.returncode == 0, f"{testcluster.log_excerpt(out)}\n{proc.stderr}"
+    seen = re.findall(r"\[([\w.-]+)\] rank (\d)/(\d) local (\d)/(\d) node (\d)", out)
+    assert sorted(int(r[1]) for r in seen) == [0, 1, 2, 3], testcluster.log_excerpt(out)
+    for host in ("pbsn1", "pbsn2"):
+        assert sorted(int(r[3]) for r in seen if r[0] == host) == [0, 1], testcluster.log_excerpt(out)
+    assert "identical on all ranks: True" in out
+    assert row_of(pbs, cwd, job_id)["state"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("row", ["torchrun", "torchrun-pbsdsh", "mpirun"])
+def test_a_failed_rank_fails_the_job_and_is_named(row, pbs, tmp_path):
+    """Rank 3 (on pbsn2) raises at step 5 while the others sleep: the job ends within 60 s, reads
+    failed, and `hpcdist logs` names rank 3 on pbsn2. (Real pbsdsh exits 0 whatever its task did:
+    the job fails because hpcdist's agents watch each other.)"""
+    shutil.copy(FAILING, tmp_path)
+    proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", *ROWS[row], "failing_rank.py",
+                          "--fail-rank", "3", "--how", "raise")
+    ended = time.time()
+    assert proc.returncode != 0, testcluster.log_excerpt(proc.stdout)
+    failed_at = float(re.search(r"failing now: ([\d.]+)", proc.stdout).group(1))
+    assert ended - failed_at < 60, testcluster.log_excerpt(proc.stdout)
+    assert row_of(pbs, tmp_path, job_id)["state"] == "FAILED"
+    logs = pbs.hpcdist("logs", job_id, cwd=tmp_path)
+    summary = re.search(r"the first to fail: (.*)", logs.stderr)
+    assert summary and re.match(r"rank 3 (\(local rank 1\) )?on pbsn2", summary.group(1)), logs.stderr
+    assert "ValueError: injected failure at step 5" in summary.group(1)
+    if row == "torchrun-pbsdsh":  # pbsdsh exited 0: hpcdist's watcher of the agents saw node2's fail
+        assert "hpcdist: the agent on node 1 (pbsn2) ended with status 1;" in proc.stdout, proc.stdout
+    assert not testcluster.leftover_processes("failing_rank.py --fail-rank")
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
+def test_a_killed_job_never_reads_completed(history, pbs, tmp_path):
+    """A running job deleted with qdel, one cancelled with hpcdist, one killed at its walltime, and
+    a queued one cancelled: none reads completed, with the server's job history off (its default:
+    qstat then forgets a job as it ends) and on."""
+    pbs.history(history)
+    (tmp_path / "slow.py").write_text(SLOW)
+    ids = {}
+    for name, extra in (("qdel", []), ("cancel", []), ("walltime", ["--walltime", "0:00:08"])):
+        proc, ids[name] = submit(pbs, tmp_path, "--launcher", "none", *extra, "slow.py", wait=False)
+        assert proc.returncode == 0, proc.stderr
+    # Queued behind the others (it waits for the qdel one to end), then cancelled.
+    proc, ids["queued"] = submit(pbs, tmp_path, "--launcher", "none", "--dependency", f"afterok:{ids['qdel']}",
+                                 "slow.py", wait=False)
+    assert proc.returncode == 0, proc.stderr
+    until(lambda: all("step 2" in (pbs.hpcdist("logs", ids[n], cwd=tmp_path).stdout) for n in ("qdel", "cancel")),
+          what="the two jobs' logs live (-k oed) at step 2")
+    for name in ("queued", "cancel"):  # the queued one first: PBS deletes it when its afterok fails
+        proc = pbs.hpcdist("cancel", ids[name], cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert pbs.on(pbs.HEAD, f"qdel {ids['qdel']}").returncode == 0
+    rows = {name: until(lambda n=name: (r := row_of(pbs, tmp_path, ids[n]))["state"] not in ("PENDING", "RUNNING")
+                        and r, timeout=90, what=f"the {name} job's end") for name in ids}
+    states = {n: r["state"] for n, r in rows.items()}
+    assert (states["cancel"], states["queued"]) == ("CANCELLED", "CANCELLED"), rows
+    # OpenPBS keeps Exit_status 0 for a job qdel ended: the job's own record of SIGTERM tells.
+    assert states["qdel"] in ("FAILED", "CANCELLED") and rows["qdel"]["exit_code"] == 143, rows["qdel"]
+    assert states["walltime"] in ("FAILED", "TIMEOUT"), rows["walltime"]
+    waited = pbs.hpcdist("status", ids["walltime"], cwd=tmp_path)
+    assert "completed" not in waited.stdout, waited.stdout
+
+
+def test_a_running_jobs_log_is_live(pbs, tmp_path):
+    """PBS spools a job's output on its first node and copies it at the end; hpcdist's `-k oed`
+    writes it in place: `hpcdist logs` shows the steps while the job runs."""
+    (tmp_path / "slow.py").write_text(SLOW)
+    proc, job_id = submit(pbs, tmp_path, "--launcher", "none", "slow.py", wait=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "#PBS -k oed" in (tmp_path / ".hpcdist" / "jobs").joinpath(
+        next(p.name for p in (tmp_path / ".hpcdist" / "jobs").iterdir()), "job.sh").read_text()
+    logs = until(lambda: (out := pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout) if "step 3" in out else None,
+                 what="step 3 in `hpcdist logs` of the running job")
+    assert row_of(pbs, tmp_path, job_id)["state"] == "RUNNING", logs
+    pbs.hpcdist("cancel", job_id, cwd=tmp_path)
+
+
+def test_a_request_on_fewer_hosts_fails_at_once_naming_both_numbers(pbs, tmp_path):
+    """A job-wide request (-l ncpus=, Gadi's shape) lands on one host of a stock server: the job
+    must not start a 2-node launcher that waits for a node that never comes."""
+    shutil.copy(QUICKSTART, tmp_path)
+    started = time.monotonic()
+    proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "1", "--request", "job-wide",
+                          "quickstart.py", timeout=120)
+    assert proc.returncode != 0
+    assert time.monotonic() - started < 60, proc.stdout
+    assert re.search(r"the job asked for 2 nodes but PBS_NODEFILE=\S+ lists 1 \(pbsn\d\)", proc.stdout), proc.stdout
+    assert "job-wide request" in proc.stdout
+    assert row_of(pbs, tmp_path, job_id)["state"] == "FAILED"
+
+
+def test_wait_stops_on_a_job_that_can_never_run(pbs, tmp_path):
+    """3 nodes asked of a 2-node server: pbs_sched comments "Can Never Run" and the job stays queued
+    for ever; --wait stops with PBS's comment."""
+    shutil.copy(QUICKSTART, tmp_path)
+    proc, job_id = submit(pbs, tmp_path, "--nodes", "3", "quickstart.py", timeout=120)
+    try:
+        assert proc.returncode == 1, proc.stderr
+        assert re.search(r"can never run as asked \(Can Never Run: [^)]*nodes", proc.stderr), proc.stderr
+    finally:
+        pbs.hpcdist("cancel", job_id, cwd=tmp_path)
+
+
+#: A training that stops on the walltime warning (hpcdist.signals), and has nothing left in run 2.
+STOPS_ON_WARNING = """
+import os, sys, time
+from hpcdist.signals import StopRequest
+
+if int(os.environ.get("HPCDIST_RESTART_COUNT") or 0):
+    print("run 2: nothing left to do", flush=True)
+    sys.exit(0)
+stop = StopRequest()
+for _ in range(1200):
+    if stop.agreed():
+        print(f"stopped: {stop.reason}", flush=True)
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit("no warning came in 120 s")
+"""
+
+
+@pytest.mark.parametrize("flatuid", [True, False], ids=["flatuid", "stock-server"])
+def test_a_job_resubmits_itself_from_its_node_or_says_why_not(flatuid, pbs, tmp_path):
+    """--requeue on PBS: the script's own timer warns the training 40 s before a 1-minute walltime,
+    the training stops, and the job goes on as a new job (qsub from pbsn1: PBS's own qsub, -W
+    depend=afterany). On a stock server (flatuid False) that qsub is refused ("Bad UID for job
+    execution"): the log says what that means and what the admins can allow, and `hpcdist doctor`
+    in a job says so before a long job relies on it."""
+    pbs.qmgr(f"set server flatuid = {flatuid}")
+    try:
+        (tmp_path / "stub.py").write_text(STOPS_ON_WARNING)
+        proc, job_id = submit(pbs, tmp_path, "--launcher", "none", "--requeue", "1", "--walltime", "1m",
+                              "--signal-margin", "40s", "stub.py", wait=False)
+        assert proc.returncode == 0, proc.stderr
+        row = until(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
+                    timeout=180, what="the job's end")
+        log = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
+        if flatuid:
+            assert (row["state"], row["restarts"]) == ("COMPLETED", 1), f"{row}\n{log}"
+            assert "resubmitted as job" in log and "run 2: nothing left to do" in log, log
+        else:
+            assert row["state"] != "COMPLETED", f"{row}\n{log}"
+            assert "Bad UID for job execution" in log, log
+            assert "flatuid" in log and "hosts.equiv" in log and "from a login node" in log, log
+            (tmp_path / "doctor.py").write_text(
+                "import subprocess, sys\nsys.exit(subprocess.run([sys.executable, '-m', 'hpcdist', 'doctor']).returncode)\n")
+            proc, _ = submit(pbs, tmp_path, "--launcher", "none", "doctor.py", timeout=120)
+            assert "--requeue resubmits the job from here, and qsub from this node fails" in proc.stdout, proc.stdout
+            assert "flatuid" in proc.stdout, proc.stdout
+    finally:
+        pbs.qmgr("set server flatuid = True")
