@@ -120,6 +120,25 @@ def probe_nodes(hosts: list[str], ssh_port: int | None = None) -> dict[str, dict
     return found
 
 
+def resubmit_problem(environ) -> str | None:
+    """Inside a PBS job: whether the server takes a job submitted from this compute node, as
+    ``--requeue`` does when it goes on as a new job. A held job is submitted and deleted at once
+    (PBS's own answer; its flatuid and hosts.equiv are not readable from here). None when it is."""
+    from hpcdist.schedulers.pbs_job import BAD_UID, BAD_UID_MEANS, own_command
+
+    try:
+        proc = subprocess.run([own_command("qsub", environ), "-h", "-N", "hpcdist-doctor", "-j", "oe",
+                               "-o", "/dev/null"], input="true\n", capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"qsub could not be run from this node ({e}): --requeue cannot go on as a new job"
+    if proc.returncode == 0:
+        job_id = proc.stdout.strip()
+        subprocess.run([own_command("qdel", environ), job_id], capture_output=True, timeout=60)
+        return None
+    said = (proc.stderr.strip() or proc.stdout.strip())[:300]
+    return f"qsub from this node fails ({said}): {BAD_UID_MEANS if BAD_UID in said else 'see its message'}"
+
+
 def _match(name: str, hosts: list[str]) -> str:
     """The allocation's name for a host that calls itself ``name`` (short or fully qualified)."""
     short = name.split(".")[0]
@@ -189,6 +208,10 @@ def check(hosts: list[str], master_port: int | None, ssh_port: int | None = None
     if len(models) > 1:
         report.notes.append(f"the nodes have different GPUs ({', '.join(sorted(models))}): ranks will wait for "
                             "the slowest; hpcdist.data can give faster ranks bigger batches.")
+    if os.environ.get("PBS_JOBID"):
+        problem = resubmit_problem(os.environ)
+        if problem:
+            report.notes.append(f"{socket.gethostname()}: --requeue resubmits the job from here, and {problem}")
     if master_port is not None:
         problem = port_problem(master_port) if _match(socket.gethostname(), [head]) == head else None
         report.rows[0]["PORT"] = f"{master_port} " + ("free" if problem is None else "IN USE")

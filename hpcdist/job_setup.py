@@ -105,8 +105,9 @@ def setup(options: dict, environ) -> tuple:
         raise SetupError(
             f"the job asked for {wanted} nodes but {alloc.source} lists {len(hosts)} ({' '.join(hosts[:8])}"
             f"{' ...' if len(hosts) > 8 else ''}): a launcher told of {wanted} nodes would wait for the others "
-            f"until the walltime. The scheduler placed several chunks on one host: ask for whole nodes "
-            f"(PBS: --place scatter, the default, or --exclusive), or submit with --nodes {len(hosts)}")
+            f"until the walltime. The scheduler put the request on fewer hosts: ask for whole nodes (PBS: "
+            f"--place scatter, the default, or --exclusive; a job-wide request, -l ncpus=, is spread only by "
+            f"servers whose hooks do it, as Gadi's), or submit with --nodes {len(hosts)}")
     if wanted and not local and len(hosts) > wanted:
         hosts = hosts[:wanted]
     job_id = next((environ.get(v) for v in job_module.JOB_ID_VARIABLES if environ.get(v)), None)

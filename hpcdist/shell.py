@@ -77,17 +77,23 @@ def command_lines(words, indent: str = "  ", first: str = "", width: int = WIDTH
         text = word if isinstance(word, Shell) else quote(str(word))
         start = len(indent if lines else first)
         if current and start + len(" ".join(current)) + 1 + len(text.split("\n")[0]) > width - 2:
-            flag = current[-1] if _is_flag(current[-1]) and not text.startswith("-") and len(current) > 1 else None
-            if flag:
-                current.pop()
+            carried = []
+            if len(current) > 2 and current[-2] in TWO_VALUES:  # `-genv NAME` before VALUE
+                carried = current[-2:]
+            elif _is_flag(current[-1]) and not text.startswith("-") and len(current) > 1:
+                carried = current[-1:]
+            del current[len(current) - len(carried):]
             flush()
-            if flag:
-                current.append(flag)
+            current.extend(carried)
         current.append(text)
         if "\n" in text:
             flush()
     flush()
     return first + f" \\\n{indent}".join(lines)
+
+
+#: Flags that take two values (MPICH's and Intel MPI's Hydra: ``-genv NAME VALUE``).
+TWO_VALUES = frozenset({"-genv", "-env"})
 
 
 def _is_flag(text: str) -> bool:

@@ -15,7 +15,7 @@ from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_lo
 from hpcdist.render import render
 from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers import get as get_scheduler
-from hpcdist.schedulers.base import FINISHED_STATES, NODE_FAIL, PREEMPTED, TIMEOUT, JobStatus
+from hpcdist.schedulers.base import FINISHED_STATES, NEVER_RUNS, NODE_FAIL, PREEMPTED, TIMEOUT, JobStatus
 from hpcdist.schedulers.batch import UNCONFIRMED, UNREACHABLE, MaybeQueued, SubmitError
 from hpcdist.spec import JobSpec
 from hpcdist.subjobs import LOGS as SUBJOB_LOGS
@@ -260,6 +260,11 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
                   + (f" ({state.reason}); still waiting, up to {CONTROLLER_PATIENCE_S:g} s" if down
                      else f" ({state.reason})" if state.reason else ""), file=sys.stderr, flush=True)
             last_state = shown
+        if state.raw.endswith(NEVER_RUNS):
+            print(f"hpcdist: job {job.job_id} stays queued: the scheduler says it can never run as asked "
+                  f"({state.reason}). Stopped waiting; remove it with `hpcdist cancel {job.job_id}` and ask for what "
+                  f"the cluster has (nodes, queue, resources)", file=sys.stderr, flush=True)
+            return 1
         if state.finished:
             time.sleep(0.2)
             follow()

@@ -238,6 +238,7 @@ def expected_directive_lines(spec) -> list[str]:
         lines += [d + f"-A {q(spec.account)}"] if spec.account else []
         lines += [d + f"-P {q(spec.project)}"] if spec.project else []
         lines += [d + "-j oe"]
+        lines += [d + "-k oed"] if spec.dialect != "torque" else []  # PBS Pro: the log written in place
         lines += [d + f"-o {q(spec.output)}"] if spec.output else []
         lines += [d + ("-t " if spec.dialect == "torque" else "-J ") + q(spec.array)] if spec.array else []
         lines += [d + f"-W {q('depend=' + spec.dependency)}"] if spec.dependency else []

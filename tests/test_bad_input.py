@@ -205,3 +205,20 @@ def test_a_carriage_return_in_an_argument_is_shown_escaped_in_the_header(workdir
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stdout
     assert "#   hpcdist render s.py $'a\\rb' $'x\\ny'\n" in proc.stdout
+
+
+@pytest.mark.parametrize("folder", ["my runs", "run;1", "it's"])
+def test_deepspeed_over_pdsh_refuses_a_submit_folder_it_would_break_in(tmp_path, folder):
+    """DeepSpeed's pdsh runner starts the other nodes with `cd PATH;` unquoted: on the real OpenPBS a
+    folder with a space gave "cd: too many arguments" on every node, then "can't open file". Caught
+    before the queue; --no-ssh and one node (no pdsh) are fine there."""
+    here = tmp_path / folder
+    here.mkdir()
+    (here / "s.py").write_text("print('hello')\n")
+    line = one_error_line(hpcdist("render", "--scheduler", "pbs", "--nodes", "2", "--launcher", "deepspeed", "s.py",
+                                  cwd=here), "render")
+    assert f"the submit folder {str(here)!r}: DeepSpeed's pdsh runner starts the other nodes with `cd {here};`" in line
+    assert "or use --no-ssh" in line
+    for fine in (["--nodes", "2", "--no-ssh"], ["--nodes", "1"]):
+        proc = hpcdist("render", "--scheduler", "pbs", "--launcher", "deepspeed", *fine, "s.py", cwd=here)
+        assert proc.returncode == 0, proc.stderr

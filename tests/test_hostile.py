@@ -375,7 +375,7 @@ def test_executing_payloads_do_execute_when_not_quoted(tmp_path):
 # Running the scripts: stubs for what cannot run here, the rest real
 # --------------------------------------------------------------------------
 
-STUBBED = ("srun", "mpirun", "mpiexec", "torchrun", "deepspeed", "accelerate", "module", "conda")
+STUBBED = ("srun", "mpirun", "mpiexec", "mpiexec.hydra", "torchrun", "deepspeed", "accelerate", "module", "conda")
 #: Stands in for hpcdist in the many single-field runs (see the module docstring).
 HPCDIST_STUB = r"""#!/bin/bash
 case "$1" in
@@ -423,7 +423,7 @@ def run_script(text, scheduler, tmp_path, *, stub_hpcdist: bool, cwd=None):
 
 
 PROGRAM_LAUNCHERS = {"torchrun": "torchrun", "deepspeed": "deepspeed", "deepspeed-nossh": "deepspeed",
-                     "mpirun-openmpi": "mpirun", "mpirun-mpich": "mpiexec", "srun": "srun",
+                     "mpirun-openmpi": "mpirun", "mpirun-mpich": "mpiexec.hydra", "srun": "srun",
                      "accelerate": "accelerate"}
 
 

@@ -17,9 +17,8 @@ The PBS rows of :data:`PBS_SPREADS` start the node agents (and, for ``mpirun-pal
 with what a PBS site without Open MPI has. HPE Cray PALS cannot be installed here: its
 ``mpiexec`` is a stand-in, tests/cluster/pals-mpiexec, which takes PALS's flags, starts the ranks
 with the cluster's Open MPI and gives each the variables PALS gives (PALS_RANKID, PALS_NODEID,
-PMI_RANK ...) instead of Open MPI's. ``pbsdsh`` is a stand-in too, tests/cluster/pbsdsh: PBS Pro's
-pbsdsh over ``srun`` inside the job, each task with the environment a MOM gives (PBS_* and a
-default PATH, nothing the batch script exported) and started in $HOME.
+PMI_RANK ...) instead of Open MPI's. PBS Pro's other rows, real pbsdsh among them, run on a real
+OpenPBS: tests/test_openpbs.py.
 """
 
 from __future__ import annotations
@@ -44,7 +43,9 @@ FAILING = ROOT / "tests" / "jobs" / "failing_rank.py"  # no torch: the rows are 
 
 SCHEDULERS = {
     "slurm": ["--scheduler", "slurm"],
-    # The PBS personality: Slurm's qsub/qstat and a prolog exporting PBS_NODEFILE...
+    # The PBS personality: Slurm's qsub/qstat and a prolog exporting PBS_NODEFILE... Torque has no
+    # server here; PBS Pro's rows run on a real OpenPBS (tests/test_openpbs.py), but for the Cray
+    # PALS rows below (a stand-in mpiexec that uses this cluster's Open MPI).
     "pbs-torque": ["--scheduler", "pbs", "--dialect", "torque"],
     "pbs-pro": ["--scheduler", "pbs", "--dialect", "pro"],
     "local": ["--scheduler", "local"],
@@ -59,21 +60,18 @@ LAUNCHERS = {
 }
 #: The PALS mpiexec stand-in (tests/cluster/pals-mpiexec), where tests/cluster/cluster.sh installs it.
 PALS_MPIEXEC = str(testcluster.state_dir() / "pals" / "mpiexec")
-#: PBS only: the node agents (the ranks, for mpirun) started by Cray PALS (a stand-in) or pbsdsh.
+#: PBS only: the node agents (the ranks, for mpirun) started by Cray PALS (a stand-in).
 PBS_SPREADS = {
     "torchrun-pals": ["--mpi", "pals", "--mpiexec", PALS_MPIEXEC],
     "mpirun-pals": ["--launcher", "mpirun", "--mpi", "pals", "--mpiexec", PALS_MPIEXEC],
     "deepspeed-no-ssh-pals": ["--launcher", "deepspeed", "--no-ssh", "--mpi", "pals", "--mpiexec", PALS_MPIEXEC],
-    "torchrun-pbsdsh": ["--pbs-spread", "pbsdsh"],
 }
 LAUNCHERS.update(PBS_SPREADS)
 #: What a row's log must show besides the training: the stand-in, not Open MPI, started the ranks.
 SHOWS = {"mpirun-pals": r"via pals \(master [^)]*, rank from PALS_RANKID=\d\)"}
 #: What a failure row's log must show: the stand-in's report of the failed agent (node2's: PALS
-#: rank 1 with --ppn 1), and hpcdist's watcher of the pbsdsh agents (the stand-in, as PBS Pro's
-#: pbsdsh, exits 0 whatever its task did: the job fails because the watcher saw the agent's status).
-FAILURE_SHOWS = {"torchrun-pals": r"(?m)^node2: rank 1 exited with code 1$",
-                 "torchrun-pbsdsh": r"hpcdist: the agent on node 1 \(node2\) ended with status 1;"}
+#: rank 1 with --ppn 1).
+FAILURE_SHOWS = {"torchrun-pals": r"(?m)^node2: rank 1 exited with code 1$"}
 #: The paths that do not exist, and why (the README's matrix says the same).
 NOT_A_PATH = {
     ("pbs-torque", "srun"): "srun is Slurm's own launcher",
@@ -82,7 +80,7 @@ NOT_A_PATH = {
     ("local", "deepspeed-no-ssh"): "one host: DeepSpeed starts every process without ssh anyway (the deepspeed row)",
 }
 ROWS = [(s, launcher) for s in SCHEDULERS for launcher in LAUNCHERS
-        if (s, launcher) not in NOT_A_PATH and launcher not in PBS_SPREADS] + [
+        if (s, launcher) not in NOT_A_PATH and launcher not in PBS_SPREADS and s != "pbs-pro"] + [
     ("pbs-pro", launcher) for launcher in PBS_SPREADS]
 IDS = [f"{s}-{launcher}" for s, launcher in ROWS]
 
@@ -208,9 +206,8 @@ def test_trains_inside_podman_on_two_nodes(launcher, podman_image, cluster, tmp_
     trained_on_two_nodes(proc, job_id, "slurm", tmp_path, env)
 
 
-#: Of the PBS_SPREADS, the failure rows that add something: an agent that fails under pbsdsh
-#: (which does not end the others itself) and under PALS.
-FAILING_SPREADS = ("torchrun-pals", "torchrun-pbsdsh")
+#: Of the PBS_SPREADS, the failure row that adds something: an agent that fails under PALS.
+FAILING_SPREADS = ("torchrun-pals",)
 FAILURES = [(s, launcher, "raise") for s, launcher in ROWS
             if launcher not in PBS_SPREADS or launcher in FAILING_SPREADS] + [
     (s, launcher, "kill") for s, launcher in ROWS if s in ("slurm", "local")]

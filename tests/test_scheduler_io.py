@@ -562,6 +562,9 @@ PRO_STATES = [
     (pro_job("F", -99), FAILED, -99, "-99"),
     (pro_job("F", substate=91, comment="Job deleted by alice@login01"), CANCELLED, None, "deleted"),
     (pro_job("F", substate=91), CANCELLED, None, "deleted"),
+    # OpenPBS 23.06, a running job qdel ended (its script trapped SIGTERM): Exit_status 0, substate 91.
+    (pro_job("F", 0, substate=91, comment="Job run at Thu Nov 26 at 04:25 on (pbsn1:ncpus=1) and terminated by "
+             "root@pbshead"), CANCELLED, None, "terminated by"),
     (pro_job("F", substate=92), FAILED, None, "without an exit status"),
     (pro_job("F"), FAILED, None, None),
 ]

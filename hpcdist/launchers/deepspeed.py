@@ -8,12 +8,14 @@ lines that name a failed rank (``sigkill_handler``, ``global_rank_mapping``).
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from hpcdist import schedulers
 from hpcdist.launchers import Launcher, exit_why, failure, hpcdist_command, program, rank_module
 from hpcdist.shell import BREAK, Shell, var
 from hpcdist.validate import ValidationError
+
 #: DeepSpeed's name for its runner that starts the nodes with srun.
 SRUN_RUNNER = "slurm"
 
@@ -53,6 +55,18 @@ class DeepSpeed(Launcher):
             raise ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
         if (values["deepspeed_runner"] == "pdsh" and not values.get("no_ssh")
                 and values.get("nodes", 1) > 1 and not schedulers.get(values["scheduler"]).one_host):
+            # DeepSpeed's pdsh runner starts the other nodes with `cd {os.path.abspath('.')};` unquoted
+            # (deepspeed/launcher/multinode_runner.py, PDSHRunner.get_cmd): the job runs in the
+            # submit folder, whose path must be one plain shell word.
+            here = os.getcwd()
+            bad = next((c for c in here if c.isspace() or c in "'\"\\$`;&|<>()*?[]{}!#~"), None)
+            if bad is not None:
+                raise ValidationError(
+                    "the submit folder", here,
+                    f"DeepSpeed's pdsh runner starts the other nodes with `cd {here};` unquoted, where "
+                    f"{bad!r} breaks the command (\"cd: too many arguments\", then the script is not found).",
+                    "Submit from a folder whose path has no spaces or shell characters, or use --no-ssh "
+                    "(no pdsh) or --launcher torchrun.")
             for name, value in values.get("env", ()):
                 # DeepSpeed's pdsh runner re-exports variables on the other nodes inside
                 # double quotes, where $, `, " and \ would be expanded or break the line.

@@ -127,9 +127,13 @@ class Hydra(Flavour):
     Hydra passes the whole environment by default, so it is told only the values the launch
     sets. ``--cpus-per-proc C`` binds each rank to C cores (``-bind-to core:C``); by default
     Hydra binds nothing.
+
+    The program is ``mpiexec.hydra``, which every MPICH installs (``mpiexec`` and ``mpirun`` are
+    its links): a plain ``mpiexec`` is whichever MPI comes first on PATH, on Debian Open MPI's
+    ("unknown option -f"), and on a PBS Pro server's PATH PBS's own wrapper (/opt/pbs/bin/mpiexec).
     """
 
-    name, title, program = "mpich", "MPICH", "mpiexec"
+    name, title, program = "mpich", "MPICH", "mpiexec.hydra"
     pass_one = "mpiexec -genv {0} ..."
     hostfile_flag, count_flag, hostfile_format = "-f", "-n", "mpich"
     rank_variable = "PMI_RANK"
@@ -164,7 +168,7 @@ class IntelMpi(Hydra):
     about a failed rank are Hydra's.
     """
 
-    name, title = "intel", "Intel MPI"
+    name, title, program = "intel", "Intel MPI", "mpiexec"  # Intel's own documented name
     hostfile_format = "nodes"
 
     def placement(self, per_node, agents):

@@ -68,6 +68,11 @@ class Record(Frozen):
         return (type(self), self._key())
 
 
+#: How JobStatus.raw ends for a queued job that the scheduler says can never start as asked
+#: (PBS's "Can Never Run" comment): `--wait` stops there instead of waiting for ever.
+NEVER_RUNS = "can never run"
+
+
 class JobStatus(Record):
     """A job's state, as one of :data:`STATES`.
 

@@ -29,7 +29,7 @@ from hpcdist.schedulers.base import (
     IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
-from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, next_job_environment
+from hpcdist.schedulers.pbs_job import BAD_UID, BAD_UID_MEANS, JOB_ID_VARIABLES, NODEFILE, next_job_environment, own_command
 from hpcdist.schedulers.pbs_qstat import (
     parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown, parse_qstat_unknown_ids)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
@@ -43,10 +43,10 @@ class Dialect:
     """What one kind of PBS server reads differently. (A plain class: it is built when a
     script is rendered, where a dataclass costs time.)"""
 
-    __slots__ = ("name", "request", "array_flag", "array_index", "array_output", "json_status", "clashes")
+    __slots__ = ("name", "request", "array_flag", "array_index", "array_output", "json_status", "keep", "clashes")
 
     def __init__(self, name: str, request: str, array_flag: str, array_index: str, array_output: str | None,
-                 json_status: bool, clashes: dict) -> None:
+                 json_status: bool, keep: str | None, clashes: dict) -> None:
         self.name = name  # as --dialect takes it
         #: The resource a job asks for its nodes with (the template writes its line).
         self.request = request
@@ -57,6 +57,9 @@ class Dialect:
         self.array_output = array_output
         #: ``qstat -f -F json -x`` is asked first (it also lists finished jobs).
         self.json_status = json_status
+        #: ``-k``: where the log is written while the job runs; None: the server spools it on the
+        #: first node and copies it to -o when the job ends (then `hpcdist logs -f` shows nothing).
+        self.keep = keep
         #: A resource in a raw ``-l`` directive that clashes with the request: (rule, fix).
         self.clashes = clashes
 
@@ -64,14 +67,15 @@ class Dialect:
 DIALECTS = {
     "pro": Dialect(
         name="pro", request="select", array_flag="-J", array_index="PBS_ARRAY_INDEX", array_output="^array_index^",
-        json_status=True, clashes={
+        # -k oed: the log written in place as the job runs ("d", direct: OpenPBS 19.1+, qsub(1B)).
+        json_status=True, keep="oed", clashes={
             "nodes": ("uses the old -l nodes= syntax; hpcdist writes -l select=, and PBS Pro refuses jobs that mix "
                       "new and old syntax.",
                       "Use --nodes and --procs-per-node, or --dialect torque if the server is Torque."),
         }),
     "torque": Dialect(
         name="torque", request="nodes", array_flag="-t", array_index="PBS_ARRAYID", array_output=None,
-        json_status=False, clashes={
+        json_status=False, keep=None, clashes={
             "nodes": ("sets -l nodes, but hpcdist already writes the nodes line from --nodes, --procs-per-node and "
                       "--gpus-per-node; two node requests clash.",
                       "Use those flags, or --template for a nodes spec hpcdist cannot express."),
@@ -313,6 +317,7 @@ class Pbs(BatchScheduler):
             ("-A", spec.account),
             ("-P", spec.project),
             ("-j", "oe"),
+            ("-k", self.dialect.keep),
             ("-o", spec.output),
             (self.dialect.array_flag, spec.array),
             ("-W", spec.dependency and f"depend={spec.dependency}"),
@@ -387,7 +392,8 @@ class Pbs(BatchScheduler):
             return missing
         if parse_qstat_unknown(proc.stderr) if unknown is None else job_id in unknown:
             why = "" if history else (" (this PBS server keeps no finished jobs: job_history_enable is off), and "
-                                      "the job left no exit_code file in its folder")
+                                      "the job left no exit_code file in its folder: it never started (deleted while queued, e.g. "
+                                      "by qdel) or was killed before its script could write one")
             return recorded_exit(job) or JobStatus(
                 state="UNKNOWN", exit_code=None, raw="", reason=f"qstat no longer knows the job{why}")
         down = retry.unreachable(proc.stdout + "\n" + proc.stderr)
@@ -425,9 +431,15 @@ class Pbs(BatchScheduler):
         # submit folder, as hpcdist submit gives it: some front ends pass it through a shell.
         workdir = environ.get("PBS_O_WORKDIR", os.getcwd())
         argv = self.submit_argv(script, below(log, workdir)) if log else [self.submit_program, script]
+        argv[0] = own_command(argv[0], environ)  # this PBS's qsub, not the first on PATH
         # -V: the new job gets this job's environment, as a job submitted from here would.
         argv[1:1] = ["-V", "-v", f"{self.restart_variable}={restart}", "-W", f"depend=afterany:{job_id}"]
-        proc = run_or_fail(argv, cwd=environ.get("PBS_O_WORKDIR"), env=next_job_environment(environ))
+        try:
+            proc = run_or_fail(argv, cwd=environ.get("PBS_O_WORKDIR"), env=next_job_environment(environ))
+        except SubmitError as e:
+            if BAD_UID in str(e):
+                raise SubmitError(f"{e}\n{BAD_UID_MEANS}") from None
+            raise
         try:
             return parse_qsub(proc.stdout, proc.stderr, proc.returncode).id
         except SchedulerOutputError as e:

@@ -52,6 +52,32 @@ def next_job_environment(environ) -> dict:
             if name not in PER_JOB and not name.startswith("PBS_O_")}
 
 
+def own_command(name: str, environ) -> str:
+    """A PBS command of this job's own PBS: ``$PBS_EXEC/bin/NAME``, PBS_EXEC read from the
+    node's pbs.conf (``$PBS_CONF_FILE``, else /etc/pbs.conf: PBS Pro, OpenPBS), where that file
+    exists; else NAME from PATH (Torque has no pbs.conf). On a machine with two schedulers' clients,
+    the first ``qsub`` on PATH may be another's (Slurm's qsub wrapper)."""
+    import os
+
+    try:
+        with open(environ.get("PBS_CONF_FILE") or "/etc/pbs.conf") as f:
+            conf = dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))
+    except OSError:
+        return name
+    path = os.path.join(conf.get("PBS_EXEC", ""), "bin", name)
+    return path if conf.get("PBS_EXEC") and os.access(path, os.X_OK) else name
+
+
+#: What qsub says when the server will not take a job from a compute node as this user, and why.
+BAD_UID = "Bad UID for job execution"
+BAD_UID_MEANS = (
+    "the PBS server refused a job submitted from this compute node: it trusts qsub from the login nodes "
+    "only (the server's flatuid is False and this node is not in its hosts.equiv). The admins can allow it "
+    "(qmgr -c 'set server flatuid = True', or the compute nodes in /etc/hosts.equiv); until then --requeue "
+    "cannot go on as a new job here: submit the next run from a login node (`hpcdist submit` again, or "
+    "`qsub` the job's script), and check with `hpcdist doctor` before a long job relies on it")
+
+
 # What the PBS client commands (PBS Pro / OpenPBS and Torque: qsub, qstat, pbs_iff) print when the
 # server is in trouble, read by hpcdist.retry: the request never reached the server ...
 NOT_SENT = (r"cannot connect to server", r"pbs_iff: cannot connect", r"Connection refused")

@@ -13,7 +13,7 @@ import re
 
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
-    CANCELLED, COMPLETED, FAILED, NODE_FAIL, OUT_OF_MEMORY, PENDING, RUNNING, TIMEOUT, UNKNOWN, JobId, JobStatus,
+    CANCELLED, COMPLETED, FAILED, NEVER_RUNS, NODE_FAIL, OUT_OF_MEMORY, PENDING, RUNNING, TIMEOUT, UNKNOWN, JobId, JobStatus,
     SchedulerOutputError, output_lines, output_text)
 
 __all__ = ["parse_qstat_pro_json", "parse_qstat_jobs_json", "parse_qstat_full_text", "parse_qstat_jobs_text", "parse_qstat_unknown",
@@ -138,6 +138,8 @@ def _pbs_status(attrs: dict, dialect: str, what: str, stdout: str, stderr: str) 
         reason = comment
         if letter == "M" and reason is None:
             reason = "moved to another server"
+        if reason and reason.startswith("Can Never Run"):  # pbs_sched's word: no node could ever take it
+            return JobStatus(state, None, f"{letter}, {NEVER_RUNS}", reason)
         return JobStatus(state, None, letter, reason)
 
     exit_key = "exit_status" if "exit_status" in attrs else "Exit_status"
@@ -152,6 +154,10 @@ def _pbs_status(attrs: dict, dialect: str, what: str, stdout: str, stderr: str) 
         # An array's parent keeps Exit_status 0 when a subjob fails: its substate says it failed.
         return JobStatus(FAILED, None, letter, f"{comment or 'failed'} (PBS substate 93 with Exit_status 0: "
                                                f"a subjob failed)")
+    if exit_status == 0 and substate == _SUBSTATE_TERMINATED:
+        # Deleted while it ran: OpenPBS 23.06 keeps Exit_status 0 for a job qdel ended (its
+        # comment: "... terminated by USER"); the job's exit_code file says how it ended.
+        return JobStatus(CANCELLED, None, letter, comment or "deleted (substate 91)")
     if exit_status == 0:
         return JobStatus(COMPLETED, 0, letter, comment)
 

@@ -8,6 +8,7 @@
 #PBS -l place=scatter
 #PBS -l walltime=01:30:00
 #PBS -j oe
+#PBS -k oed
 
 set -euo pipefail
 cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME
@@ -30,7 +31,7 @@ source "$run_dir/job.env"
 
 # Start the 8 ranks with Intel MPI's launcher, each through hpcdist.rank (which gives every
 # framework its rank).
-mpiexec -f "$HPCDIST_HOSTFILE" -n 8 -ppn 4 -genv I_MPI_PIN_DOMAIN 2 -genv MASTER_ADDR \
-  "$MASTER_ADDR" -genv MASTER_PORT "$MASTER_PORT" \
+mpiexec -f "$HPCDIST_HOSTFILE" -n 8 -ppn 4 -genv I_MPI_PIN_DOMAIN 2 \
+  -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT "$MASTER_PORT" \
   python -m hpcdist.rank \
   train.py --lr 0.1

@@ -8,6 +8,7 @@
 #PBS -l place=scatter
 #PBS -l walltime=01:30:00
 #PBS -j oe
+#PBS -k oed
 
 set -euo pipefail
 cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME
@@ -29,8 +30,8 @@ python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 
 # Start torchrun on every node with MPICH's launcher: 4 processes each, meeting at the master.
-mpiexec -f "$HPCDIST_NODEFILE" -n 2 -ppn 1 -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT \
-  "$MASTER_PORT" \
+mpiexec.hydra -f "$HPCDIST_NODEFILE" -n 2 -ppn 1 -genv MASTER_ADDR "$MASTER_ADDR" \
+  -genv MASTER_PORT "$MASTER_PORT" \
   torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
   --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
   train.py --lr 0.1

@@ -8,6 +8,7 @@
 #PBS -l place=scatter
 #PBS -l walltime=01:30:00
 #PBS -j oe
+#PBS -k oed
 
 set -euo pipefail
 cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME

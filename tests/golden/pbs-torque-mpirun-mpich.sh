@@ -29,7 +29,7 @@ source "$run_dir/job.env"
 
 # Start the 8 ranks with MPICH's launcher, each through hpcdist.rank (which gives every framework
 # its rank).
-mpiexec -f "$HPCDIST_HOSTFILE" -n 8 -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT \
-  "$MASTER_PORT" \
+mpiexec.hydra -f "$HPCDIST_HOSTFILE" -n 8 -genv MASTER_ADDR "$MASTER_ADDR" \
+  -genv MASTER_PORT "$MASTER_PORT" \
   python -m hpcdist.rank \
   train.py --lr 0.1

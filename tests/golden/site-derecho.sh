@@ -10,6 +10,7 @@
 #PBS -q main
 #PBS -A NCAR0001
 #PBS -j oe
+#PBS -k oed
 
 set -euo pipefail
 cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME

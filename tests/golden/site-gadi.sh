@@ -11,6 +11,7 @@
 #PBS -q gpuvolta
 #PBS -P vp91
 #PBS -j oe
+#PBS -k oed
 
 set -euo pipefail
 cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME

@@ -11,6 +11,7 @@
 #PBS -q debug
 #PBS -A Catalyst
 #PBS -j oe
+#PBS -k oed
 
 set -euo pipefail
 cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME
