@@ -18,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -88,8 +89,27 @@ def _script(*args: str, timeout: float = 180, check: bool = True, **settings: st
 
 
 def start() -> None:
-    # History off, the server's own default: the tests that need it on set it (history_on).
+    # History off, the server's own default: the tests that need it on set it (history).
     _script("start", PBSX_HISTORY="False", timeout=300)
+    # The datastore outlives a stop: jobs of an earlier session (one that was killed) would
+    # still be queued or "running" on the server. Every test starts from an empty queue.
+    _stale_pyenv_lock()
+    left = on(HEAD, "qselect").stdout.split()
+    if left:
+        on(HEAD, "qdel -W force " + " ".join(left))
+
+
+def _stale_pyenv_lock() -> None:
+    """PBS starts root's jobs in a login shell, which on this machine's image runs root's
+    ~/.bashrc and its `pyenv rehash`. A job killed in the middle of it (a session stopped while a
+    job started) leaves pyenv's lock behind, and every later job waits 60 s for it: a lock older
+    than a minute is no one's."""
+    lock = pathlib.Path(os.path.expanduser("~/.pyenv/shims/.pyenv-shim"))
+    try:
+        if time.time() - lock.stat().st_mtime > 60:
+            lock.unlink()
+    except OSError:
+        pass
 
 
 def stop() -> None:

@@ -9,7 +9,8 @@ nodes with local ranks 0 and 1 each, and the parameters must be equal on all
 4 ranks after training on data that differs per rank.
 
 The README's table (Frameworks) says the same, cell by cell; the cells not
-run here are there with their reason.
+run here are there with their reason. PBS's cells run on a real OpenPBS, where no Slurm variable
+is about (tests/test_openpbs.py).
 """
 
 from __future__ import annotations
@@ -28,16 +29,12 @@ VIEW = testcluster.ROOT / "tests" / "jobs" / "framework_view.py"
 CELLS = [
     ("fabric", "slurm", "srun"),
     ("fabric", "slurm", "torchrun"),
-    ("fabric", "pbs-pro", "torchrun"),
     ("fabric", "slurm", "mpirun"),  # the issue's failing case: the batch step's SLURM_* under mpirun
-    ("fabric", "pbs-pro", "mpirun"),
     ("fabric", "slurm", "deepspeed-pdsh"),
     ("trainer", "slurm", "mpirun"),  # the Trainer chooses as Fabric does: one cell shows it
     ("accelerate", "slurm", "srun"),
     ("accelerate", "slurm", "torchrun"),
-    ("accelerate", "pbs-pro", "torchrun"),
     ("accelerate", "slurm", "mpirun"),
-    ("accelerate", "pbs-pro", "mpirun"),
     ("accelerate", "slurm", "deepspeed-pdsh"),
 ]
 

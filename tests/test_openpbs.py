@@ -150,7 +150,7 @@ def test_a_running_jobs_log_is_live(pbs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "#PBS -k oed" in (tmp_path / ".hpcdist" / "jobs").joinpath(
         next(p.name for p in (tmp_path / ".hpcdist" / "jobs").iterdir()), "job.sh").read_text()
-    logs = until(lambda: (out := pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout) if "step 3" in out else None,
+    logs = until(lambda: out if "step 3" in (out := pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout) else None,
                  what="step 3 in `hpcdist logs` of the running job")
     assert row_of(pbs, tmp_path, job_id)["state"] == "RUNNING", logs
     pbs.hpcdist("cancel", job_id, cwd=tmp_path)
@@ -230,3 +230,44 @@ def test_a_job_resubmits_itself_from_its_node_or_says_why_not(flatuid, pbs, tmp_
             assert "flatuid" in proc.stdout, proc.stdout
     finally:
         pbs.qmgr("set server flatuid = True")
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
+def test_an_array_with_a_failed_subjob_is_failed_and_each_log_is_kept(history, pbs, tmp_path):
+    """`--array 1-3` on the real server, subjob 2 exits 3: `--wait` fails, the array reads failed
+    (OpenPBS keeps Exit_status 0 on the parent; with history off qstat forgets it), and `hpcdist
+    logs` shows each subjob's own log."""
+    pbs.history(history)
+    (tmp_path / "train.py").write_text("import os, sys\nindex = os.environ['PBS_ARRAY_INDEX']\n"
+                                       "print('subjob', index)\nsys.exit(3 if index == '2' else 0)\n")
+    proc, job_id = submit(pbs, tmp_path, "--launcher", "none", "--array", "1-3", "train.py", timeout=180)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    row = until(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
+                what="the array's end")
+    assert row["state"] == "FAILED", row
+    logs = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
+    for index in (1, 2, 3):
+        assert f"subjob {index}\n" in logs, logs
+
+
+@pytest.mark.parametrize("framework", ["fabric", "accelerate"])
+def test_the_framework_sees_hpcdist_ranks_under_torchrun(framework, pbs, tmp_path):
+    """tests/test_frameworks.py's check on a real PBS job, where no Slurm variable is about: every
+    rank's Lightning Fabric or accelerate view equals hpcdist's, and the parameters agree."""
+    from launch import framework_views
+
+    shutil.copy(ROOT / "tests" / "jobs" / "framework_view.py", tmp_path)
+    proc, _ = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "framework_view.py",
+                     "--framework", framework)
+    excerpt = testcluster.log_excerpt(proc.stdout)
+    assert proc.returncode == 0, f"{excerpt}\n{proc.stderr}"
+    views = framework_views(proc.stdout)
+    assert len(views) == 4, excerpt
+    for v in views:
+        theirs, ours = v["theirs"], v["ours"]
+        assert {k: theirs[k] for k in theirs if k != "environment"} == {k: ours[k] for k in theirs
+                                                                           if k != "environment"}, v
+        assert ours["world_size"] == 4 and v["gathered"] == 4 and v["same_on_all"], v
+    for host in ("pbsn1", "pbsn2"):
+        assert sorted(v["ours"]["local_rank"] for v in views if v["host"] == host) == [0, 1], excerpt
+    assert len({v["checksum"] for v in views}) == 1, excerpt

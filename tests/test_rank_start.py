@@ -159,7 +159,7 @@ RAISES_IN_COLLECTIVE = HIDE_OPENMPI_RANKS + """
 import sys, time
 import hpcdist.env
 env = hpcdist.env.resolve()          # discovery under python (hpcdist starts MPI); RANK under hpcdist.rank
-sys.stderr.write(f"world size from {env.sources['world_size']}\n")  # one write: ranks' lines stay whole
+sys.stderr.write(f"world size from {env.sources['world_size']}\\n")  # one write: ranks' lines stay whole
 from mpi4py import MPI               # under hpcdist.rank: the script starts MPI itself
 if env.rank == 1:
     time.sleep(1)
