@@ -111,3 +111,21 @@ def test_wait_follows_the_first_log_to_its_end_then_the_resubmitted_jobs(tmp_pat
         f.write("step 10\n")
     follow()
     assert out.getvalue() == "step 1\nstopped at step 9\nresubmitted\nresumed at step 9\nstep 10\n"
+
+
+def test_a_pbs_job_resubmits_with_its_own_pbs_qsub_not_the_first_on_path(tmp_path):
+    """A node with two schedulers' clients (Slurm's qsub wrapper first on PATH, as on the machine
+    that ran the real OpenPBS): the job's own qsub is $PBS_EXEC/bin/qsub of the node's pbs.conf
+    ($PBS_CONF_FILE); with no pbs.conf (Torque), the first on PATH."""
+    from hpcdist.schedulers.pbs_job import own_command
+
+    (tmp_path / "bin").mkdir()
+    qsub = tmp_path / "bin" / "qsub"
+    qsub.write_text("#!/bin/sh\n")
+    qsub.chmod(0o755)
+    conf = tmp_path / "pbs.conf"
+    conf.write_text(f"PBS_EXEC={tmp_path}\nPBS_HOME=/var/spool/pbs\nPBS_SERVER=head\n")
+    assert own_command("qsub", {"PBS_CONF_FILE": str(conf)}) == str(qsub)
+    assert own_command("qsub", {"PBS_CONF_FILE": str(tmp_path / "none.conf")}) == "qsub"
+    conf.write_text(f"PBS_EXEC={tmp_path / 'elsewhere'}\n")  # no qsub there: PATH's
+    assert own_command("qsub", {"PBS_CONF_FILE": str(conf)}) == "qsub"
