@@ -281,6 +281,16 @@ def _template_file(env, name: str) -> str:
         return name
 
 
+def submit_by_hand(scheduler, workdir: str, job_dir: str | None) -> str:
+    """The header's command that submits this script again as hpcdist did: from the submit folder
+    (the job starts there: PBS's $PBS_O_WORKDIR, Slurm's $SLURM_SUBMIT_DIR), naming the script by
+    its path from there. Rendered alone, the script is wherever the user writes it."""
+    if not job_dir:
+        return f"{scheduler.submit_program} <this file>"
+    script = os.path.relpath(os.path.join(job_dir, jobs.SCRIPT), workdir)
+    return f"cd {quote(workdir)} && {scheduler.submit_program} {quote(script)}"
+
+
 def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
     """What a template gets (hpcdist/schedulers/TEMPLATES.md lists it)."""
     hpcdist = launchers.hpcdist_command(spec)
@@ -295,7 +305,7 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         command_lines=textwrap.wrap(command_line, 96, break_long_words=False, break_on_hyphens=False)
         if command_line else [],
         scheduler=scheduler,
-        submit_command=f"{scheduler.submit_program} {'job.sh' if job_dir else '<this file>'}",
+        submit_command=submit_by_hand(scheduler, workdir, job_dir),
         directives=scheduler.directives(spec),
         workdir=workdir,
         job_dir=job_dir,

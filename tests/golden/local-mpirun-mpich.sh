@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist submit ...
-# A plain script: read it, edit it, submit it by hand with `bash <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   bash <this file>
 
 # Local backend: 2 "node(s)" on this host, 2 process(es) each.
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist render --profile derecho --nodes 2 --account NCAR0001 --walltime 1h train.py
-# A plain script: read it, edit it, submit it by hand with `qsub <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   qsub <this file>
 
 #PBS -N train
 #PBS -l select=2:ncpus=64:mpiprocs=4:ngpus=4

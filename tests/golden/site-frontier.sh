@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist render --profile frontier --nodes 2 --account PROJECT_ID --walltime 5m train.py
-# A plain script: read it, edit it, submit it by hand with `sbatch <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   sbatch <this file>
 
 #SBATCH --network=disable_rdzv_get
 #SBATCH --job-name=train

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist render --profile gadi --nodes 2 --project vp91 --walltime 20m --mem 5G train.py
-# A plain script: read it, edit it, submit it by hand with `qsub <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   qsub <this file>
 
 #PBS -N train
 #PBS -l ncpus=96

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist render --profile perlmutter --nodes 2 --account m0000 --walltime 30m train.py
-# A plain script: read it, edit it, submit it by hand with `sbatch <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   sbatch <this file>
 
 #SBATCH --module=gpu,nccl-plugin
 #SBATCH --job-name=train

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist render --profile polaris --nodes 2 --account Catalyst --walltime 30m train.py
-# A plain script: read it, edit it, submit it by hand with `qsub <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   qsub <this file>
 
 #PBS -N train
 #PBS -l select=2:system=polaris

@@ -2,7 +2,8 @@
 # Written by hpcdist 0.1.0 from:
 #   hpcdist render --profile torque --nodes 2 --queue gpuq --account Physics --walltime 15m
 #   --gpus-per-node 4 train.py
-# A plain script: read it, edit it, submit it by hand with `qsub <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   qsub <this file>
 
 #PBS -N train
 #PBS -l nodes=2:ppn=4:gpus=4

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist submit ...
-# A plain script: read it, edit it, submit it by hand with `sbatch <this file>`.
+# A plain script: read it, edit it, submit it by hand:
+#   sbatch <this file>
 
 #SBATCH --job-name=train
 #SBATCH --nodes=2

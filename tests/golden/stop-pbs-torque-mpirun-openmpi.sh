@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist submit ...
-# A plain script: read it, edit it, submit it by hand with `qsub job.sh`.
+# A plain script: read it, edit it, submit it by hand:
+#   cd /home/alice/project && qsub .hpcdist/jobs/train-20261122-120000/job.sh
 
 #PBS -N train
 #PBS -l nodes=2:ppn=4:gpus=4

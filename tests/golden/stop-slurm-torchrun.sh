@@ -1,7 +1,8 @@
 #!/bin/bash
 # Written by hpcdist 0.1.0 from:
 #   hpcdist submit ...
-# A plain script: read it, edit it, submit it by hand with `sbatch job.sh`.
+# A plain script: read it, edit it, submit it by hand:
+#   cd /home/alice/project && sbatch .hpcdist/jobs/train-20261122-120000/job.sh
 
 #SBATCH --job-name=train
 #SBATCH --nodes=2
