@@ -24,9 +24,9 @@ def pbs(**values):
 
 
 def resources(spec) -> list[str]:
-    """The ``#PBS`` lines of the rendered script, but the name and the log."""
+    """The ``#PBS`` lines of the rendered script, but the name, the log and where it is kept."""
     return [line for line in render(spec, workdir="/w").splitlines()
-            if line.startswith("#PBS ") and not re.match(r"#PBS -[Njo] ", line)]
+            if line.startswith("#PBS ") and not re.match(r"#PBS -[Njko] ", line)]
 
 
 def test_the_default_is_one_select_chunk_per_node_scattered():
