@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -87,3 +88,31 @@ def env_json_per_process(launch: list[str], out_dir, env: dict[str, str], shell_
 
     run(launch + ["sh", "-c", child], env)
     return [json.loads(open(path).read()) for path in sorted(glob.glob(f"{out_dir}/env.*"))]
+
+
+def wait_for(predicate, timeout: float, what: str):
+    """``predicate()``'s first true value, asked every half second; an AssertionError naming
+    ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} within {timeout:g} s")
+
+
+def check_framework_views(out: str, hosts: tuple, excerpt: str) -> None:
+    """tests/jobs/framework_view.py's 4 ranks on 2 hosts: each framework's view equals hpcdist's,
+    ranks 0-3 once each, local ranks 0 and 1 on each host, the parameters equal on all ranks."""
+    views = framework_views(out)
+    assert len(views) == 4, excerpt
+    for v in views:
+        theirs, ours = v["theirs"], v["ours"]
+        assert {k: theirs[k] for k in theirs if k != "environment"} == {k: ours[k] for k in theirs
+                                                                           if k != "environment"}, v
+        assert ours["world_size"] == 4 and v["gathered"] == 4 and v["same_on_all"], v
+    assert sorted(v["ours"]["rank"] for v in views) == [0, 1, 2, 3], excerpt
+    for host in hosts:
+        assert sorted(v["ours"]["local_rank"] for v in views if v["host"] == host) == [0, 1], excerpt
+    assert len({v["checksum"] for v in views}) == 1, excerpt

@@ -17,11 +17,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from launch import clean_env
+from launch import clean_env, wait_for
 
 #: A training that only waits, so that only a signal can end it.
 SLEEPER = "import time\nprint('waiting', flush=True)\ntime.sleep(600)\n"
@@ -42,16 +41,6 @@ def submit(tmp_path, env, *flags) -> dict:
 def row(job: dict, tmp_path, env) -> dict:
     (found,) = json.loads(hpcdist("status", "--json", job["job_id"], cwd=tmp_path, env=env).stdout)
     return found
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"no {what} within {timeout:g} s")
 
 
 def log_says(job: dict, text: str) -> bool:

@@ -21,6 +21,7 @@ import time
 import pytest
 
 import testcluster
+from launch import check_framework_views, wait_for
 
 ROOT = testcluster.ROOT
 QUICKSTART = ROOT / "examples" / "quickstart.py"
@@ -56,16 +57,6 @@ def row_of(pbs, cwd, job_id) -> dict:
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)
     return row
-
-
-def until(predicate, timeout=60, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.5)
-    pytest.fail(f"{what}: not within {timeout} s")
 
 
 @pytest.mark.parametrize("row", list(ROWS))
@@ -125,14 +116,14 @@ def test_a_killed_job_never_reads_completed(history, pbs, tmp_path):
     proc, ids["queued"] = submit(pbs, tmp_path, "--launcher", "none", "--dependency", f"afterok:{ids['qdel']}",
                                  "slow.py", wait=False)
     assert proc.returncode == 0, proc.stderr
-    until(lambda: all("step 2" in (pbs.hpcdist("logs", ids[n], cwd=tmp_path).stdout) for n in ("qdel", "cancel")),
-          what="the two jobs' logs live (-k oed) at step 2")
+    wait_for(lambda: all("step 2" in (pbs.hpcdist("logs", ids[n], cwd=tmp_path).stdout) for n in ("qdel", "cancel")),
+             60, "the two jobs' logs live (-k oed) at step 2")
     for name in ("queued", "cancel"):  # the queued one first: PBS deletes it when its afterok fails
         proc = pbs.hpcdist("cancel", ids[name], cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
     assert pbs.on(pbs.HEAD, f"qdel {ids['qdel']}").returncode == 0
-    rows = {name: until(lambda n=name: (r := row_of(pbs, tmp_path, ids[n]))["state"] not in ("PENDING", "RUNNING")
-                        and r, timeout=90, what=f"the {name} job's end") for name in ids}
+    rows = {name: wait_for(lambda n=name: (r := row_of(pbs, tmp_path, ids[n]))["state"] not in ("PENDING", "RUNNING")
+                           and r, 90, f"the {name} job's end") for name in ids}
     states = {n: r["state"] for n, r in rows.items()}
     assert (states["cancel"], states["queued"]) == ("CANCELLED", "CANCELLED"), rows
     # OpenPBS keeps Exit_status 0 for a job qdel ended: the job's own record of SIGTERM tells.
@@ -150,8 +141,8 @@ def test_a_running_jobs_log_is_live(pbs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "#PBS -k oed" in (tmp_path / ".hpcdist" / "jobs").joinpath(
         next(p.name for p in (tmp_path / ".hpcdist" / "jobs").iterdir()), "job.sh").read_text()
-    logs = until(lambda: out if "step 3" in (out := pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout) else None,
-                 what="step 3 in `hpcdist logs` of the running job")
+    logs = wait_for(lambda: out if "step 3" in (out := pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout) else None,
+                    60, "step 3 in `hpcdist logs` of the running job")
     assert row_of(pbs, tmp_path, job_id)["state"] == "RUNNING", logs
     pbs.hpcdist("cancel", job_id, cwd=tmp_path)
 
@@ -213,8 +204,8 @@ def test_a_job_resubmits_itself_from_its_node_or_says_why_not(flatuid, pbs, tmp_
         proc, job_id = submit(pbs, tmp_path, "--launcher", "none", "--requeue", "1", "--walltime", "1m",
                               "--signal-margin", "40s", "stub.py", wait=False)
         assert proc.returncode == 0, proc.stderr
-        row = until(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
-                    timeout=180, what="the job's end")
+        row = wait_for(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
+                       180, "the job's end")
         log = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
         if flatuid:
             assert (row["state"], row["restarts"]) == ("COMPLETED", 1), f"{row}\n{log}"
@@ -242,8 +233,8 @@ def test_an_array_with_a_failed_subjob_is_failed_and_each_log_is_kept(history, p
                                        "print('subjob', index)\nsys.exit(3 if index == '2' else 0)\n")
     proc, job_id = submit(pbs, tmp_path, "--launcher", "none", "--array", "1-3", "train.py", timeout=180)
     assert proc.returncode != 0, proc.stdout + proc.stderr
-    row = until(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
-                what="the array's end")
+    row = wait_for(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
+                   60, "the array's end")
     assert row["state"] == "FAILED", row
     logs = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
     for index in (1, 2, 3):
@@ -254,20 +245,9 @@ def test_an_array_with_a_failed_subjob_is_failed_and_each_log_is_kept(history, p
 def test_the_framework_sees_hpcdist_ranks_under_torchrun(framework, pbs, tmp_path):
     """tests/test_frameworks.py's check on a real PBS job, where no Slurm variable is about: every
     rank's Lightning Fabric or accelerate view equals hpcdist's, and the parameters agree."""
-    from launch import framework_views
-
     shutil.copy(ROOT / "tests" / "jobs" / "framework_view.py", tmp_path)
     proc, _ = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "framework_view.py",
                      "--framework", framework)
     excerpt = testcluster.log_excerpt(proc.stdout)
     assert proc.returncode == 0, f"{excerpt}\n{proc.stderr}"
-    views = framework_views(proc.stdout)
-    assert len(views) == 4, excerpt
-    for v in views:
-        theirs, ours = v["theirs"], v["ours"]
-        assert {k: theirs[k] for k in theirs if k != "environment"} == {k: ours[k] for k in theirs
-                                                                           if k != "environment"}, v
-        assert ours["world_size"] == 4 and v["gathered"] == 4 and v["same_on_all"], v
-    for host in ("pbsn1", "pbsn2"):
-        assert sorted(v["ours"]["local_rank"] for v in views if v["host"] == host) == [0, 1], excerpt
-    assert len({v["checksum"] for v in views}) == 1, excerpt
+    check_framework_views(proc.stdout, ("pbsn1", "pbsn2"), excerpt)
