@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -251,3 +252,40 @@ def test_the_framework_sees_hpcdist_ranks_under_torchrun(framework, pbs, tmp_pat
     excerpt = testcluster.log_excerpt(proc.stdout)
     assert proc.returncode == 0, f"{excerpt}\n{proc.stderr}"
     check_framework_views(proc.stdout, ("pbsn1", "pbsn2"), excerpt)
+
+
+#: What the site presets ask of a server, as their sites define it (a stock server has none of it):
+#: qmgr directives, each run once (an existing one is left as it is).
+SITE_SERVER = ("create resource system type=string, flag=h", "create resource filesystems type=string",
+               "create resource ngpus type=long, flag=nh",
+               *(f"create queue {q} queue_type=execution, enabled=true, started=true"
+                 for q in ("debug", "main", "gpuvolta")))
+
+
+@pytest.mark.parametrize("site", ["polaris", "aurora", "derecho", "gadi"])
+def test_a_sites_request_is_taken_as_written_by_a_server_that_has_its_resources(site, pbs, tmp_path):
+    """A preset's script, `qsub -h` by hand on the real server once it has the site's queue and
+    resources (held: nothing runs, PALS is not here): taken, and the job's Resource_List, queue and
+    project are what the #PBS lines say."""
+    for directive in SITE_SERVER:
+        pbs.on(pbs.HEAD, f"qmgr -c {shlex.quote(directive)}")
+    (tmp_path / "train.py").write_text("print('hello')\n")
+    proc = pbs.hpcdist("render", "--profile", site, "--nodes", "2", "--account", "A1", "--project", "a00",
+                       "--walltime", "10m", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "job.sh").write_text(proc.stdout)
+    directives = dict(line[5:].split(" ", 1) for line in proc.stdout.splitlines() if line.startswith("#PBS "))
+    resources = [line[8:] for line in proc.stdout.splitlines() if line.startswith("#PBS -l ")]
+    taken = pbs.on(pbs.HEAD, "qsub -h job.sh", cwd=tmp_path)
+    assert taken.returncode == 0, taken.stderr
+    job_id = taken.stdout.strip()
+    try:
+        (job,) = json.loads(pbs.qstat("-f", "-F", "json", job_id))["Jobs"].values()
+        listed = job["Resource_List"]
+        for resource in resources:
+            name, value = resource.split("=", 1)
+            assert str(listed.get(name)) == value, (resource, listed)
+        assert job["queue"] == directives["-q"] and job["project"] == directives["-P"], job
+        assert job["Account_Name"] == directives["-A"], job
+    finally:
+        pbs.on(pbs.HEAD, f"qdel {job_id}")
