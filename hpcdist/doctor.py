@@ -124,7 +124,8 @@ def resubmit_problem(environ) -> str | None:
     """Inside a PBS job: whether the server takes a job submitted from this compute node, as
     ``--requeue`` does when it goes on as a new job. A held job is submitted and deleted at once
     (PBS's own answer; its flatuid and hosts.equiv are not readable from here). None when it is."""
-    from hpcdist.schedulers.pbs_job import BAD_UID, BAD_UID_MEANS, own_command
+    from hpcdist import retry
+    from hpcdist.schedulers.pbs_job import own_command
 
     try:
         proc = subprocess.run([own_command("qsub", environ), "-h", "-N", "hpcdist-doctor", "-j", "oe",
@@ -136,7 +137,7 @@ def resubmit_problem(environ) -> str | None:
         subprocess.run([own_command("qdel", environ), job_id], capture_output=True, timeout=60)
         return None
     said = (proc.stderr.strip() or proc.stdout.strip())[:300]
-    return f"qsub from this node fails ({said}): {BAD_UID_MEANS if BAD_UID in said else 'see its message'}"
+    return f"qsub from this node fails ({said}): {retry.hint(said) or 'see its message'}"
 
 
 def _match(name: str, hosts: list[str]) -> str:

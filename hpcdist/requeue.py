@@ -60,7 +60,10 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
     try:
         new_id = queue.requeue(script, done + 1, log, environ)
     except SubmitError as e:
-        raise RequeueError(str(e)) from None
+        from hpcdist import retry  # only on this failure path
+
+        advice = retry.hint(str(e))  # the advice a refused submission gets (each scheduler's HINTS)
+        raise RequeueError(f"{e}\nFix: {advice}." if advice else str(e)) from None
     if new_id is not None and job_dir:
         jobs.record_resubmission(job_dir, new_id, log)
     return new_id, done + 1

@@ -11,21 +11,15 @@ from hpcdist.allocation import ORDER
 DEFAULT_PORT = 29500  # torch's own default, used outside any job
 
 
-def _job_id_variables() -> tuple:
-    """Each scheduler's own (its ``<name>_job.JOB_ID_VARIABLES``), in the order their allocations
-    are read, then Flux's (hpcdist reads Flux's launches, and submits to none), then the local
-    backend's."""
-    names = []
-    for name in (*ORDER, "flux", "local"):
-        if name == "flux":
-            names.append("FLUX_JOB_ID")
-        else:
-            names += __import__(f"hpcdist.schedulers.{name}_job", fromlist=["JOB_ID_VARIABLES"]).JOB_ID_VARIABLES
-    return tuple(names)
+def _job_id_variables(name: str) -> tuple:
+    return __import__(f"hpcdist.schedulers.{name}_job", fromlist=["JOB_ID_VARIABLES"]).JOB_ID_VARIABLES
 
 
-#: Where the job id is read from, first set wins.
-JOB_ID_VARIABLES = _job_id_variables()
+#: Where the job id is read from, first set wins: each scheduler's own (its in-job module's), in the
+#: order their allocations are read, then Flux's (hpcdist reads Flux's launches, and submits to
+#: none), then the local backend's.
+JOB_ID_VARIABLES = (*(v for name in ORDER for v in _job_id_variables(name)), "FLUX_JOB_ID",
+                    *_job_id_variables("local"))
 
 
 def job_id_from(environ: "Mapping[str, str]") -> "tuple[str, str] | None":

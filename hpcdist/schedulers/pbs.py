@@ -29,7 +29,7 @@ from hpcdist.schedulers.base import (
     IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
     output_lines, output_text)
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
-from hpcdist.schedulers.pbs_job import BAD_UID, BAD_UID_MEANS, JOB_ID_VARIABLES, NODEFILE, next_job_environment, own_command
+from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, next_job_environment, own_command
 from hpcdist.schedulers.pbs_qstat import (
     parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown, parse_qstat_unknown_ids)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
@@ -434,12 +434,7 @@ class Pbs(BatchScheduler):
         argv[0] = own_command(argv[0], environ)  # this PBS's qsub, not the first on PATH
         # -V: the new job gets this job's environment, as a job submitted from here would.
         argv[1:1] = ["-V", "-v", f"{self.restart_variable}={restart}", "-W", f"depend=afterany:{job_id}"]
-        try:
-            proc = run_or_fail(argv, cwd=environ.get("PBS_O_WORKDIR"), env=next_job_environment(environ))
-        except SubmitError as e:
-            if BAD_UID in str(e):
-                raise SubmitError(f"{e}\n{BAD_UID_MEANS}") from None
-            raise
+        proc = run_or_fail(argv, cwd=environ.get("PBS_O_WORKDIR"), env=next_job_environment(environ))
         try:
             return parse_qsub(proc.stdout, proc.stderr, proc.returncode).id
         except SchedulerOutputError as e:

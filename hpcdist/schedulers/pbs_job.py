@@ -5,6 +5,8 @@ Light: the rank resolver (:mod:`hpcdist.env`), the job's set-up and :mod:`hpcdis
 import it. The login side (:mod:`hpcdist.schedulers.pbs`: qsub, qstat, qdel) builds on it.
 """
 
+import os
+
 #: Where a PBS job finds its id.
 JOB_ID_VARIABLES = ("PBS_JOBID",)
 NODEFILE = "PBS_NODEFILE"
@@ -57,8 +59,6 @@ def own_command(name: str, environ) -> str:
     node's pbs.conf (``$PBS_CONF_FILE``, else /etc/pbs.conf: PBS Pro, OpenPBS), where that file
     exists; else NAME from PATH (Torque has no pbs.conf). On a machine with two schedulers' clients,
     the first ``qsub`` on PATH may be another's (Slurm's qsub wrapper)."""
-    import os
-
     try:
         with open(environ.get("PBS_CONF_FILE") or "/etc/pbs.conf") as f:
             conf = dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))
@@ -66,16 +66,6 @@ def own_command(name: str, environ) -> str:
         return name
     path = os.path.join(conf.get("PBS_EXEC", ""), "bin", name)
     return path if conf.get("PBS_EXEC") and os.access(path, os.X_OK) else name
-
-
-#: What qsub says when the server will not take a job from a compute node as this user, and why.
-BAD_UID = "Bad UID for job execution"
-BAD_UID_MEANS = (
-    "the PBS server refused a job submitted from this compute node: it trusts qsub from the login nodes "
-    "only (the server's flatuid is False and this node is not in its hosts.equiv). The admins can allow it "
-    "(qmgr -c 'set server flatuid = True', or the compute nodes in /etc/hosts.equiv); until then --requeue "
-    "cannot go on as a new job here: submit the next run from a login node (`hpcdist submit` again, or "
-    "`qsub` the job's script), and check with `hpcdist doctor` before a long job relies on it")
 
 
 # What the PBS client commands (PBS Pro / OpenPBS and Torque: qsub, qstat, pbs_iff) print when the
@@ -86,4 +76,12 @@ MAYBE_SENT = (r"Resource temporarily unavailable",)
 # ... or there is no server to talk to (no server name, no configuration).
 NOT_CONFIGURED = (r"Cannot resolve (?:default|specified) server host", r"pbsconf error",
                   r"cannot connect to server (?:\(null\) )?\(errno=")
-HINTS = ((r"Unknown queue", "check --queue: `qstat -Q` lists the queues"),)
+HINTS = ((r"Unknown queue", "check --queue: `qstat -Q` lists the queues"),
+         # A job's own resubmission (--requeue) from a compute node, refused by a stock server.
+         (r"Bad UID for job execution",
+          "the PBS server takes jobs from this host only if its flatuid is True or the host is in its "
+          "hosts.equiv (root's jobs: acl_roots); a compute node usually is not, so --requeue cannot go on as a "
+          "new job from there until the admins allow it (qmgr -c 'set server flatuid = True', or the compute "
+          "nodes in /etc/hosts.equiv). Until then submit the next run from a login node (`hpcdist submit` "
+          "again, or `qsub` the job's script), and check with `hpcdist doctor` in a job before a long job "
+          "relies on it"))
