@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import sys
+import threading
 import time
 
 import pytest
@@ -80,7 +81,8 @@ def test_trains_on_both_moms(row, pbs, tmp_path):
     assert row_of(pbs, cwd, job_id)["state"] == "COMPLETED"
 
 
-@pytest.mark.parametrize("row", ["torchrun", "torchrun-pbsdsh", "mpirun"])
+@pytest.mark.parametrize("row", ["torchrun", "torchrun-pbsdsh", "mpirun", "deepspeed-pdsh", "deepspeed-no-ssh",
+                                 "accelerate"])
 def test_a_failed_rank_fails_the_job_and_is_named(row, pbs, tmp_path):
     """Rank 3 (on pbsn2) raises at step 5 while the others sleep: the job ends within 60 s, reads
     failed, and `hpcdist logs` names rank 3 on pbsn2. (Real pbsdsh exits 0 whatever its task did:
@@ -134,18 +136,30 @@ def test_a_killed_job_never_reads_completed(history, pbs, tmp_path):
     assert "completed" not in waited.stdout, waited.stdout
 
 
-def test_a_running_jobs_log_is_live(pbs, tmp_path):
+def test_a_running_jobs_log_is_followed_live(pbs, tmp_path):
     """PBS spools a job's output on its first node and copies it at the end; hpcdist's `-k oed`
-    writes it in place: `hpcdist logs` shows the steps while the job runs."""
+    writes it in place: `hpcdist logs -f` shows the steps while the job runs, and ends when the job
+    is cancelled, with a status that is not success."""
     (tmp_path / "slow.py").write_text(SLOW)
     proc, job_id = submit(pbs, tmp_path, "--launcher", "none", "slow.py", wait=False)
     assert proc.returncode == 0, proc.stderr
     assert "#PBS -k oed" in (tmp_path / ".hpcdist" / "jobs").joinpath(
         next(p.name for p in (tmp_path / ".hpcdist" / "jobs").iterdir()), "job.sh").read_text()
-    logs = wait_for(lambda: out if "step 3" in (out := pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout) else None,
-                    60, "step 3 in `hpcdist logs` of the running job")
-    assert row_of(pbs, tmp_path, job_id)["state"] == "RUNNING", logs
-    pbs.hpcdist("cancel", job_id, cwd=tmp_path)
+    followed = tmp_path / "followed.txt"
+    ended = []
+    follower = threading.Thread(target=lambda: ended.append(pbs.on(
+        pbs.HEAD, f"{shlex.quote(sys.executable)} -m hpcdist logs -f {job_id} >followed.txt 2>&1", cwd=tmp_path,
+        timeout=120)))
+    follower.start()
+    try:
+        wait_for(lambda: "step 3" in followed.read_text() if followed.exists() else False, 60,
+                 "step 3 shown by `hpcdist logs -f` while the job runs")
+        assert row_of(pbs, tmp_path, job_id)["state"] == "RUNNING", followed.read_text()
+    finally:
+        pbs.hpcdist("cancel", job_id, cwd=tmp_path)
+        follower.join(90)
+    assert ended and ended[0].returncode != 0, followed.read_text()
+    assert row_of(pbs, tmp_path, job_id)["state"] == "CANCELLED", followed.read_text()
 
 
 def test_a_request_on_fewer_hosts_fails_at_once_naming_both_numbers(pbs, tmp_path):
