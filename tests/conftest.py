@@ -42,11 +42,18 @@ def _in_repo() -> set[str]:
     return found
 
 
+def _is_worker(config) -> bool:
+    """A pytest-xdist worker (scripts/test.sh runs two): the clone is checked by the controller,
+    once all of them have ended, not by a worker while the other one's test runs."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session):
     from hypothesis import configuration
 
     configuration.set_hypothesis_home_dir(_HYPOTHESIS_HOME)
-    session.config._hpcdist_in_repo = _in_repo()
+    if not _is_worker(session.config):
+        session.config._hpcdist_in_repo = _in_repo()
     if not os.environ.get("HPCDIST_INSTALL_RECORD"):
         # What the test cluster installs during this run, for the closing summary (scripts/test.sh
         # sets its own, to which scripts/bootstrap.sh has added what it installed).
@@ -93,6 +100,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             "configuration and no controller outside the tests: `hpcdist submit --scheduler slurm|pbs` here says so; "
             "use --scheduler local. apt also enabled the munge and ssh services (sshd on port 22), which "
             "a machine running systemd starts; slurmctld and slurmd stay off without /etc/slurm/slurm.conf.")
+
+
+#: The tests on one cluster run in one test process, one after the other (scripts/test.sh runs two
+#: with pytest-xdist's --dist loadgroup): each cluster is one set of hosts that its tests share.
+CLUSTER_GROUPS = {"cluster": "slurm-cluster", "openpbs_cluster": "openpbs-cluster"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in CLUSTER_GROUPS.items():
+            if fixture in item.fixturenames:
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

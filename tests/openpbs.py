@@ -59,10 +59,11 @@ def install() -> None:
     missing = [p for p in PACKAGES if subprocess.run(
         ["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True).stdout != "install ok installed"]
     if missing:
+        # flock: the Slurm test cluster may be installing its own from the other test process.
         for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends",
                                                        *missing]):
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                                  env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+            proc = subprocess.run(["flock", "/tmp/hpcdist-apt.lock", *command], capture_output=True, text=True,
+                                  timeout=600, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
             if proc.returncode != 0:
                 pytest.fail(f"{' '.join(command)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         _record(f"tests/openpbs.py (the OpenPBS test cluster): apt-get install {' '.join(missing)} (system-wide)")

@@ -53,10 +53,14 @@ install_packages() {
     [ -z "$missing" ] && return 0
     log "installing:$missing"
     export DEBIAN_FRONTEND=noninteractive
+    # The OpenPBS cluster (tests/openpbs.py) may install its packages at the same time, from the
+    # other test process: apt takes one at a time, so each waits for this lock.
+    exec 8>/tmp/hpcdist-apt.lock && flock 8
     timeout 300 apt-get update -q >"$STATE/log/apt.log" 2>&1 || die "apt-get update failed (see $STATE/log/apt.log)"
     # shellcheck disable=SC2086
     timeout 600 apt-get install -y -q --no-install-recommends $missing >>"$STATE/log/apt.log" 2>&1 \
         || die "apt-get install failed (see $STATE/log/apt.log)"
+    exec 8>&-
     # For the test command's closing summary (tests/conftest.py), when it asked for one.
     if [ -n "${HPCDIST_INSTALL_RECORD:-}" ]; then
         echo "tests/cluster/cluster.sh (the test cluster): apt-get install$missing (system-wide)" >>"$HPCDIST_INSTALL_RECORD"
