@@ -238,6 +238,28 @@ def test_a_job_resubmits_itself_from_its_node_or_says_why_not(flatuid, pbs, tmp_
         pbs.qmgr("set server flatuid = True")
 
 
+def test_a_ddp_training_stopped_by_the_scripts_own_warning_goes_on_from_its_checkpoint(pbs, tmp_path):
+    """The DDP example on 2 nodes x 2 ranks, --requeue: the script's own timer warns it 30 s before
+    the walltime, every rank stops at one step after a checkpoint, the job resubmits itself from
+    pbsn1 (-W depend=afterany) and the new job goes on from that step to the end. (That the result
+    equals an uninterrupted run bit for bit is proven on the Slurm cluster: tests/test_preemption.py.)"""
+    proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "--requeue", "3",
+                          "--walltime", "1m", "--signal-margin", "30s", str(ROOT / "examples" / "ddp" / "train.py"), "--steps", "40",
+                          "--save-every", "5", "--log-every", "1", "--deterministic", "--resume",
+                          "--step-delay", "0.5", "--checkpoint-dir", "ckpt", wait=False)
+    assert proc.returncode == 0, proc.stderr
+    row = wait_for(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
+                   420, "the chain's end")
+    log = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), \
+        f"{row}\n{testcluster.log_excerpt(log)}"
+    assert row["restarts"] >= 1 and row["current_job_id"] != job_id, row
+    assert "walltime warning (SIGUSR2)" in log and "resubmitted as job" in log, testcluster.log_excerpt(log)
+    stopped = [int(s) for s in re.findall(r"(?m)^stopped at step (\d+) \(", log)]
+    resumed = [int(s) for s in re.findall(r"(?m)^resumed from \S+ at step (\d+)$", log)]
+    assert stopped and resumed and resumed[0] == stopped[0] and 0 < resumed[-1] < 40, testcluster.log_excerpt(log)
+
+
 @pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
 def test_an_array_with_a_failed_subjob_is_failed_and_each_log_is_kept(history, pbs, tmp_path):
     """`--array 1-3` on the real server, subjob 2 exits 3: `--wait` fails, the array reads failed
