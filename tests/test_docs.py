@@ -96,3 +96,13 @@ def test_every_command_s_help_ends_with_examples_and_its_page():
         page, _, anchor = docs.removeprefix("docs: docs/").partition("#")
         text = (ROOT / "docs" / page).read_text()
         assert not anchor or anchor in _slugs(text), f"hpcdist {command} --help: {docs}: no such heading"
+
+
+def test_every_site_preset_is_in_the_readme_and_the_sites_guide():
+    from hpcdist.profiles import presets
+
+    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "guide" / "sites.md").read_text()
+    for name in presets():
+        assert re.search(rf"^- `{name}`: ", readme, re.M), f"README.md's presets lack {name}"
+        assert re.search(rf"^\| `{name}` \|", guide, re.M), f"docs/guide/sites.md's preset tables lack {name}"
