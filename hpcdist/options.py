@@ -395,7 +395,7 @@ OPTIONS = (
     # the training stopped on the warning sent ``signal_margin_s`` before the walltime.
     Option("requeue", int, 0, WHERE, check=_at_least_0, metavar="N",
            help="on the walltime warning, let the training checkpoint and stop, then requeue (Slurm) or "
-           "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (README)"),
+           "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (docs/guide/walltime.md)"),
     Option("signal_margin_s", str, None, WHERE, key="signal_margin", held="int | None", check=_walltime,
            metavar="TIME", help="send the walltime warning this long before the walltime (default: 5m)"),
     Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE"),

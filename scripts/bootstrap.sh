@@ -36,7 +36,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch==2.13.0 is the CPU wheel our machines carry; an unpinned torch
   # would pull the newest CUDA build (several GB).
   pip_install "torch==2.13.0"
-  pip_install -e ".[test,mpi,deepspeed,submitit,accelerate,lightning,examples]"
+  pip_install -e ".[test,docs,mpi,deepspeed,submitit,accelerate,lightning,examples]"
   echo "$want" > "$stamp"
-  record "pip install torch==2.13.0 and hpcdist[test,mpi,deepspeed,submitit,accelerate,lightning,examples] (into $PWD/.venv)"
+  record "pip install torch==2.13.0 and hpcdist[test,docs,mpi,deepspeed,submitit,accelerate,lightning,examples] (into $PWD/.venv)"
 fi

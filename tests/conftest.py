@@ -90,7 +90,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         os.unlink(own)
     terminalreporter.section("installed on this machine during this run")
     if not lines:
-        terminalreporter.write_line("nothing (what the tests need was there already; see README, Set-up)")
+        terminalreporter.write_line("nothing (what the tests need was there already; see docs/guide/install.md)")
         return
     for line in lines:
         terminalreporter.write_line(line)

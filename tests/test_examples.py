@@ -1,4 +1,4 @@
-"""examples/quickstart.py, the README's main job, trains for real under torchrun and mpirun."""
+"""examples/quickstart.py, the README's quickstart and the demo's job, trains for real under torchrun and mpirun."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ rank, node rank, world size) must equal hpcdist's, the hosts must be the two
 nodes with local ranks 0 and 1 each, and the parameters must be equal on all
 4 ranks after training on data that differs per rank.
 
-The README's table (Frameworks) says the same, cell by cell; the cells not
+The frameworks table of docs/testing.md says the same, cell by cell; the cells not
 run here are there with their reason. PBS's cells run on a real OpenPBS, where no Slurm variable
 is about (tests/test_openpbs.py).
 """

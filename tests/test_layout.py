@@ -1,4 +1,4 @@
-"""The package's shape, as the layout in the README promises it: small modules, each package
+"""The package's shape, as the layout in CONTRIBUTING.md promises it: small modules, each package
 saying what it owns, no import circles, and scheduler and launcher knowledge in their homes."""
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ SHOWS = {"mpirun-pals": r"via pals \(master [^)]*, rank from PALS_RANKID=\d\)"}
 #: What a failure row's log must show: the stand-in's report of the failed agent (node2's: PALS
 #: rank 1 with --ppn 1).
 FAILURE_SHOWS = {"torchrun-pals": r"(?m)^node2: rank 1 exited with code 1$"}
-#: The paths that do not exist, and why (the README's matrix says the same).
+#: The paths that do not exist, and why (the matrix in docs/testing.md says the same).
 NOT_A_PATH = {
     ("pbs-torque", "srun"): "srun is Slurm's own launcher",
     ("pbs-pro", "srun"): "srun is Slurm's own launcher",

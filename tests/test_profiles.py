@@ -159,7 +159,7 @@ def _render(tmp_path, profile_text, *flags):
 
 
 @pytest.mark.parametrize("text,flags,message", [
-    # The README's profile, pasted with its template folder missing: it blamed --template-dir.
+    # The profile of docs/guide/sites.md, pasted with its template folder missing: it blamed --template-dir.
     ('default = "mycluster"\n[profiles.mycluster]\nscheduler = "pbs"\ntemplate_dir = "site-templates"\n', [],
      "hpcdist.toml: profiles.mycluster.template_dir = 'site-templates': is not a folder ({tmp}/site-templates: "
      "a profile's paths are relative to its file). Check the path, or remove the line (hpcdist's own templates "

@@ -6,7 +6,7 @@ site's documented example (``tests/sites/SITE.sh``: the guides' own lines, with 
 is found in it: the request, the project, the queue, the environment and the launch line. A
 point's documented text must be in the example file, so that a point cannot drift from what
 the site wrote. Where hpcdist writes something else on purpose, ``DIFFERENCES`` says what and
-why (the README's Sites section says the same).
+why (docs/guide/sites.md says the same).
 
 The Gadi-shaped job at the end goes through ``qsub`` on the test cluster, whose PBS is Slurm's
 emulation: see its docstring for what that stand-in cannot show.

@@ -57,3 +57,49 @@ def positive_int(text: str) -> int:
 
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
     return value
+
+
+#: Where the documentation's pages are, from the root of hpcdist's source (docs/, built with
+#: `mkdocs build`); point it at the published site once there is one.
+DOCS = "docs/"
+
+#: The end of each command's --help: one or two examples, and its page under DOCS. job-setup and
+#: agents (written by the job scripts, their help printed by hand) have none.
+HELP_ENDS = {
+    "render": (["hpcdist render --scheduler pbs --nodes 2 --gpus-per-node 4 train.py > job.pbs",
+                "hpcdist render --profile polaris --nodes 2 --account MYPROJ --walltime 30m train.py"],
+               "guide/first-job.md"),
+    "submit": (["hpcdist submit --scheduler slurm --nodes 2 --gpus-per-node 4 --walltime 12h train.py --lr 0.1",
+                "hpcdist submit --scheduler local --nodes 2 --wait train.py"],
+               "guide/first-job.md#submit-follow-cancel"),
+    "status": (["hpcdist status", "hpcdist status --json JOB"], "guide/first-job.md#submit-follow-cancel"),
+    "logs": (["hpcdist logs -f JOB"], "guide/first-job.md#submit-follow-cancel"),
+    "cancel": (["hpcdist cancel JOB"], "guide/first-job.md#submit-follow-cancel"),
+    "doctor": (["hpcdist doctor --scheduler slurm --nodes 2", "hpcdist doctor    # inside a job"],
+               "guide/troubleshooting.md#hpcdist-doctor"),
+    "profiles": (["hpcdist profiles", "hpcdist profiles polaris"], "guide/sites.md"),
+    "env": (["hpcdist env --explain", "mpirun -np 2 hpcdist env --field rank"], "reference/env.md"),
+    "hostfile": (["hpcdist hostfile --format deepspeed -o hostfile    # inside a job",
+                  "hpcdist hostfile --format nodes --slots-per-node 4"],
+                 "reference/env.md#hostfiles-hpcdist-hostfile"),
+    "supervise": (["hpcdist supervise -- deepspeed --hostfile hostfile train.py    # as a DeepSpeed job script does"],
+                  "guide/walltime.md#when-a-rank-dies"),
+    "requeue": (["hpcdist requeue --scheduler slurm --max 2 --script job.sh    # as a --requeue job script does"],
+                "guide/walltime.md#walltime-and-preemption-checkpoint-then-requeue"),
+}
+
+
+def help_end(command: str) -> dict:
+    """add_parser's keywords for ``command``'s --help to end with its examples and its page."""
+    import argparse  # loaded by the parser that calls this; `hpcdist status` builds none
+
+    examples, page = HELP_ENDS[command]
+
+    class Formatter(argparse.HelpFormatter):
+        def _fill_text(self, text, width, indent):  # the examples as written, a line each
+            if text.startswith("examples:"):
+                return "".join(indent + line for line in text.splitlines(keepends=True))
+            return super()._fill_text(text, width, indent)
+
+    epilog = "examples:\n" + "".join(f"  {line}\n" for line in examples) + f"\ndocs: {DOCS}{page}\n"
+    return {"epilog": epilog, "formatter_class": Formatter}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from hpcdist.cli.common import CommandError, positive_int
+from hpcdist.cli.common import CommandError, help_end, positive_int
 from hpcdist.schedulers import QUEUED
 
 #: The commands here, in the order `hpcdist --help` lists them.
@@ -47,7 +47,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
 
     if only in (None, "env"):
         env = sub.add_parser(
-            "env",
+            "env", **help_end("env"),
             help="show this process's rank, local rank, world size, node rank and master",
             description="Resolve the distributed environment the way hpcdist.env does in training code.",
         )
@@ -64,7 +64,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         from hpcdist.allocation import HOSTFILE_FORMATS  # in-job: only when its parser is built
 
         hostfile = sub.add_parser(
-            "hostfile",
+            "hostfile", **help_end("hostfile"),
             help="write the allocation's hostfile (run inside a job)",
             description="Build a hostfile from SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE, $PBS_NODEFILE or "
             "$LSB_DJOB_RANKFILE (hpcdist.allocation says which first).",
@@ -82,13 +82,15 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         hostfile.set_defaults(run=run_hostfile)
     if only in (None, "supervise"):
         supervise = sub.add_parser(
-            "supervise", help="run a pdsh-based launcher; end it on every node when one node fails (in job scripts)",
+            "supervise", **help_end("supervise"),
+            help="run a pdsh-based launcher; end it on every node when one node fails (in job scripts)",
             description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end the launch everywhere.")
         supervise.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
         supervise.set_defaults(run=run_supervise)
     if only in (None, "requeue"):
         requeue = sub.add_parser(
-            "requeue", help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
+            "requeue", **help_end("requeue"),
+            help="requeue (Slurm) or resubmit (PBS) this job after the walltime warning (in job scripts)",
             description="Put the running job back in the queue, unless it went back --max times already (exit 3).")
         requeue.add_argument("--scheduler", choices=QUEUED, required=True)
         requeue.add_argument("--max", type=int, required=True, metavar="N", help="restarts allowed in all")

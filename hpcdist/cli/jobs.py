@@ -11,7 +11,7 @@ import os
 import sys
 
 from hpcdist import schedulers
-from hpcdist.cli.common import CommandError, command_line, follow, job_spec
+from hpcdist.cli.common import CommandError, command_line, follow, help_end, job_spec
 
 #: The commands here, in the order `hpcdist --help` lists them.
 COMMANDS = ("render", "submit", "status", "logs", "cancel", "doctor", "profiles")
@@ -33,12 +33,12 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
     # allow_abbrev=False: the script's own flags (--deepspeed) must never be taken for an
     # abbreviation of ours (--deepspeed-config).
     if only in (None, "render"):
-        render = sub.add_parser("render", help="print the job script for a training script", allow_abbrev=False,
+        render = sub.add_parser("render", **help_end("render"), help="print the job script for a training script", allow_abbrev=False,
                                 description="Render the job script `hpcdist submit` would submit.")
         job_flags(render)
         render.set_defaults(run=run_render)
     if only in (None, "submit"):
-        submit = sub.add_parser("submit", help="write the job script and submit it", allow_abbrev=False,
+        submit = sub.add_parser("submit", **help_end("submit"), help="write the job script and submit it", allow_abbrev=False,
                                 description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
         job_flags(submit)
         dry_run, wait, as_json = OWN_FLAGS["submit"]
@@ -47,22 +47,22 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         submit.add_argument(as_json, action="store_true", help="print a JSON object (job_id, scheduler, script)")
         submit.set_defaults(run=run_submit)
     if only in (None, "status"):
-        status = sub.add_parser("status", help="the state of submitted jobs")
+        status = sub.add_parser("status", **help_end("status"), help="the state of submitted jobs")
         status.add_argument("jobs", nargs="*", metavar="JOB", help="job ids or folders (default: all from here)")
         status.add_argument("--json", action="store_true")
         status.set_defaults(run=run_status)
     if only in (None, "logs"):
-        logs = sub.add_parser("logs", help="a job's output")
+        logs = sub.add_parser("logs", **help_end("logs"), help="a job's output")
         logs.add_argument("job", metavar="JOB")
         logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
         logs.set_defaults(run=run_logs)
     if only in (None, "cancel"):
-        cancel = sub.add_parser("cancel", help="cancel a job")
+        cancel = sub.add_parser("cancel", **help_end("cancel"), help="cancel a job")
         cancel.add_argument("job", metavar="JOB")
         cancel.set_defaults(run=run_cancel)
     if only in (None, "doctor"):
         doctor = sub.add_parser(
-            "doctor", help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
+            "doctor", **help_end("doctor"), help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
             allow_abbrev=False,
             description="Inside a job: check every node of the allocation and print what to fix. "
             "With --scheduler slurm|pbs (and --nodes ...): submit a job that runs this check, and show its answer.")
@@ -71,7 +71,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         job_flags(doctor, script=False)
         doctor.set_defaults(run=run_doctor)
     if only in (None, "profiles"):
-        profiles = sub.add_parser("profiles", help="list the profiles and site presets; show one",
+        profiles = sub.add_parser("profiles", **help_end("profiles"), help="list the profiles and site presets; show one",
                                   description="Your profiles (./hpcdist.toml, ~/.config/hpcdist/config.toml) and "
                                   "the site presets hpcdist ships, or what one of them sets.")
         profiles.add_argument("name", nargs="?", metavar="NAME")
