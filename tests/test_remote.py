@@ -1,0 +1,279 @@
+"""Jobs sent from a laptop to a login node over ssh (issue 32): a real sshd and two users of their
+own (tests/sshlogin.py), the laptop's own ~/.ssh/config naming the login node, the login node's
+hpcdist this checkout's, `--scheduler local` there (the Slurm and OpenPBS clusters' rows are in
+tests/test_remote_clusters.py). Every command is run as the laptop's user, as typed there."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import sshlogin
+from sshlogin import LAPTOP_USER, LOGIN_USER, PYTHON, PYTHONPATH, REMOTE_HPCDIST, as_user
+
+pytestmark = pytest.mark.skipif(sshlogin.missing() is not None, reason=f"{sshlogin.missing()}")
+
+TRAIN = '''import os, sys, time
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+pause = float(sys.argv[2]) if len(sys.argv) > 2 else 0.1
+print("argv:", sys.argv[3:], "secret:", os.environ.get("LAPTOP_SECRET"), "cwd:", os.getcwd(), flush=True)
+for i in range(steps):
+    print(f"step {i} committed", flush=True)
+    time.sleep(pause)
+'''
+
+PROFILE = f'''default = "cluster"
+[profiles.cluster]
+remote = "login"
+remote_hpcdist = "{REMOTE_HPCDIST}"
+scheduler = "local"
+launcher = "none"
+python = "{PYTHON}"
+env = {{ PYTHONPATH = "{PYTHONPATH}" }}
+'''
+
+
+@pytest.fixture(scope="module")
+def login():
+    node = sshlogin.LoginNode()
+    yield node
+    as_user(LAPTOP_USER, ["ssh", "-O", "exit", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
+    node.stop()
+
+
+@pytest.fixture
+def project(login):
+    """The laptop's git tree (~/proj, committed), no connection open, nothing on the login node yet."""
+    home = login.laptop.pw_dir
+    as_user(LAPTOP_USER, ["ssh", "-O", "exit", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
+    shutil.rmtree(os.path.join(login.login.pw_dir, "hpcdist"), ignore_errors=True)
+    path = os.path.join(home, "proj")
+    shutil.rmtree(path, ignore_errors=True)
+    as_user(LAPTOP_USER, ["mkdir", path]).check_returncode()
+    login.write(LAPTOP_USER, f"{path}/train.py", TRAIN)
+    login.write(LAPTOP_USER, f"{path}/hpcdist.toml", PROFILE)
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "init")
+    return path
+
+
+def git(path: str, *args: str) -> None:
+    as_user(LAPTOP_USER, ["git", "-C", path, "-c", "user.name=me", "-c", "user.email=me@laptop", *args]
+            ).check_returncode()
+
+
+def hpcdist(project: str, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``hpcdist ARGS`` typed on the laptop, in the project."""
+    done = as_user(LAPTOP_USER, [PYTHON, "-m", "hpcdist", *args], cwd=project, timeout=timeout,
+                   env={"PYTHONPATH": sshlogin.ROOT, **(env or {})})
+    done.out, done.err = done.stdout.decode(), done.stderr.decode()
+    return done
+
+
+def on_login(*args: str) -> subprocess.CompletedProcess:
+    """``hpcdist ARGS`` typed on the login node, in its hpcdist folder."""
+    folder = os.path.join(sshlogin.pwd.getpwnam(LOGIN_USER).pw_dir, "hpcdist")
+    done = as_user(LOGIN_USER, [PYTHON, "-m", "hpcdist", *args], cwd=folder, env={"PYTHONPATH": PYTHONPATH})
+    done.out, done.err = done.stdout.decode(), done.stderr.decode()
+    return done
+
+
+def connect(project: str) -> None:
+    done = hpcdist(project, "connect", "cluster")
+    assert done.returncode == 0, done.err
+    assert "connected to login: hpcdist 0.1.0 there" in done.err
+
+
+def submitted(done) -> str:
+    assert done.returncode == 0, done.err
+    return done.out.strip()
+
+
+def accepted(login) -> int:
+    """How many ssh connections the login node's sshd has let in so far."""
+    with open(login.log.name) as f:
+        return f.read().count("Accepted publickey")
+
+
+def master_bytes_written(project: str) -> int:
+    """What the laptop's master connection has written so far (its process's write count: the
+    bytes it sent through the socket to the login node, and ssh's own few writes)."""
+    check = as_user(LAPTOP_USER, ["ssh", "-O", "check", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
+    pid = int(re.search(r"pid=(\d+)", check.stderr.decode()).group(1))
+    with open(f"/proc/{pid}/io") as f:
+        return int(re.search(r"wchar: (\d+)", f.read()).group(1))
+
+
+def test_without_a_connection_a_command_says_so_and_prints_the_one_to_run(project, login):
+    before = accepted(login)
+    done = hpcdist(project, "submit", "train.py")
+    assert done.returncode == 1
+    assert done.err.strip() == ("hpcdist submit: error: ssh to login: no connection to login is open (hpcdist prompts "
+                                "for a password or second factor only when you connect); open one with: "
+                                "hpcdist connect cluster")
+    assert accepted(login) == before  # it did not try to log in (BatchMode or not)
+    assert not os.path.exists(os.path.join(login.login.pw_dir, "hpcdist"))
+
+
+def test_one_login_then_every_command_over_it(project, login):
+    connect(project)
+    after_connect = accepted(login)
+    job = submitted(hpcdist(project, "submit", "train.py", "2"))
+    follow = hpcdist(project, "logs", "-f", job)
+    assert follow.returncode == 0, follow.err
+    status = hpcdist(project, "status")
+    cancel_job = submitted(hpcdist(project, "submit", "train.py", "100", "1"))
+    assert hpcdist(project, "cancel", cancel_job).returncode == 0
+    hpcdist(project, "status", cancel_job)
+    # Six commands, no new login: each went over the one connection `connect` opened.
+    assert accepted(login) == after_connect
+    assert re.search(rf"^{job} +train +local +completed +0", status.out, re.M), status.out
+
+
+def test_an_uncommitted_change_runs_and_is_said(project, login):
+    connect(project)
+    login.write(LAPTOP_USER, f"{project}/train.py", TRAIN.replace("committed", "uncommitted"))
+    done = hpcdist(project, "submit", "train.py", "2")
+    job = submitted(done)
+    assert "with uncommitted changes to train.py" in done.err
+    follow = hpcdist(project, "logs", "-f", job)
+    assert follow.returncode == 0, follow.err
+    assert "step 1 uncommitted" in follow.out
+    # The job ran from its snapshot on the cluster, not from anything of the laptop's.
+    cwd = re.search(r"cwd: (\S+)", follow.out).group(1)
+    assert cwd.startswith(os.path.join(login.login.pw_dir, "hpcdist", "code") + "/")
+
+
+def test_a_queued_job_runs_the_code_it_was_sent_with(project, login):
+    connect(project)
+    job = submitted(hpcdist(project, "submit", "train.py", "2", "2"))
+    # Edited on the laptop while the job runs: a new snapshot for the next job, not this one's.
+    login.write(LAPTOP_USER, f"{project}/train.py", TRAIN.replace("committed", "edited later"))
+    follow = hpcdist(project, "logs", "-f", job)
+    assert "step 1 committed" in follow.out and "edited later" not in follow.out
+
+
+def test_an_unchanged_tree_is_not_sent_twice(project, login):
+    with open(f"{project}/weights.bin", "wb") as f:
+        f.write(os.urandom(300_000))  # incompressible: the archive is at least this big
+    subprocess.run(["chown", f"{LAPTOP_USER}:{LAPTOP_USER}", f"{project}/weights.bin"], check=True)
+    git(project, "add", "weights.bin")
+    git(project, "commit", "-qm", "weights")
+    connect(project)
+    start = master_bytes_written(project)
+    first = hpcdist(project, "submit", "train.py", "1")
+    submitted(first)
+    middle = master_bytes_written(project)
+    second = hpcdist(project, "submit", "train.py", "1")
+    submitted(second)
+    end = master_bytes_written(project)
+    assert re.search(r"sent \d+ bytes", first.err) and "already there, nothing sent" in second.err
+    assert middle - start > 300_000, (start, middle)
+    assert end - middle < 30_000, (middle, end)
+
+
+def test_logs_follow_resumes_after_the_connection_drops_without_losing_or_repeating(project, login):
+    connect(project)
+    job = submitted(hpcdist(project, "submit", "train.py", "30", "0.3"))
+    env = {"PYTHONPATH": sshlogin.ROOT}
+    follow = subprocess.Popen(["runuser", "-u", LAPTOP_USER, "--", "env", "-i", f"HOME={login.laptop.pw_dir}",
+                               "PATH=/usr/bin:/bin", "LANG=C.UTF-8", *(f"{k}={v}" for k, v in env.items()),
+                               PYTHON, "-m", "hpcdist", "logs", "-f", job], cwd=project,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(4)
+    for pid in login.sessions():  # the login node's end of the connection: the network is gone
+        os.kill(pid, 15)
+    time.sleep(3)
+    connect(project)  # the user opens it again, in another terminal
+    out, err = follow.communicate(timeout=120)
+    assert follow.returncode == 0, err.decode()
+    assert "the connection dropped after byte" in err.decode()
+    log = [p for p in os.scandir(os.path.join(login.login.pw_dir, "hpcdist", ".hpcdist", "jobs"))][0].path
+    with open(os.path.join(log, "job.log"), "rb") as f:
+        assert out == f.read()
+    assert out.count(b"step 29 committed") == 1 and out.count(b"step 0 committed") == 1
+
+
+def test_status_on_the_laptop_and_on_the_login_node_agree(project, login):
+    connect(project)
+    job = submitted(hpcdist(project, "submit", "train.py", "1"))
+    assert hpcdist(project, "logs", "-f", job).returncode == 0
+    laptop = hpcdist(project, "status", "--json", job)
+    there = on_login("status", "--json", job)
+    assert laptop.returncode == there.returncode == 0, laptop.err + there.err
+    assert json.loads(laptop.out) == json.loads(there.out)
+    assert json.loads(laptop.out)[0]["state"] == "COMPLETED"
+    assert hpcdist(project, "status").out == on_login("status").out
+
+
+def test_cancel_from_the_laptop(project, login):
+    connect(project)
+    job = submitted(hpcdist(project, "submit", "train.py", "200", "0.5"))
+    assert hpcdist(project, "cancel", job).returncode == 0
+    time.sleep(1)
+    status = hpcdist(project, "status", job)
+    assert re.search(rf"^{job} +train +local +cancelled", status.out, re.M), status.out + status.err
+
+
+def test_nothing_of_the_laptop_reaches_the_login_node(project, login):
+    connect(project)
+    job = submitted(hpcdist(project, "submit", "train.py", "1", env={"LAPTOP_SECRET": "s3cret"}))
+    follow = hpcdist(project, "logs", "-f", job)
+    assert "secret: None" in follow.out
+    base = os.path.join(login.login.pw_dir, "hpcdist")
+    found = subprocess.run(["grep", "-rlE", f"{LAPTOP_USER}|s3cret", base], capture_output=True, text=True)
+    assert found.stdout == "", found.stdout  # no file there names the laptop's user, home or secret
+    script = hpcdist(project, "render", "train.py")
+    assert script.returncode == 0, script.err
+    assert script.out.startswith("#!/bin/bash") and LAPTOP_USER not in script.out
+
+
+def test_a_laptop_path_is_refused_before_anything_is_sent(project, login):
+    connect(project)
+    done = hpcdist(project, "submit", "--source", f"{project}/env.sh", "train.py")
+    assert done.returncode == 1
+    assert done.err.startswith(f"hpcdist submit: error: the laptop: '{project}/env.sh' names a path on this laptop")
+    assert not os.path.exists(os.path.join(login.login.pw_dir, "hpcdist", "code"))
+
+
+def test_hostile_words_reach_the_training_as_typed(project, login):
+    connect(project)
+    words = ["$(touch /tmp/hpcdist-pwned)", "a'b", '"; touch /tmp/hpcdist-pwned; "', "two words", "`id`"]
+    job = submitted(hpcdist(project, "submit", "--remote-folder", "my jobs/$x", "train.py", "1", "0", *words))
+    done = hpcdist(project, "logs", "-f", job)
+    assert f"argv: {words!r}" in done.out, done.out + done.err
+    assert not os.path.exists("/tmp/hpcdist-pwned")
+    assert os.path.isdir(os.path.join(login.login.pw_dir, "my jobs", "$x", ".hpcdist", "jobs"))
+
+
+def test_errors_say_where_they_happened(project, login):
+    connect(project)
+    missing = hpcdist(project, "submit", "--remote-hpcdist", "/opt/none/bin/hpcdist", "train.py")
+    assert missing.returncode == 1
+    assert ("\nhpcdist submit: error: the login node login: `/opt/none/bin/hpcdist --version` failed there "
+            "(sh: 1: /opt/none/bin/hpcdist: not found)") in missing.err, missing.err
+    assert "install hpcdist 0.1.0 there" in missing.err
+    # Another version there: a stand-in that answers as an older hpcdist would (no second version is installed).
+    old = os.path.join(login.login.pw_dir, "old-hpcdist")
+    login.write(LOGIN_USER, old, "#!/bin/sh\necho hpcdist 0.0.9\n")
+    os.chmod(old, 0o755)
+    other = hpcdist(project, "submit", "--remote-hpcdist", old, "train.py")
+    assert other.returncode == 1
+    assert ("the login node login: its hpcdist is 'hpcdist 0.0.9', this laptop's is hpcdist 0.1.0: the two must be "
+            "the same version") in other.err
+    # The scheduler's refusal, said by the login node's hpcdist, marked as from there.
+    slurm = hpcdist(project, "submit", "--scheduler", "slurm", "train.py")
+    assert slurm.returncode == 1
+    assert re.search(r"^login: hpcdist submit: error: .*sbatch", slurm.err, re.M), slurm.err
+    # ssh itself: a host the laptop's ssh cannot reach has no connection to use.
+    nowhere = hpcdist(project, "status", "--remote", "nosuchhost.invalid")
+    assert nowhere.returncode == 1 and "ssh to nosuchhost.invalid: no connection" in nowhere.err
+    bad = hpcdist(project, "submit", "--remote", "two words", "train.py")
+    assert bad.returncode == 1 and "--remote 'two words'" in bad.err and "the laptop" in bad.err
