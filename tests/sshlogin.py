@@ -62,18 +62,22 @@ def as_user(user: str, argv: list[str], *, cwd: str | None = None, env: dict | N
 
 
 class LoginNode:
-    """sshd on 127.0.0.1:``port``, letting the laptop's key in as the login user."""
+    """sshd on 127.0.0.1:``port``, letting the laptop's key in as ``user`` (the login user, or
+    root for the test clusters, which run root's jobs: its key is in a file of the test's own)."""
 
-    def __init__(self):
-        self.laptop, self.login = _user(LAPTOP_USER), _user(LOGIN_USER)
+    def __init__(self, user: str = LOGIN_USER):
+        self.user = user
+        self.laptop, self.login = _user(LAPTOP_USER), _user(user)
         self.dir = tempfile.mkdtemp(prefix="hpcdist-sshd-")
         self.port = _free_port()
         self._keys()
         self.config = os.path.join(self.dir, "sshd_config")
         with open(self.config, "w") as f:
             f.write(f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.dir}/host_key\n"
-                    f"PidFile {self.dir}/sshd.pid\nAllowUsers {LOGIN_USER}\nPubkeyAuthentication yes\n"
-                    "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+                    f"PidFile {self.dir}/sshd.pid\nAllowUsers {user}\nPubkeyAuthentication yes\n"
+                    + (f"PermitRootLogin prohibit-password\nAuthorizedKeysFile {self.dir}/root_keys\nStrictModes no\n"
+                       if user == "root" else "")
+                    + "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
                     "MaxSessions 50\nMaxStartups 50\n")
         os.makedirs("/run/sshd", exist_ok=True)
         self.log = open(os.path.join(self.dir, "sshd.log"), "w")
@@ -93,19 +97,21 @@ class LoginNode:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{self.dir}/host_key"], check=True)
         laptop_ssh = os.path.join(self.laptop.pw_dir, ".ssh")
         login_ssh = os.path.join(self.login.pw_dir, ".ssh")
-        for user, folder in ((LAPTOP_USER, laptop_ssh), (LOGIN_USER, login_ssh)):
-            shutil.rmtree(folder, ignore_errors=True)
-            as_user(user, ["mkdir", "-m", "700", folder]).check_returncode()
+        shutil.rmtree(laptop_ssh, ignore_errors=True)
+        as_user(LAPTOP_USER, ["mkdir", "-m", "700", laptop_ssh]).check_returncode()
+        if self.user != "root":  # root's own ~/.ssh is left alone
+            shutil.rmtree(login_ssh, ignore_errors=True)
+            as_user(self.user, ["mkdir", "-m", "700", login_ssh]).check_returncode()
         as_user(LAPTOP_USER, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{laptop_ssh}/id_ed25519"]
                 ).check_returncode()
         with open(f"{laptop_ssh}/id_ed25519.pub") as f:
             public = f.read()
         with open(f"{self.dir}/host_key.pub") as f:
             host_key = " ".join(f.read().split()[:2])
-        self.write(LOGIN_USER, f"{login_ssh}/authorized_keys", public)
+        self.write(self.user, f"{self.dir}/root_keys" if self.user == "root" else f"{login_ssh}/authorized_keys", public)
         # The laptop's own ssh config names the login node: hpcdist passes `login` and nothing else.
         self.write(LAPTOP_USER, f"{laptop_ssh}/config",
-                   f"Host login\n  HostName 127.0.0.1\n  Port {self.port}\n  User {LOGIN_USER}\n"
+                   f"Host login\n  HostName 127.0.0.1\n  Port {self.port}\n  User {self.user}\n"
                    f"  IdentityFile ~/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n")
         self.write(LAPTOP_USER, f"{laptop_ssh}/known_hosts", f"[127.0.0.1]:{self.port} {host_key}\n")
 
@@ -114,7 +120,7 @@ class LoginNode:
         as_user(user, ["sh", "-c", 'umask 077 && cat > "$0"', path], input=text.encode()).check_returncode()
 
     def sessions(self) -> list[int]:
-        """The pids of sshd's per-connection processes for the login user (`sshd: hpcd-login`)."""
+        """The pids of sshd's per-connection processes for the login user (`sshd: hpcd-login ...`)."""
         found = []
         for pid in os.listdir("/proc"):
             if pid.isdigit():
@@ -123,7 +129,7 @@ class LoginNode:
                         line = f.read().replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     continue
-                if line.startswith(f"sshd: {LOGIN_USER}"):
+                if line.startswith(f"sshd: {self.user}"):
                     found.append(int(pid))
         return found
 

@@ -44,7 +44,7 @@ def _run(argv: list[str]) -> int:
     if argv[:1] and argv[0] in in_job.BY_HAND:
         return in_job.run_by_hand(argv[0], argv[1:])
     # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here), or connect.
-    if argv[:1] and argv[0] in (*remote.COMMANDS, *remote.SENT) and remote.wanted(argv):
+    if argv[:1] and argv[0] in remote.SENT and remote.wanted(argv):
         return remote.main(argv)
     args = _plain_status(argv)
     if args is None:
@@ -94,8 +94,6 @@ def build_parser(argv: list[str] = ()):
     # prog given: argparse would otherwise format the usage above to find it.
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="hpcdist")
     jobs.add_parsers(sub, only, command)
-    if only is None:  # for --help (hpcdist.cli.remote parses its own)
-        for name in remote.COMMANDS:
-            sub.add_parser(name, help=remote.HELP[name])
+    remote.add_parsers(sub, only)
     in_job.add_parsers(sub, only, command)
     return parser

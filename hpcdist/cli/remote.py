@@ -17,7 +17,7 @@ import time
 #: The commands of this module, and those it may send to a cluster instead of running here.
 COMMANDS = ("connect", "disconnect")
 SENT = ("submit", "render", "status", "logs", "cancel")
-HELP = {"connect": "open the ssh connection to a cluster that the other commands use (may prompt)",
+HELP = {"connect": "open the ssh connection to a cluster that the other commands use (the only one that may prompt)",
         "disconnect": "close the ssh connection to a cluster"}
 #: How long ``logs -f`` waits for a dropped connection to be opened again before it stops.
 RESUME_PATIENCE_S = 600.0
@@ -26,15 +26,14 @@ RESUME_PATIENCE_S = 600.0
 def wanted(argv: list[str]) -> bool:
     """Whether ``hpcdist ARGV`` is this module's to run (cheap: `hpcdist status` asks it)."""
     command = argv[0]
-    if command in COMMANDS:
-        return True
     if command not in SENT:
         return False
-    laptop, _ = _split(argv)
-    if "remote" in laptop:
+    if command in ("submit", "render"):  # they read the job options anyway
+        laptop, _ = _split(argv)
+        return "remote" in laptop or bool(_profile(laptop.get("profile"), quiet=True).get("remote"))
+    # `hpcdist status` pays two string tests and a stat here, no import.
+    if any(word == "--remote" or word.startswith("--remote=") for word in argv[1:]):
         return True
-    if command in ("submit", "render"):
-        return bool(_profile(laptop.get("profile"), quiet=True).get("remote"))
     if not os.path.exists(os.path.join(".hpcdist", "remote", "jobs")):
         return False
     from hpcdist import remote
@@ -51,7 +50,7 @@ def main(argv: list[str]) -> int:
     command = argv[0]
     try:
         if command in COMMANDS:
-            return _connect(argv)
+            return _connect(command, argv[1])
         if command in ("submit", "render"):
             return _send_job(argv)
         return {"status": _status, "logs": _logs, "cancel": _cancel}[command](argv)
@@ -399,18 +398,22 @@ def _stream(target, argv: list[str], offset: int) -> tuple[int, int, str]:
 
 # -- connect, disconnect ------------------------------------------------------------------------
 
-def _connect(argv: list[str]) -> int:
-    import argparse
+def add_parsers(sub, only: str | None) -> None:
+    """``connect`` and ``disconnect``'s parsers on ``sub`` (all, or ``only`` that one)."""
+    for name in COMMANDS:
+        if only in (None, name):
+            parser = sub.add_parser(name, help=HELP[name], description=HELP[name][0].upper() + HELP[name][1:] + ".")
+            parser.add_argument("cluster", metavar="CLUSTER", help="a profile with remote = \"user@host\", or an ssh host")
+            parser.set_defaults(run=lambda args: main([args.command, args.cluster]))
+
+
+def _connect(command: str, cluster: str) -> int:
     import subprocess
 
     from hpcdist import remote
 
-    parser = argparse.ArgumentParser(prog=f"hpcdist {argv[0]}", description=(
-        "Open the one ssh connection to a cluster that the other commands use (the only command that may "
-        "ask for a password or a second factor)" if argv[0] == "connect" else "Close the connection to a cluster."))
-    parser.add_argument("cluster", metavar="CLUSTER", help="a profile with remote = \"user@host\", or an ssh host")
-    target = _cluster(parser.parse_args(argv[1:]).cluster)
-    if argv[0] == "disconnect":
+    target = _cluster(cluster)
+    if command == "disconnect":
         closed = remote.close(target)
         print(f"hpcdist disconnect: {'closed the' if closed else 'no'} connection to {target.host}", file=sys.stderr)
         return 0
