@@ -31,6 +31,10 @@ from hpcdist import __version__
 PERSIST = "12h"
 #: The first word of the lines the remote script writes for the laptop (on stderr).
 MARK = "hpcdist-remote:"
+#: The version the laptop expects, set for the login node's hpcdist: it checks it before anything
+#: else, in its own process (an older one, which does not, is caught by `hpcdist connect`'s
+#: `hpcdist --version`).
+EXPECT = "HPCDIST_EXPECT_VERSION"
 #: ssh's own exit status for its failures (the connection, the authentication).
 SSH_FAILED = 255
 #: The laptop's records of its remote jobs and of the snapshots it sent.
@@ -140,11 +144,14 @@ def script(target: Target, argv: list[str] | None, *, create: bool = False, code
     lines = []
     if create:
         lines.append(f"mkdir -p {folder} || exit 3")  # mkdir's own message names the folder
-    lines += [f"cd {folder} 2>/dev/null || {{ echo '{MARK} no-folder' >&2; exit 3; }}",
-              "base=$PWD",
-              f"v=$({hpcdist} --version 2>&1) || {{ echo '{MARK} missing' >&2; printf '%s\\n' \"$v\" >&2; exit 3; }}",
-              f"[ \"$v\" = {shlex.quote('hpcdist ' + __version__)} ] || "
-              f"{{ printf '{MARK} version %s\\n' \"$v\" >&2; exit 3; }}"]
+    lines += [f"cd {folder} 2>/dev/null || {{ echo '{MARK} no-folder' >&2; exit 3; }}", "base=$PWD"]
+    if argv is None:  # connect: the version as the hpcdist there says it, whatever its age
+        lines += [f"v=$({hpcdist} --version 2>&1) || {{ echo '{MARK} missing' >&2; printf '%s\\n' \"$v\" >&2; "
+                  f"exit 3; }}", f"[ \"$v\" = {shlex.quote('hpcdist ' + __version__)} ] || "
+                  f"{{ printf '{MARK} version %s\\n' \"$v\" >&2; exit 3; }}"]
+    else:  # the command itself checks it (no second python), and a missing one is said as such
+        lines += [f"command -v {folder_word(target.hpcdist[0])} >/dev/null || {{ echo '{MARK} missing' >&2; exit 3; }}",
+                  f"{EXPECT}={shlex.quote(__version__)}", f"export {EXPECT}"]
     if argv is None:
         return "; ".join(lines + ["echo \"$v $base\""])
     if code is not None:
@@ -179,7 +186,7 @@ def explain(target: Target, returncode: int, stderr: str) -> RemoteError | None:
                            f"(or remote_folder names another folder)")
     if mark == "missing":
         said = " ".join(line for line in stderr.splitlines() if not line.startswith(MARK)).strip()
-        return RemoteError(where, f"`{shlex.join(target.hpcdist)} --version` failed there ({said or 'no output'}): "
+        return RemoteError(where, f"`{shlex.join(target.hpcdist)}` failed there ({said or 'not found'}): "
                            f"install hpcdist {__version__} there (pip install hpcdist=={__version__}), or give its "
                            f"path: remote_hpcdist = \"~/venv/bin/hpcdist\" in the profile, or --remote-hpcdist")
     if mark.startswith("version"):

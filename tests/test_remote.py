@@ -257,17 +257,23 @@ def test_errors_say_where_they_happened(project, login):
     connect(project)
     missing = hpcdist(project, "submit", "--remote-hpcdist", "/opt/none/bin/hpcdist", "train.py")
     assert missing.returncode == 1
-    assert ("\nhpcdist submit: error: the login node login: `/opt/none/bin/hpcdist --version` failed there "
-            "(sh: 1: /opt/none/bin/hpcdist: not found)") in missing.err, missing.err
-    assert "install hpcdist 0.1.0 there" in missing.err
-    # Another version there: a stand-in that answers as an older hpcdist would (no second version is installed).
+    assert ("\nhpcdist submit: error: the login node login: `/opt/none/bin/hpcdist` failed there (not found): install "
+            "hpcdist 0.1.0 there") in missing.err, missing.err
+    # Another version there. The command checks the version the laptop sends it, in its own process;
+    # `connect` asks `hpcdist --version`, which an older one answers too: here a stand-in answering
+    # as an older hpcdist would (no second version is installed).
+    newer = as_user(LOGIN_USER, [PYTHON, "-m", "hpcdist", "status"],  # as a newer laptop's command reaches it
+                    env={"PYTHONPATH": PYTHONPATH, "HPCDIST_EXPECT_VERSION": "9.9"})
+    assert (newer.returncode, newer.stderr) == (3, b"hpcdist-remote: version hpcdist 0.1.0\n")
     old = os.path.join(login.login.pw_dir, "old-hpcdist")
     login.write(LOGIN_USER, old, "#!/bin/sh\necho hpcdist 0.0.9\n")
     os.chmod(old, 0o755)
-    other = hpcdist(project, "submit", "--remote-hpcdist", old, "train.py")
+    login.write(LAPTOP_USER, f"{project}/hpcdist.toml", PROFILE.replace(REMOTE_HPCDIST, old))
+    other = hpcdist(project, "connect", "cluster")
     assert other.returncode == 1
-    assert ("the login node login: its hpcdist is 'hpcdist 0.0.9', this laptop's is hpcdist 0.1.0: the two must be "
-            "the same version") in other.err
+    assert other.err.splitlines()[-1] == ("hpcdist connect: error: the login node login: its hpcdist is 'hpcdist 0.0.9', this laptop's "
+                         "is hpcdist 0.1.0: the two must be the same version; install hpcdist 0.1.0 there (pip install "
+                         "hpcdist==0.1.0) or that one here")
     # The scheduler's refusal, said by the login node's hpcdist, marked as from there.
     slurm = hpcdist(project, "submit", "--scheduler", "slurm", "train.py")
     assert slurm.returncode == 1

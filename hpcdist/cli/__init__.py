@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
+    if os.environ.get("HPCDIST_EXPECT_VERSION", __version__) != __version__:  # sent by a laptop (hpcdist.remote)
+        from hpcdist.remote import MARK
+
+        print(f"{MARK} version hpcdist {__version__}", file=sys.stderr)
+        return 3
     if argv[:1] and argv[0] in in_job.BY_HAND:
         return in_job.run_by_hand(argv[0], argv[1:])
     # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here), or connect.

@@ -44,8 +44,6 @@ def wanted(argv: list[str]) -> bool:
 
 def main(argv: list[str]) -> int:
     from hpcdist import remote
-    from hpcdist.profiles import ProfileError
-    from hpcdist.snapshot import SnapshotError
 
     command = argv[0]
     try:
@@ -56,9 +54,6 @@ def main(argv: list[str]) -> int:
         return {"status": _status, "logs": _logs, "cancel": _cancel}[command](argv)
     except remote.RemoteError as e:
         print(f"hpcdist {command}: error: {e}", file=sys.stderr)
-        return 1
-    except (SnapshotError, ProfileError) as e:
-        print(f"hpcdist {command}: error: the laptop: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -157,7 +152,11 @@ def _cluster(name: str):
 
     try:
         profile = load_profile(name)
-    except ProfileError:
+    except ProfileError as e:
+        if "no profile" not in str(e):  # a profile of that name, with a mistake: said
+            from hpcdist import remote
+
+            raise remote.RemoteError("the laptop", str(e)) from None
         profile = {}
     return _target({} if profile.get("remote") else {"remote": name}, profile)
 
@@ -168,13 +167,17 @@ def _send_job(argv: list[str]) -> int:
     import json
 
     from hpcdist import remote, snapshot
+    from hpcdist.profiles import ProfileError
 
     command = argv[0]
     laptop, forwarded = _split(argv)
-    profile = _profile(laptop.get("profile"))
-    target = _target(laptop, profile)
-    remote.require_open(target)
-    code = snapshot.take(os.getcwd(), tuple(profile.get("include", ())) + tuple(laptop.get("include", ())))
+    try:
+        profile = _profile(laptop.get("profile"))
+        target = _target(laptop, profile)
+        remote.require_open(target)
+        code = snapshot.take(os.getcwd(), tuple(profile.get("include", ())) + tuple(laptop.get("include", ())))
+    except (ProfileError, snapshot.SnapshotError) as e:
+        raise remote.RemoteError("the laptop", str(e)) from None
     forwarded = _profile_flags(profile, code) + forwarded
     _check_no_laptop_paths(forwarded, code)
     print(f"hpcdist {command}: {code.summary()}", file=sys.stderr)
