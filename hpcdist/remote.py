@@ -58,8 +58,13 @@ class Target:
         self.host, self.folder, self.name = host, folder, name or host
         self.hpcdist = shlex.split(hpcdist) or ["hpcdist"]
 
+    @property
+    def command(self) -> str:
+        """The hpcdist command there, as the user wrote it."""
+        return shlex.join(self.hpcdist)
+
     def as_record(self) -> dict:
-        return {"remote": self.host, "remote_folder": self.folder, "remote_hpcdist": shlex.join(self.hpcdist),
+        return {"remote": self.host, "remote_folder": self.folder, "remote_hpcdist": self.command,
                 "cluster": self.name}
 
     @classmethod
@@ -186,7 +191,7 @@ def explain(target: Target, returncode: int, stderr: str) -> RemoteError | None:
                            f"(or remote_folder names another folder)")
     if mark == "missing":
         said = " ".join(line for line in stderr.splitlines() if not line.startswith(MARK)).strip()
-        return RemoteError(where, f"`{shlex.join(target.hpcdist)}` failed there ({said or 'not found'}): "
+        return RemoteError(where, f"`{target.command}` failed there ({said or 'not found'}): "
                            f"install hpcdist {__version__} there (pip install hpcdist=={__version__}), or give its "
                            f"path: remote_hpcdist = \"~/venv/bin/hpcdist\" in the profile, or --remote-hpcdist")
     if mark.startswith("version"):

@@ -270,6 +270,11 @@ def test_errors_say_where_they_happened(project, login):
     os.chmod(old, 0o755)
     login.write(LAPTOP_USER, f"{project}/hpcdist.toml", PROFILE.replace(REMOTE_HPCDIST, old))
     other = hpcdist(project, "connect", "cluster")
+    not_json = hpcdist(project, "submit", "train.py")  # its answer is no JSON: said, no traceback
+    login.write(LAPTOP_USER, f"{project}/hpcdist.toml", PROFILE)
+    assert not_json.returncode == 1 and not_json.err.splitlines()[-1] == (
+        f"hpcdist submit: error: the login node login: `{old} submit --json` printed 'hpcdist 0.0.9', not the JSON "
+        "hpcdist prints: check that remote_hpcdist names hpcdist 0.1.0 there")
     assert other.returncode == 1
     assert other.err.splitlines()[-1] == ("hpcdist connect: error: the login node login: its hpcdist is 'hpcdist 0.0.9', this laptop's "
                          "is hpcdist 0.1.0: the two must be the same version; install hpcdist 0.1.0 there (pip install "

@@ -195,7 +195,7 @@ def _send_job(argv: list[str]) -> int:
     if done.returncode != 0 or command == "render" or "--dry-run" in forwarded:
         sys.stdout.write(done.stdout.decode("utf-8", errors="replace"))
         return done.returncode
-    job = json.loads(done.stdout)
+    job = _answer(target, done.stdout, "submit --json")
     remote.record_job(target, job, code.digest)
     sent = f"sent {len(archive)} bytes" if send else "already there, nothing sent"
     print(f"hpcdist submit: {job['scheduler']} job {job['job_id']} on {target.name}; code {code.digest} "
@@ -265,6 +265,21 @@ def _round_trip(target, remote_script: str, data: bytes | None = None):
     return done
 
 
+def _answer(target, stdout: bytes, command: str):
+    """The JSON the login node's ``hpcdist COMMAND`` printed (another program answering: said)."""
+    import json
+
+    from hpcdist import remote
+
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        said = stdout.decode("utf-8", errors="replace").strip()[:200]
+        raise remote.RemoteError(f"the login node {target.host}", f"`{target.command} {command}` printed "
+                                 f"{said!r}, not the JSON hpcdist prints: check that remote_hpcdist names hpcdist "
+                                 f"{remote.__version__} there") from None
+
+
 # -- status, logs, cancel ----------------------------------------------------------------------
 
 def _status(argv: list[str]) -> int:
@@ -294,7 +309,7 @@ def _status(argv: list[str]) -> int:
         done = _round_trip(target, remote.script(target, ["status", "--json", *there]))
         if done.returncode != 0:
             return done.returncode
-        rows += json.loads(done.stdout)
+        rows += _answer(target, done.stdout, "status --json")
     show_rows(rows, as_json)
     return 0
 
