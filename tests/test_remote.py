@@ -17,7 +17,9 @@ import pytest
 import sshlogin
 from sshlogin import LAPTOP_USER, LOGIN_USER, PYTHON, PYTHONPATH, REMOTE_HPCDIST, as_user
 
-pytestmark = pytest.mark.skipif(sshlogin.missing() is not None, reason=f"{sshlogin.missing()}")
+pytestmark = [pytest.mark.skipif(sshlogin.missing() is not None, reason=f"{sshlogin.missing()}"),
+              # One test process for them all: they share the laptop's and the login node's users.
+              pytest.mark.xdist_group("remote-ssh")]
 
 TRAIN = '''import os, sys, time
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 3
@@ -43,35 +45,38 @@ env = {{ PYTHONPATH = "{PYTHONPATH}" }}
 def login():
     node = sshlogin.LoginNode()
     yield node
-    as_user(LAPTOP_USER, ["ssh", "-O", "exit", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
     node.stop()
 
 
 @pytest.fixture
 def project(login):
+    return new_project(login)
+
+
+def new_project(login, profile: str = PROFILE) -> str:
     """The laptop's git tree (~/proj, committed), no connection open, nothing on the login node yet."""
-    home = login.laptop.pw_dir
-    as_user(LAPTOP_USER, ["ssh", "-O", "exit", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
+    laptop = login.laptop.pw_name
+    as_user(laptop, ["ssh", "-O", "exit", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
     shutil.rmtree(os.path.join(login.login.pw_dir, "hpcdist"), ignore_errors=True)
-    path = os.path.join(home, "proj")
+    path = os.path.join(login.laptop.pw_dir, "proj")
     shutil.rmtree(path, ignore_errors=True)
-    as_user(LAPTOP_USER, ["mkdir", path]).check_returncode()
-    login.write(LAPTOP_USER, f"{path}/train.py", TRAIN)
-    login.write(LAPTOP_USER, f"{path}/hpcdist.toml", PROFILE)
-    git(path, "init", "-q")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
+    as_user(laptop, ["mkdir", path]).check_returncode()
+    login.write(laptop, f"{path}/train.py", TRAIN)
+    login.write(laptop, f"{path}/hpcdist.toml", profile)
+    git(path, "init", "-q", user=laptop)
+    git(path, "add", ".", user=laptop)
+    git(path, "commit", "-qm", "init", user=laptop)
     return path
 
 
-def git(path: str, *args: str) -> None:
-    as_user(LAPTOP_USER, ["git", "-C", path, "-c", "user.name=me", "-c", "user.email=me@laptop", *args]
-            ).check_returncode()
+def git(path: str, *args: str, user: str = LAPTOP_USER) -> None:
+    as_user(user, ["git", "-C", path, "-c", "user.name=me", "-c", "user.email=me@laptop", *args]).check_returncode()
 
 
-def hpcdist(project: str, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``hpcdist ARGS`` typed on the laptop, in the project."""
-    done = as_user(LAPTOP_USER, [PYTHON, "-m", "hpcdist", *args], cwd=project, timeout=timeout,
+def hpcdist(project: str, *args: str, env: dict | None = None, timeout: float = 120,
+            user: str = LAPTOP_USER) -> subprocess.CompletedProcess:
+    """``hpcdist ARGS`` typed on the laptop (by ``user``), in the project."""
+    done = as_user(user, [PYTHON, "-m", "hpcdist", *args], cwd=project, timeout=timeout,
                    env={"PYTHONPATH": sshlogin.ROOT, **(env or {})})
     done.out, done.err = done.stdout.decode(), done.stderr.decode()
     return done
@@ -288,3 +293,36 @@ def test_errors_say_where_they_happened(project, login):
     assert nowhere.returncode == 1 and "ssh to nosuchhost.invalid: no connection" in nowhere.err
     bad = hpcdist(project, "submit", "--remote", "two words", "train.py")
     assert bad.returncode == 1 and "--remote 'two words'" in bad.err and "the laptop" in bad.err
+
+
+@pytest.fixture(scope="module")
+def otp_login():
+    """A login node that asks for a one-time password after the key (PAM's pam_oath), with users
+    of its own."""
+    node = sshlogin.LoginNode("hpcd-login-o", "hpcd-laptop-o", otp=True)
+    yield node
+    node.stop()
+
+
+def test_a_second_factor_is_asked_by_connect_only(otp_login):
+    project = new_project(otp_login)
+    user = otp_login.laptop.pw_name
+
+    def laptop(*args, wrong=False):
+        return hpcdist(project, *args, user=user, env=otp_login.askpass_env(wrong))
+
+    refused = laptop("connect", "cluster", wrong=True)  # the second factor is checked, not only asked
+    assert refused.returncode == 1 and "hpcdist connect: error: ssh to login: ssh could not connect" in refused.err
+    assert "no connection to login is open" in laptop("status", "--remote", "cluster").err
+    connected = laptop("connect", "cluster")
+    assert connected.returncode == 0, connected.err
+    asked = otp_login.questions()
+    assert len(asked) >= 2 and all("One-time password" in q for q in asked), asked
+    job = submitted(laptop("submit", "train.py", "2"))
+    assert laptop("logs", "-f", job).returncode == 0
+    assert re.search(rf"^{job} +train +local +completed", laptop("status").out, re.M)
+    other = submitted(laptop("submit", "train.py", "100", "1"))
+    assert laptop("cancel", other).returncode == 0
+    assert laptop("render", "train.py").returncode == 0
+    # Six commands after connect, and not one question more.
+    assert otp_login.questions() == asked

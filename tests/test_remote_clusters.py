@@ -24,7 +24,7 @@ import pytest
 import openpbs
 import sshlogin
 import testcluster
-from sshlogin import LAPTOP_USER, as_user
+from sshlogin import as_user
 from test_remote import git, hpcdist
 
 pytestmark = pytest.mark.skipif(sshlogin.missing() is not None, reason=f"{sshlogin.missing()}")
@@ -32,14 +32,6 @@ pytestmark = pytest.mark.skipif(sshlogin.missing() is not None, reason=f"{sshlog
 QUICKSTART = testcluster.ROOT / "examples" / "quickstart.py"
 SLOW = "import time\nfor i in range(300):\n    print(f'step {i}', flush=True)\n    time.sleep(1)\n"
 VENV_BIN = os.path.dirname(sys.executable)
-
-
-@pytest.fixture(scope="module")
-def login_as_root():
-    node = sshlogin.LoginNode(user="root")
-    yield node
-    as_user(LAPTOP_USER, ["ssh", "-O", "exit", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
-    node.stop()
 
 
 def slurm_setup(state, folder: str):
@@ -72,32 +64,38 @@ def pbs_setup(pbs, folder: str):
 
 
 @pytest.fixture
-def slurm(cluster, login_as_root, tmp_path):
+def slurm(cluster, tmp_path):
+    # A laptop user of its own for each cluster: their tests may run beside each other.
+    login = sshlogin.LoginNode("root", "hpcd-laptop-s")
     folder = str(tmp_path / "cluster jobs")  # a space: every word is quoted on the way
     os.makedirs(folder)
-    return laptop_project(login_as_root, folder, *slurm_setup(cluster, folder))
+    yield laptop_project(login, folder, *slurm_setup(cluster, folder))
+    login.stop()
 
 
 @pytest.fixture
-def pbs(openpbs_cluster, login_as_root, tmp_path):
+def pbs(openpbs_cluster, tmp_path):
+    login = sshlogin.LoginNode("root", "hpcd-laptop-p")
     folder = str(tmp_path / "cluster jobs")
     os.makedirs(folder)
-    return laptop_project(login_as_root, folder, *pbs_setup(openpbs_cluster, folder))
+    yield laptop_project(login, folder, *pbs_setup(openpbs_cluster, folder))
+    login.stop()
 
 
 def laptop_project(login_as_root, folder: str, profile: str, on_head, nodes):
     """The laptop's git tree: the training, a slow job, and its profile for the cluster."""
+    laptop = login_as_root.laptop.pw_name
     project = os.path.join(login_as_root.laptop.pw_dir, "proj")
     shutil.rmtree(project, ignore_errors=True)
-    as_user(LAPTOP_USER, ["mkdir", project]).check_returncode()
-    login_as_root.write(LAPTOP_USER, f"{project}/quickstart.py", QUICKSTART.read_text())
-    login_as_root.write(LAPTOP_USER, f"{project}/slow.py", SLOW)
-    login_as_root.write(LAPTOP_USER, f"{project}/hpcdist.toml",
+    as_user(laptop, ["mkdir", project]).check_returncode()
+    login_as_root.write(laptop, f"{project}/quickstart.py", QUICKSTART.read_text())
+    login_as_root.write(laptop, f"{project}/slow.py", SLOW)
+    login_as_root.write(laptop, f"{project}/hpcdist.toml",
                         f'default = "cluster"\n[profiles.cluster]\nremote = "login"\nremote_folder = "{folder}"\n'
                         + profile)
-    git(project, "init", "-q")
-    git(project, "add", ".")
-    git(project, "commit", "-qm", "init")
+    git(project, "init", "-q", user=laptop)
+    git(project, "add", ".", user=laptop)
+    git(project, "commit", "-qm", "init", user=laptop)
     return project, on_head, nodes, login_as_root
 
 
@@ -110,29 +108,32 @@ def test_a_2_node_training_from_the_laptop_to_openpbs(pbs):
 
 
 def training_from_the_laptop(project, on_head, nodes, login):
-    assert hpcdist(project, "connect", "cluster").returncode == 0
+    def laptop(*args, timeout=120):
+        return hpcdist(project, *args, user=login.laptop.pw_name, timeout=timeout)
+
+    assert laptop("connect", "cluster").returncode == 0
     logins = open(login.log.name).read().count("Accepted publickey")
 
-    submitted = hpcdist(project, "submit", "--nodes", "2", "--walltime", "10m", "quickstart.py", "--steps", "20")
+    submitted = laptop("submit", "--nodes", "2", "--walltime", "10m", "quickstart.py", "--steps", "20")
     assert submitted.returncode == 0, submitted.err
     job = submitted.out.strip()
-    follow = hpcdist(project, "logs", "-f", job, timeout=300)
+    follow = laptop("logs", "-f", job, timeout=300)
     assert follow.returncode == 0, f"{testcluster.log_excerpt(follow.out)}\n{follow.err}"
     assert sorted(re.findall(r"\[(\w+)\] rank (\d)/2", follow.out)) == [(nodes[0], "0"), (nodes[1], "1")], follow.out
     assert "identical on all ranks: True" in follow.out
 
-    laptop = hpcdist(project, "status", "--json", job)
+    mine = laptop("status", "--json", job)
     head = on_head("status", "--json", job)
-    assert laptop.returncode == 0 and head.returncode == 0, laptop.err + head.stderr
-    assert json.loads(laptop.out) == json.loads(head.stdout)
-    assert json.loads(laptop.out)[0]["state"] == "COMPLETED"
+    assert mine.returncode == 0 and head.returncode == 0, mine.err + head.stderr
+    assert json.loads(mine.out) == json.loads(head.stdout)
+    assert json.loads(mine.out)[0]["state"] == "COMPLETED"
 
-    slow = hpcdist(project, "submit", "slow.py")
+    slow = laptop("submit", "slow.py")
     assert slow.returncode == 0, slow.err
     other = slow.out.strip()
-    assert hpcdist(project, "cancel", other).returncode == 0
+    assert laptop("cancel", other).returncode == 0
     deadline = time.monotonic() + 120
-    while "CANCELLED" not in (state := hpcdist(project, "status", "--json", other).out):
+    while "CANCELLED" not in (state := laptop("status", "--json", other).out):
         assert time.monotonic() < deadline, state
         time.sleep(2)
     # All of it over the one login `connect` made.
