@@ -47,6 +47,7 @@ def _user(name: str) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
     except KeyError:
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+        _record(f"user {name} (useradd, for tests/test_remote.py's laptop and login node)")
         # No password, and not locked (useradd's "!" is a locked account, which sshd refuses).
         subprocess.run(["usermod", "-p", "*", name], check=True)
         return pwd.getpwnam(name)
@@ -220,7 +221,16 @@ def pam_oath() -> tuple[str, str]:
             pytest.skip(f"libpam-oath could not be downloaded (apt-get download: {got.stderr.strip()[-200:]})")
         for deb in debs:
             subprocess.run(["dpkg-deb", "-x", deb, "root"], cwd=PAM_OATH_DIR, check=True)
+        _record(f"libpam-oath and liboath0 unpacked (not installed) into {PAM_OATH_DIR}")
     return module, libs
+
+
+def _record(line: str) -> None:
+    """A line for the run's closing summary of what it installed (tests/conftest.py)."""
+    record = os.environ.get("HPCDIST_INSTALL_RECORD")
+    if record:
+        with open(record, "a") as f:
+            f.write(line + "\n")
 
 
 def _free_port() -> int:
