@@ -358,7 +358,7 @@ def _follow(target, job: str, offset: int) -> int:
     remote.require_open(target)
     while True:
         argv = remote.command_argv(target, remote.script(target, ["logs", "-f", "--from", str(offset), job]))
-        returncode, offset, stderr = _stream(target, argv, offset)
+        returncode, offset, stderr = _stream(target, argv, offset, job)
         problem = remote.explain(target, returncode, stderr) if returncode in (3, remote.SSH_FAILED) else None
         if returncode != remote.SSH_FAILED or remote.is_open(target):
             if problem is not None and returncode != remote.SSH_FAILED:
@@ -376,7 +376,7 @@ def _follow(target, job: str, offset: int) -> int:
             time.sleep(1)
 
 
-def _stream(target, argv: list[str], offset: int) -> tuple[int, int, str]:
+def _stream(target, argv: list[str], offset: int, job: str) -> tuple[int, int, str]:
     """Run ``argv``: its stdout to ours as it comes (counted from ``offset``), its stderr shown line
     by line, said where from. Returns the exit status, the offset reached and the stderr."""
     import subprocess
@@ -407,8 +407,8 @@ def _stream(target, argv: list[str], offset: int) -> tuple[int, int, str]:
         returncode = process.wait()
     except KeyboardInterrupt:
         process.terminate()
-        print(f"\nhpcdist: stopped following job; it goes on. Follow it again with `hpcdist logs -f JOB --from "
-              f"{offset}`", file=sys.stderr)
+        print(f"\nhpcdist: stopped following job {job}; it goes on. Follow it again with `hpcdist logs -f {job} "
+              f"--from {offset}`, or stop it with `hpcdist cancel {job}`", file=sys.stderr)
         raise
     thread.join(5)
     return returncode, offset, "\n".join(said)
