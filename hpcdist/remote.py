@@ -218,8 +218,8 @@ def _records_path(name: str) -> str:
 
 def record_job(target: Target, job: dict, snapshot: str) -> None:
     """What the laptop keeps of a job sent to ``target``: how to find it there, nothing more."""
-    entry = {"job_id": job["job_id"], **target.as_record(), "folder": job.get("folder"), "code": snapshot,
-             "submitted_at": time.time()}
+    entry = {"job_id": job["job_id"], "scheduler": job.get("scheduler"), "job_name": job.get("job_name"),
+             **target.as_record(), "folder": job.get("folder"), "code": snapshot, "submitted_at": time.time()}
     with open(_records_path("jobs"), "a", encoding="utf-8") as f:
         f.write(json.dumps(entry) + "\n")
 

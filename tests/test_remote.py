@@ -218,6 +218,17 @@ def test_status_on_the_laptop_and_on_the_login_node_agree(project, login):
     assert hpcdist(project, "status").out == on_login("status").out
 
 
+def test_status_without_a_connection_shows_what_the_laptop_knows_and_says_so(project, login):
+    connect(project)
+    job = submitted(hpcdist(project, "submit", "train.py", "1"))
+    assert hpcdist(project, "disconnect", "cluster").returncode == 0
+    status = hpcdist(project, "status")
+    assert status.returncode == 1
+    assert re.search(rf"^{job} +train +local +unknown +on cluster: no connection$", status.out, re.M), status.out
+    assert status.err == ("hpcdist status: error: ssh to login: no connection is open; its jobs are shown as unknown. "
+                          "Open one with: hpcdist connect cluster\n")
+
+
 def test_cancel_from_the_laptop(project, login):
     connect(project)
     job = submitted(hpcdist(project, "submit", "train.py", "200", "0.5"))

@@ -283,17 +283,16 @@ def _answer(target, stdout: bytes, command: str):
 # -- status, logs, cancel ----------------------------------------------------------------------
 
 def _status(argv: list[str]) -> int:
-    import json
-
     from hpcdist import remote
     from hpcdist.cli.jobs import show_rows, status_rows
 
     laptop, words = _split(argv)
     as_json, refs = "--json" in words, _refs(argv)
-    asks: dict = {}  # (host, folder) -> (target, refs there)
+    asks: dict = {}  # (host, folder) -> (target, refs there, the laptop's records of its jobs)
     if "remote" in laptop:
         target = _cluster(laptop["remote"])
-        asks[(target.host, target.folder)] = (target, refs)
+        remote.require_open(target)  # asked for by name: no connection is the answer
+        asks[(target.host, target.folder)] = (target, refs, [])
         local = []
     else:
         entries = {ref: remote.find_job(ref) for ref in refs}
@@ -301,17 +300,30 @@ def _status(argv: list[str]) -> int:
         for entry in (entries.values() if refs else remote.recorded_jobs()):
             if entry is not None:
                 target = remote.Target.from_record(entry)
-                _, there = asks.setdefault((target.host, target.folder), (target, []))
+                _, there, records = asks.setdefault((target.host, target.folder), (target, [], []))
                 there.extend([entry["job_id"]] if refs else [])
-    rows = status_rows(local) if local or not refs else []
-    for target, there in asks.values():
-        remote.require_open(target)
+                records.append(entry)
+    rows, status = status_rows(local) if local or not refs else [], 0
+    for target, there, records in asks.values():
+        if not remote.is_open(target):  # the other clusters' rows still shown; this one's said
+            print(f"hpcdist status: error: ssh to {target.host}: no connection is open; its jobs are shown as "
+                  f"unknown. Open one with: {remote.connect_command(target)}", file=sys.stderr)
+            rows += [_unreachable(entry, target) for entry in {e["job_id"]: e for e in records}.values()]
+            status = 1
+            continue
         done = _round_trip(target, remote.script(target, ["status", "--json", *there]))
         if done.returncode != 0:
             return done.returncode
         rows += _answer(target, done.stdout, "status --json")
     show_rows(rows, as_json)
-    return 0
+    return status
+
+
+def _unreachable(entry: dict, target) -> dict:
+    """A row for a job sent from here whose cluster has no connection open: what the laptop knows."""
+    return {"job_id": entry["job_id"], "name": entry.get("job_name", ""), "scheduler": entry.get("scheduler", ""),
+            "state": "UNKNOWN", "exit_code": None, "reason": f"on {target.name}: no connection",
+            "restarts": 0, "current_job_id": entry["job_id"], "folder": entry.get("folder"), "log": None}
 
 
 def _job_target(argv: list[str]):
