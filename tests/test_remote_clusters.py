@@ -48,11 +48,12 @@ def slurm_setup(state, folder: str):
 
 
 def pbs_setup(pbs, folder: str):
-    wrapper = os.path.join(folder, "pbs-head-hpcdist")
+    wrapper = os.path.join(os.path.dirname(folder), "pbs-head-hpcdist")  # one word: remote_hpcdist is a command line
     with open(wrapper, "w") as f:
         f.write(f"#!/bin/sh\n# hpcdist run on the PBS head, in this folder, with what hpcdist set for it.\n"
                 f"here=$PWD\nexec bash {openpbs.OPENPBS_SH} exec {openpbs.HEAD} env "
                 f"HPCDIST_JOBS_DIR=\"${{HPCDIST_JOBS_DIR:-}}\" HPCDIST_NO_DEFAULT_PROFILE=\"${{HPCDIST_NO_DEFAULT_PROFILE:-}}\" "
+                f"HPCDIST_EXPECT_VERSION=\"${{HPCDIST_EXPECT_VERSION:-}}\" "
                 f"PYTHONPATH={testcluster.ROOT} PATH={openpbs.PBS_EXEC}/bin:{VENV_BIN}:/usr/bin:/bin "
                 f"sh -c 'cd \"$1\" && shift && exec {sys.executable} -m hpcdist \"$@\"' sh \"$here\" \"$@\"\n")
     os.chmod(wrapper, 0o755)

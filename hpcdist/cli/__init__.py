@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    if os.environ.get("HPCDIST_EXPECT_VERSION", __version__) != __version__:  # sent by a laptop (hpcdist.remote)
+    if (os.environ.get("HPCDIST_EXPECT_VERSION") or __version__) != __version__:  # sent by a laptop (hpcdist.remote)
         from hpcdist.remote import MARK
 
         print(f"{MARK} version hpcdist {__version__}", file=sys.stderr)
