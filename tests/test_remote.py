@@ -182,6 +182,11 @@ def test_an_unchanged_tree_is_not_sent_twice(project, login):
     assert re.search(r"sent \d+ bytes", first.err) and "already there, nothing sent" in second.err
     assert middle - start > 300_000, (start, middle)
     assert end - middle < 30_000, (middle, end)
+    # Gone from the cluster (cleaned by hand): the laptop's record of it is wrong, and it is sent again.
+    shutil.rmtree(os.path.join(login.login.pw_dir, "hpcdist", "code"))
+    third = hpcdist(project, "submit", "train.py", "1")
+    submitted(third)
+    assert re.search(r"sent \d+ bytes", third.err) and master_bytes_written(project) - end > 300_000
 
 
 def test_logs_follow_resumes_after_the_connection_drops_without_losing_or_repeating(project, login):
@@ -257,6 +262,9 @@ def test_a_laptop_path_is_refused_before_anything_is_sent(project, login):
     assert done.returncode == 1
     assert done.err.startswith(f"hpcdist submit: error: the laptop: '{project}/env.sh' names a path on this laptop")
     assert not os.path.exists(os.path.join(login.login.pw_dir, "hpcdist", "code"))
+    # A path under the home that the laptop does not have is the cluster's (the same /home/me there).
+    there = hpcdist(project, "submit", "--env", f"DATA={login.laptop.pw_dir}/not-here/data", "train.py", "1")
+    assert there.returncode == 0, there.err
 
 
 def test_hostile_words_reach_the_training_as_typed(project, login):

@@ -48,7 +48,7 @@ def _run(argv: list[str]) -> int:
         return 3
     if argv[:1] and argv[0] in in_job.BY_HAND:
         return in_job.run_by_hand(argv[0], argv[1:])
-    # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here), or connect.
+    # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here).
     if argv[:1] and argv[0] in remote.SENT and remote.wanted(argv):
         return remote.main(argv)
     args = _plain_status(argv)

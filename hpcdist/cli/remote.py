@@ -237,16 +237,23 @@ def _profile_flags(profile: dict, code) -> list[str]:
 
 
 def _check_no_laptop_paths(words: list[str], code) -> None:
-    """A laptop path named on the command line would reach the cluster's script: refused."""
+    """A laptop path on the command line would reach the cluster's script: refused. One in the
+    project's tree always is one; one under the home only when it exists here (the cluster's home
+    may have the same path: /home/me on both)."""
     from hpcdist import remote
 
     home = os.path.expanduser("~").rstrip("/")
     for word in words:
-        for path in (code.root, home):
-            if path and (word == path or f"{path}/" in word):
+        for path in dict.fromkeys((word, word.partition("=")[2], word.rpartition("=")[2])):
+            mine = _below(path, code.root) or (_below(path, home) and os.path.lexists(path))
+            if path and mine:
                 raise remote.RemoteError("the laptop", f"{word!r} names a path on this laptop ({path}), which the "
                                          f"cluster does not have: give it relative to {os.getcwd()} (the job runs "
                                          f"from the snapshot of that tree), or the cluster's own path")
+
+
+def _below(path: str, folder: str) -> bool:
+    return bool(folder) and (path == folder or path.startswith(folder + "/"))
 
 
 def _round_trip(target, remote_script: str, data: bytes | None = None):
