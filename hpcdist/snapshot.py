@@ -81,7 +81,8 @@ def take(cwd: str, include: tuple[str, ...] = ()) -> Snapshot:
     changed, untracked = [], []
     for entry in _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all").decode().split("\0"):
         if len(entry) > 3 and entry[:2] == "??":
-            untracked.append(entry[3:])
+            if not entry[3:].startswith(".hpcdist/") and "/.hpcdist/" not in entry[3:]:  # hpcdist's own records
+                untracked.append(entry[3:])
         elif len(entry) > 3 and entry[3:] in files:
             changed.append(entry[3:])
     for path in include:

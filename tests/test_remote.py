@@ -148,6 +148,9 @@ def test_an_uncommitted_change_runs_and_is_said(project, login):
     done = hpcdist(project, "submit", "train.py", "2")
     job = submitted(done)
     assert "with uncommitted changes to train.py" in done.err
+    login.write(LAPTOP_USER, f"{project}/notes.txt", "not in git\n")
+    again = hpcdist(project, "submit", "train.py", "1")  # the laptop's own .hpcdist/ is not counted
+    assert again.returncode == 0 and "1 untracked file(s) left out (notes.txt...)" in again.err, again.err
     follow = hpcdist(project, "logs", "-f", job)
     assert follow.returncode == 0, follow.err
     assert "step 1 uncommitted" in follow.out
