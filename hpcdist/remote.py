@@ -163,7 +163,8 @@ def script(target: Target, argv: list[str] | None, *, create: bool = False, code
         here = f"code/{code}"
         if send:  # unpacked aside, then renamed: a snapshot folder is whole or absent
             lines.append(f"[ -d {here} ] || {{ mkdir -p code && t=$(mktemp -d code/.incoming.XXXXXX) && "
-                         f"tar -xzf - -C \"$t\" && {{ mv -T \"$t\" {here} 2>/dev/null || rm -rf \"$t\"; }}; }} || exit 3")
+                         f"tar -xzf - -C \"$t\" && {{ mv -T \"$t\" {here} 2>/dev/null || rm -rf \"$t\"; }}; }} "
+                         "|| exit 3")
         else:
             lines.append(f"[ -d {here} ] || {{ echo '{MARK} need-code' >&2; exit 3; }}")
         lines += [f"cd {here}" + (f"/{shlex.quote(subdir)}" if subdir else "") + " || exit 3",

@@ -50,7 +50,8 @@ class Snapshot:
         """One line for the user: what goes, and what is left out."""
         parts = [f"code snapshot {self.digest} ({len(self.files)} files from {self.root})"]
         if self.changed:
-            shown = ", ".join(self.changed[:5]) + (f" and {len(self.changed) - 5} more" if len(self.changed) > 5 else "")
+            more = len(self.changed) - 5
+            shown = ", ".join(self.changed[:5]) + (f" and {more} more" if more > 0 else "")
             parts.append(f"with uncommitted changes to {shown}")
         if self.untracked:
             parts.append(f"{len(self.untracked)} untracked file(s) left out ({self.untracked[0]}...): "

@@ -160,7 +160,8 @@ class LoginNode:
             public = f.read()
         with open(f"{self.dir}/host_key.pub") as f:
             host_key = " ".join(f.read().split()[:2])
-        self.write(self.user, f"{self.dir}/root_keys" if self.user == "root" else f"{login_ssh}/authorized_keys", public)
+        keys = f"{self.dir}/root_keys" if self.user == "root" else f"{login_ssh}/authorized_keys"
+        self.write(self.user, keys, public)
         # The laptop's own ssh config names the login node: hpcdist passes `login` and nothing else.
         self.write(self.laptop.pw_name, f"{laptop_ssh}/config",
                    f"Host login\n  HostName 127.0.0.1\n  Port {self.port}\n  User {self.user}\n"

@@ -222,6 +222,8 @@ def test_status_on_the_laptop_and_on_the_login_node_agree(project, login):
     there = on_login("status", "--json", job)
     assert laptop.returncode == there.returncode == 0, laptop.err + there.err
     assert json.loads(laptop.out) == json.loads(there.out)
+    by_name = hpcdist(project, "status", job, "--remote", "cluster", "--json")  # flags after the job too
+    assert by_name.returncode == 0 and json.loads(by_name.out) == json.loads(there.out), by_name.err
     assert json.loads(laptop.out)[0]["state"] == "COMPLETED"
     assert hpcdist(project, "status").out == on_login("status").out
 
@@ -303,9 +305,10 @@ def test_errors_say_where_they_happened(project, login):
         f"hpcdist submit: error: the login node login: `{old} submit --json` printed 'hpcdist 0.0.9', not the JSON "
         "hpcdist prints: check that remote_hpcdist names hpcdist 0.1.0 there")
     assert other.returncode == 1
-    assert other.err.splitlines()[-1] == ("hpcdist connect: error: the login node login: its hpcdist is 'hpcdist 0.0.9', this laptop's "
-                         "is hpcdist 0.1.0: the two must be the same version; install hpcdist 0.1.0 there (pip install "
-                         "hpcdist==0.1.0) or that one here")
+    assert other.err.splitlines()[-1] == (
+        "hpcdist connect: error: the login node login: its hpcdist is 'hpcdist 0.0.9', this laptop's is hpcdist "
+        "0.1.0: the two must be the same version; install hpcdist 0.1.0 there (pip install hpcdist==0.1.0) or that "
+        "one here")
     # The scheduler's refusal, said by the login node's hpcdist, marked as from there.
     slurm = hpcdist(project, "submit", "--scheduler", "slurm", "train.py")
     assert slurm.returncode == 1

@@ -52,7 +52,8 @@ def pbs_setup(pbs, folder: str):
     with open(wrapper, "w") as f:
         f.write(f"#!/bin/sh\n# hpcdist run on the PBS head, in this folder, with what hpcdist set for it.\n"
                 f"here=$PWD\nexec bash {openpbs.OPENPBS_SH} exec {openpbs.HEAD} env "
-                f"HPCDIST_JOBS_DIR=\"${{HPCDIST_JOBS_DIR:-}}\" HPCDIST_NO_DEFAULT_PROFILE=\"${{HPCDIST_NO_DEFAULT_PROFILE:-}}\" "
+                f"HPCDIST_JOBS_DIR=\"${{HPCDIST_JOBS_DIR:-}}\" "
+                f"HPCDIST_NO_DEFAULT_PROFILE=\"${{HPCDIST_NO_DEFAULT_PROFILE:-}}\" "
                 f"HPCDIST_EXPECT_VERSION=\"${{HPCDIST_EXPECT_VERSION:-}}\" "
                 f"PYTHONPATH={testcluster.ROOT} PATH={openpbs.PBS_EXEC}/bin:{VENV_BIN}:/usr/bin:/bin "
                 f"sh -c 'cd \"$1\" && shift && exec {sys.executable} -m hpcdist \"$@\"' sh \"$here\" \"$@\"\n")

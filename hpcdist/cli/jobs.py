@@ -44,7 +44,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         dry_run, wait, as_json = OWN_FLAGS["submit"]
         submit.add_argument(dry_run, action="store_true", help="print the script and the submit command; submit nothing")
         submit.add_argument(wait, action="store_true", help="follow the job to its end; exit with its exit code")
-        submit.add_argument(as_json, action="store_true", help="print a JSON object (job_id, scheduler, job_name, script, folder, log)")
+        submit.add_argument(as_json, action="store_true",
+                            help="print a JSON object (job_id, scheduler, job_name, script, folder, log)")
         submit.set_defaults(run=run_submit)
     if only in (None, "status"):
         status = sub.add_parser("status", help="the state of submitted jobs")

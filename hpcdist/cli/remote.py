@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
 
 def _split(argv: list[str]) -> tuple[dict, list[str]]:
     """The laptop's own flags (the remote settings, --profile, submit's --wait and --json) and the
-    words that go to the login node as typed. Nothing after the script, nor after ``--``, is read."""
+    words that go to the login node as typed. Nothing after the script (submit, render), nor after
+    ``--``, is read; status, logs and cancel take their flags before or after a job."""
     from hpcdist.options import FLAGS_WITH_A_VALUE, REMOTE_OPTIONS
 
     own = {o.flags[0]: o.key for o in REMOTE_OPTIONS}
@@ -72,7 +73,7 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
     forwarded, k = [], 1
     while k < len(argv):
         word = argv[k]
-        if word == "--" or not word.startswith("-"):
+        if word == "--" or not word.startswith("-") and argv[0] in ("submit", "render"):
             break
         name, eq, value = word.partition("=")
         if name in own:
@@ -85,7 +86,8 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
             laptop[word[2:]] = True
         else:
             forwarded.append(word)
-            if not eq and (word in FLAGS_WITH_A_VALUE or word == "--from") and k + 1 < len(argv):
+            takes_value = word in FLAGS_WITH_A_VALUE or word == "--from"
+            if word.startswith("-") and not eq and takes_value and k + 1 < len(argv):
                 k += 1
                 forwarded.append(argv[k])
         k += 1
@@ -440,7 +442,8 @@ def add_parsers(sub, only: str | None) -> None:
     for name in COMMANDS:
         if only in (None, name):
             parser = sub.add_parser(name, help=HELP[name], description=HELP[name][0].upper() + HELP[name][1:] + ".")
-            parser.add_argument("cluster", metavar="CLUSTER", help="a profile with remote = \"user@host\", or an ssh host")
+            parser.add_argument("cluster", metavar="CLUSTER",
+                                help="a profile with remote = \"user@host\", or an ssh host")
             parser.set_defaults(run=lambda args: main([args.command, args.cluster]))
 
 
