@@ -16,7 +16,10 @@ def job_spec(args: Namespace, check_files: bool = True):
     from hpcdist.profiles import KEYS, REMOTE_KEYS, ProfileError, build, load_profile  # not `status`'s to pay
 
     given = next((key for key in REMOTE_KEYS if getattr(args, key, None) is not None), None)
-    if given:  # a remote setting without a cluster to send to (hpcdist.cli.remote takes those that have one)
+    if given == "remote":  # submit and render with one are hpcdist.cli.remote's; doctor runs here
+        raise CommandError(f"--remote: hpcdist {args.command} runs where it is typed (submit, render, status, logs "
+                           f"and cancel go to a cluster from a laptop); run it on the login node")
+    if given:  # a remote setting without a cluster to send to
         flag = "--" + given.replace("_", "-")
         raise CommandError(f"{flag} is for a job sent to a cluster from here: give --remote HOST too, or a "
                            f"--profile whose remote = \"user@host\"")
