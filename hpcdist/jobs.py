@@ -36,7 +36,9 @@ from hpcdist.schedulers import QUEUED
 from hpcdist.shell import Shell, quote
 from hpcdist.subjobs import exit_file_shell, indexed, logs_of
 
-JOBS_DIR = os.path.join(".hpcdist", "jobs")
+#: Where the job folders are: ``.hpcdist/jobs`` of the current folder, or $HPCDIST_JOBS_DIR (set by a
+#: laptop's hpcdist on the login node, whose job runs from its code snapshot: hpcdist.remote).
+JOBS_DIR = os.environ.get("HPCDIST_JOBS_DIR") or os.path.join(".hpcdist", "jobs")
 
 SCRIPT = "job.sh"
 SPEC = "spec.json"

@@ -67,6 +67,8 @@ CONTAINER_GPUS = Elsewhere("hpcdist.containers:GPUS")
 
 #: The argparse groups, in the order `--help` shows them.
 WHERE, ENVIRONMENT, LAUNCH = GROUPS = ("where and how big", "environment on every node", "launcher")
+#: The group of the settings that send a job from a laptop (:data:`REMOTE_OPTIONS`).
+REMOTE = "on a cluster, from your laptop (hpcdist connect)"
 
 #: The default of an option that has none: the job spec cannot be made without it.
 REQUIRED = object()
@@ -436,6 +438,39 @@ OPTIONS = (
            help="a folder of templates (slurm.sh.j2, pbs.sh.j2 ...) used before hpcdist's"),
 )
 
+
+def _ssh_host(x, o, _):
+    """An ssh destination, as ``ssh`` takes it: ``user@login.cluster``, or a ``Host`` of ~/.ssh/config."""
+    x = v.check_word(str(x), o.flag)
+    if any(c.isspace() for c in x):
+        raise v.ValidationError(o.flag, x, "an ssh destination is one word.",
+                                'Give user@host, or a Host name from your ~/.ssh/config: remote = "me@login.cluster".')
+    return x
+
+
+def _remote_folder(x, o, _):
+    """A folder on the cluster: relative to the home there, absolute, ``~/...`` or ``$VAR/...`` (expanded there)."""
+    x = v.check_word(str(x), o.flag)
+    if x.startswith("$"):
+        v.check_env_name(x[1:].split("/", 1)[0].strip("{}"), o.flag)
+    return x
+
+
+#: Where a job goes when it is sent from a laptop: :mod:`hpcdist.remote` owns them (they are not the
+#: job's: the login node's hpcdist never sees them). A profile sets them, or the flags below.
+REMOTE_OPTIONS = (
+    Option("remote", str, None, REMOTE, check=_ssh_host, metavar="HOST", owner="remote",
+           help="run the command on this cluster's login node over ssh: user@host or a Host of your ~/.ssh/config "
+                "(open the connection once with `hpcdist connect`)"),
+    Option("remote_folder", str, "hpcdist", REMOTE, check=_remote_folder, metavar="DIR", owner="remote",
+           help="where hpcdist keeps code snapshots and job folders on the cluster: relative to your home there, "
+                "absolute, or $VAR/... (default: hpcdist; a folder the compute nodes see, e.g. $SCRATCH/hpcdist)"),
+    Option("remote_hpcdist", str, "hpcdist", REMOTE, check=_text, metavar="COMMAND", owner="remote",
+           help="the hpcdist command on the login node (default: hpcdist; e.g. '~/venv/bin/hpcdist')"),
+    Option("include", list, None, REMOTE, check=_text, metavar="PATH", owner="remote",
+           help="send this file or folder with the code besides what git tracks (repeatable)"),
+)
+
 #: Options by JobSpec field name.
 BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -463,9 +498,9 @@ def add_flags(p, script: bool = True) -> None:
 
     # The job options' flags, from their table, group by group (the usage line lists them in
     # the order they are added).
-    for title in GROUPS:
+    for title in (*GROUPS, REMOTE):  # the remote ones for --help: hpcdist.cli.remote reads them
         group = p.add_argument_group(title)
-        for o in OPTIONS:
+        for o in (*OPTIONS, *REMOTE_OPTIONS):
             if o.group != title:
                 continue
             kwargs = {"dest": o.key}

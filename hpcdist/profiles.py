@@ -37,7 +37,7 @@ import os
 
 from hpcdist import schedulers
 from hpcdist import validate as v
-from hpcdist.options import OPTIONS, value_checks
+from hpcdist.options import OPTIONS, REMOTE_OPTIONS, value_checks
 from hpcdist.spec import build_spec
 
 PROJECT_FILE = "hpcdist.toml"
@@ -46,12 +46,19 @@ SITES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sites")
 
 #: key -> type of its value (list means a list of strings; dict, a table of strings).
 KEYS: dict[str, type] = {o.key: o.kind for o in OPTIONS if o.profile}
+#: The keys that send a job from a laptop (hpcdist.remote reads them; the job spec never sees them).
+REMOTE_KEYS: dict[str, type] = {o.key: o.kind for o in REMOTE_OPTIONS}
 #: Keys whose flags add to the profile's list instead of replacing it.
 LIST_KEYS = tuple(key for key, kind in KEYS.items() if kind in (list, dict))
 
 
 #: Keys whose value is a path relative to the profile's file.
 _PATHS = ("template", "template_dir")
+
+
+#: Set by a laptop's hpcdist on the login node (hpcdist.remote): the laptop's profile came as flags
+#: already, and a default one here (the snapshot's hpcdist.toml) would add its lists twice.
+NO_DEFAULT = "HPCDIST_NO_DEFAULT_PROFILE"
 
 
 class ProfileError(ValueError):
@@ -121,6 +128,8 @@ def _load(path: str) -> dict:
 
 def load_profile(name: str | None, files: list[str] | None = None) -> dict:
     """The values of profile ``name`` (or of the ``default`` one), checked; {} when none applies."""
+    if name is None and os.environ.get(NO_DEFAULT):
+        return Profile()
     files = files if files is not None else [PROJECT_FILE, user_file()]
     found = [(path, _load(path)) for path in files if os.path.isfile(path)]
     chosen_by = ""
@@ -182,13 +191,13 @@ def _check(table: dict, name: str, path: str) -> dict:
     out, written = {}, {}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
-        if key not in KEYS:
+        if key not in KEYS and key not in REMOTE_KEYS:
             import difflib  # only for a misspelt key (it costs a render 1%)
 
             close = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(KEYS))}"
+            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted({**KEYS, **REMOTE_KEYS}))}"
             raise ProfileError(f"{path}: profiles.{name}.{raw_key} is not a setting hpcdist knows; {hint}")
-        want = KEYS[key]
+        want = KEYS.get(key) or REMOTE_KEYS[key]
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
         if want is list:
             ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
@@ -212,6 +221,7 @@ def _value_checks(table: dict) -> dict:
     """The job spec's own check of each value (:func:`hpcdist.options.value_checks`), for the
     profile's, so that a mistake names the key and the file instead of a flag nobody typed."""
     checks = value_checks(table.get("scheduler") if table.get("scheduler") in schedulers.NAMES else None)
+    checks.update((o.key, lambda x, o=o: o.check(x, o, None)) for o in REMOTE_OPTIONS)
     # Which scheduler a dialect is for may come from a flag: the profile's is checked as PBS's.
     checks["dialect"] = lambda x: schedulers.check_dialect("pbs", x)
     return checks
@@ -230,7 +240,7 @@ def _check_value(key: str, value, checks: dict, where: str) -> None:
 
 def merge(profile: dict, flags: dict) -> dict:
     """Flags over the profile; list flags add to the profile's lists."""
-    merged = dict(profile)
+    merged = {key: value for key, value in profile.items() if key not in REMOTE_KEYS}  # not the job's
     for key, value in flags.items():
         if value is None:
             continue

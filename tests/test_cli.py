@@ -189,3 +189,19 @@ def test_a_subcommand_built_alone_is_the_one_built_among_all(capsys):
         assert alone == shown(["--not-an-option", name, "--help"]), name  # help ends the parse first
     listed = shown(["--help"])
     assert all(f"\n    {name}" in listed for name in cli.COMMANDS)
+
+
+@pytest.mark.parametrize("args,said", [
+    (["doctor", "--remote", "me@login", "--scheduler", "slurm"],
+     "hpcdist doctor: error: --remote: hpcdist doctor runs where it is typed (submit, render, status, logs and "
+     "cancel go to a cluster from a laptop); run it on the login node"),
+    (["submit", "--include", "data", "--dry-run", "train.py"],
+     "hpcdist submit: error: --include is for a job sent to a cluster from here: give --remote HOST too, or a "
+     "--profile whose remote = \"user@host\""),
+])
+def test_a_remote_setting_where_no_cluster_is_named_is_refused(args, said, tmp_path):
+    """Issue 32: the remote settings are flags of the job commands (for --help); without a
+    cluster to send to they say so, nothing is run or written."""
+    proc = hpcdist(*args, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr.strip(), proc.stdout) == (1, said, "")
+    assert os.listdir(tmp_path) == []

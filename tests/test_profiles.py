@@ -207,3 +207,36 @@ def test_a_bad_profile_value_names_the_file_and_the_key_not_a_flag(tmp_path, tex
 def test_a_bad_flag_beside_a_profile_is_still_named_by_its_flag(tmp_path, text, flags, message):
     code, stderr = _render(tmp_path, text, *flags)
     assert (code, stderr) == (1, f"hpcdist render: error: {message}\n")
+
+
+def test_a_cluster_profile_holds_its_remote_settings_which_the_job_never_sees(tmp_path):
+    """Issue 32: remote, remote_folder, remote_hpcdist and include are profile keys (hpcdist.remote
+    reads them); the job spec is built without them."""
+    from hpcdist.profiles import build
+
+    path = write(tmp_path / "hpcdist.toml", '[profiles.c]\nremote = "me@login"\nremote-folder = "$SCRATCH/hpcdist"\n'
+                 'remote_hpcdist = "~/venv/bin/hpcdist"\ninclude = ["data/vocab.txt"]\nqueue = "gpu"\n')
+    profile = load_profile("c", [path])
+    assert profile["remote"] == "me@login" and profile["remote_folder"] == "$SCRATCH/hpcdist"
+    spec = build(profile, {"script": "train.py"}, check_files=False)
+    assert spec.queue == "gpu" and "remote" not in spec.as_dict()
+
+
+@pytest.mark.parametrize("line,needle", [
+    ('remote = "me@login two"', "profiles.c.remote = 'me@login two': an ssh destination is one word."),
+    ('remote = "-oProxyCommand=x"', "profiles.c.remote = '-oProxyCommand=x'"),
+    ('remote_folder = "$1x/jobs"', "profiles.c.remote_folder = '$1x/jobs'"),
+    ('include = "data"', "profiles.c.include = 'data' must be a list of strings"),
+])
+def test_a_wrong_remote_setting_names_the_key_and_the_file(tmp_path, line, needle):
+    path = write(tmp_path / "hpcdist.toml", f"[profiles.c]\n{line}\n")
+    with pytest.raises(ProfileError) as e:
+        load_profile("c", [path])
+    assert str(e.value).startswith(f"{path}: {needle}")
+
+
+def test_the_login_node_reads_no_default_profile_when_the_laptop_sent_its_own(tmp_path, monkeypatch):
+    path = write(tmp_path / "hpcdist.toml", 'default = "a"\n[profiles.a]\nqueue = "gpu"\n')
+    monkeypatch.setenv("HPCDIST_NO_DEFAULT_PROFILE", "1")
+    assert load_profile(None, [path]) == {}
+    assert load_profile("a", [path]) == {"queue": "gpu"}

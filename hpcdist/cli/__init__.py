@@ -15,12 +15,12 @@ import sys
 from types import SimpleNamespace
 
 from hpcdist import __version__
-from hpcdist.cli import in_job, jobs
+from hpcdist.cli import in_job, jobs, remote
 from hpcdist.cli.common import CommandError
 from hpcdist.dash_values import joined
 
 #: The subcommands, in the order `hpcdist --help` lists them.
-COMMANDS = jobs.COMMANDS + in_job.COMMANDS
+COMMANDS = jobs.COMMANDS + remote.COMMANDS + in_job.COMMANDS
 
 __all__ = ["main", "build_parser", "COMMANDS", "CommandError"]
 
@@ -41,8 +41,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
+    if (os.environ.get("HPCDIST_EXPECT_VERSION") or __version__) != __version__:  # sent by a laptop (hpcdist.remote)
+        from hpcdist.remote import MARK
+
+        print(f"{MARK} version hpcdist {__version__}", file=sys.stderr)
+        return 3
     if argv[:1] and argv[0] in in_job.BY_HAND:
         return in_job.run_by_hand(argv[0], argv[1:])
+    # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here).
+    if argv[:1] and argv[0] in remote.SENT and remote.wanted(argv):
+        return remote.main(argv)
     args = _plain_status(argv)
     if args is None:
         parser = build_parser(argv)
@@ -91,5 +99,6 @@ def build_parser(argv: list[str] = ()):
     # prog given: argparse would otherwise format the usage above to find it.
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="hpcdist")
     jobs.add_parsers(sub, only, command)
+    remote.add_parsers(sub, only)
     in_job.add_parsers(sub, only, command)
     return parser

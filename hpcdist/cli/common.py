@@ -13,8 +13,16 @@ class CommandError(Exception):
 
 
 def job_spec(args: Namespace, check_files: bool = True):
-    from hpcdist.profiles import KEYS, ProfileError, build, load_profile  # the job options: not `status`'s to pay
+    from hpcdist.profiles import KEYS, REMOTE_KEYS, ProfileError, build, load_profile  # not `status`'s to pay
 
+    given = next((key for key in REMOTE_KEYS if getattr(args, key, None) is not None), None)
+    if given == "remote":  # submit and render with one are hpcdist.cli.remote's; doctor runs here
+        raise CommandError(f"--remote: hpcdist {args.command} runs where it is typed (submit, render, status, logs "
+                           f"and cancel go to a cluster from a laptop); run it on the login node")
+    if given:  # a remote setting without a cluster to send to
+        flag = "--" + given.replace("_", "-")
+        raise CommandError(f"{flag} is for a job sent to a cluster from here: give --remote HOST too, or a "
+                           f"--profile whose remote = \"user@host\"")
     try:
         # build: a mistake in a profile's value names the file and the key, not a flag nobody typed.
         flags = {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}
@@ -32,19 +40,39 @@ def command_line() -> str:
     return words_to_line(["hpcdist", *sys.argv[1:]])
 
 
-def follow(job, quiet: bool = False) -> int:
+def follow(job, quiet: bool = False, out=None) -> int:
     """``--wait``, ``logs -f`` and ``doctor --submit``: the job to its end; Ctrl-C stops
     following, not the job."""
     from hpcdist import submission as sub  # the submission code: not `status`'s to pay without jobs
 
     try:
-        return sub.wait(job, quiet=quiet)
+        return sub.wait(job, quiet=quiet, out=out or sys.stdout)
     except sub.JobFolderError as e:  # a log that cannot be read
         raise CommandError(str(e)) from None
     except KeyboardInterrupt:
         print(f"\nhpcdist: stopped following job {job.job_id}; the job goes on. Follow it again with "
               f"`hpcdist logs -f {job.job_id}`, or stop it with `hpcdist cancel {job.job_id}`.", file=sys.stderr)
         return 130
+
+
+class SkipBytes:
+    """``out`` less the first ``skip`` bytes written to it (as UTF-8): ``logs --from``, with which a
+    laptop resumes a ``logs -f`` whose connection dropped, from the byte it had."""
+
+    def __init__(self, out, skip: int):
+        self.out, self.skip = out, max(0, skip)
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8", errors="replace")
+        cut = min(self.skip, len(data))
+        self.skip -= cut
+        if data[cut:]:
+            self.out.flush()
+            self.out.buffer.write(data[cut:])
+
+    def flush(self) -> None:
+        self.out.flush()
+        self.out.buffer.flush()
 
 
 def positive_int(text: str) -> int:

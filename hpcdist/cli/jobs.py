@@ -11,7 +11,7 @@ import os
 import sys
 
 from hpcdist import schedulers
-from hpcdist.cli.common import CommandError, command_line, follow, help_end, job_spec
+from hpcdist.cli.common import CommandError, SkipBytes, command_line, follow, help_end, job_spec
 
 #: The commands here, in the order `hpcdist --help` lists them.
 COMMANDS = ("render", "submit", "status", "logs", "cancel", "doctor", "profiles")
@@ -44,7 +44,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         dry_run, wait, as_json = OWN_FLAGS["submit"]
         submit.add_argument(dry_run, action="store_true", help="print the script and the submit command; submit nothing")
         submit.add_argument(wait, action="store_true", help="follow the job to its end; exit with its exit code")
-        submit.add_argument(as_json, action="store_true", help="print a JSON object (job_id, scheduler, script)")
+        submit.add_argument(as_json, action="store_true",
+                            help="print a JSON object (job_id, scheduler, job_name, script, folder, log)")
         submit.set_defaults(run=run_submit)
     if only in (None, "status"):
         status = sub.add_parser("status", **help_end("status"), help="the state of submitted jobs")
@@ -55,6 +56,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         logs = sub.add_parser("logs", **help_end("logs"), help="a job's output")
         logs.add_argument("job", metavar="JOB")
         logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
+        logs.add_argument("--from", dest="from_byte", type=int, default=0, metavar="BYTE",
+                          help="leave out the first BYTE bytes of the output (to resume a `logs -f` cut off)")
         logs.set_defaults(run=run_logs)
     if only in (None, "cancel"):
         cancel = sub.add_parser("cancel", **help_end("cancel"), help="cancel a job")
@@ -108,7 +111,8 @@ def run_submit(args: Namespace) -> int:
     if args.json:
         import json  # not at the top: it would cost `hpcdist status` 7%
 
-        print(json.dumps({"job_id": job.job_id, "scheduler": job.scheduler, "script": job.script,
+        print(json.dumps({"job_id": job.job_id, "scheduler": job.scheduler, "job_name": job.record.get("job_name"),
+                          "script": job.script,
                           "folder": job.path, "log": job.log}))
     else:
         print(job.job_id)
@@ -119,10 +123,16 @@ def run_submit(args: Namespace) -> int:
 
 
 def run_status(args: Namespace) -> int:
+    show_rows(status_rows(args.jobs), args.json)
+    return 0
+
+
+def status_rows(refs: list[str]) -> list[dict]:
+    """``hpcdist status``'s rows for the jobs ``refs`` names (all from here when none)."""
     from hpcdist import jobs  # not at the top: the in-job commands (agents, supervise) pass through here
 
     try:
-        selected = jobs.select(args.jobs)
+        selected = jobs.select(refs)
     except (jobs.JobNotFound, jobs.JobFolderError) as e:
         raise CommandError(str(e)) from None
     states = []
@@ -151,18 +161,22 @@ def run_status(args: Namespace) -> int:
         rows.append({"job_id": record["job_id"], "name": record.get("job_name", ""), "scheduler": record["scheduler"],
                      "state": state, "exit_code": exit_code, "reason": reason, "restarts": runs.restarts,
                      "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1]})
-    if args.json:
+    return rows
+
+
+def show_rows(rows: list[dict], as_json: bool) -> None:
+    """The rows as a table, or as JSON (what a laptop's hpcdist reads from the login node's)."""
+    if as_json:
         import json  # not at the top: it would cost `hpcdist status` 7%
 
         print(json.dumps(rows, indent=2))
-        return 0
+        return
     lines = [f"{'JOB':<12} {'NAME':<24} {'SCHEDULER':<9} {'STATE':<10} {'EXIT':<5} REASON"]
     for r in rows:
         exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
         lines.append(f"{r['job_id']:<12} {r['name'][:24]:<24} {r['scheduler']:<9} {r['state'].lower():<10} "
                      f"{exit_code:<5} {r['reason'] or ''}")
     print("\n".join(lines))  # one write: a print per row costs 2,000 jobs' status 5%
-    return 0
 
 
 def run_logs(args: Namespace) -> int:
@@ -173,12 +187,13 @@ def run_logs(args: Namespace) -> int:
         text = None if args.follow else sub.log_text(job)
     except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
         raise CommandError(str(e)) from None
+    out = SkipBytes(sys.stdout, args.from_byte)
     if args.follow:
-        return follow(job)
+        return follow(job, out=out)
     if text is None:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    out.write(text)
+    out.flush()
     try:
         state = sub.status(job)
     except sub.SubmitError:

@@ -1,0 +1,472 @@
+"""The commands from a laptop: ``connect`` and ``disconnect``, and ``submit``, ``render``,
+``status``, ``logs`` and ``cancel`` sent to a cluster's login node (:mod:`hpcdist.remote`).
+
+A command goes to a cluster when ``--remote HOST`` is given, when its profile has ``remote =
+"user@host"`` (submit, render), or when the job it names was sent from here (status, logs,
+cancel: the laptop's ``.hpcdist/remote/jobs``). The login node's hpcdist does the work, in one ssh
+round trip per command: it renders the script there, from the code snapshot sent with the job.
+The laptop's profile goes as flags; its own paths, user name and environment do not go.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+#: The commands of this module, and those it may send to a cluster instead of running here.
+COMMANDS = ("connect", "disconnect")
+SENT = ("submit", "render", "status", "logs", "cancel")
+HELP = {"connect": "open the ssh connection to a cluster that the other commands use (the only one that may prompt)",
+        "disconnect": "close the ssh connection to a cluster"}
+#: How long ``logs -f`` waits for a dropped connection to be opened again before it stops.
+RESUME_PATIENCE_S = 600.0
+
+
+def wanted(argv: list[str]) -> bool:
+    """Whether ``hpcdist ARGV`` is this module's to run (cheap: `hpcdist status` asks it)."""
+    command = argv[0]
+    if command not in SENT:
+        return False
+    if command in ("submit", "render"):  # they read the job options anyway
+        laptop, _ = _split(argv)
+        return "remote" in laptop or bool(_profile(laptop.get("profile"), quiet=True).get("remote"))
+    # `hpcdist status` pays two string tests and a stat here, no import.
+    if any(word == "--remote" or word.startswith("--remote=") for word in argv[1:]):
+        return True
+    if not os.path.exists(os.path.join(".hpcdist", "remote", "jobs")):
+        return False
+    from hpcdist import remote
+
+    refs = _refs(argv)
+    return (command == "status" and not refs) or any(remote.find_job(ref) for ref in refs)
+
+
+def main(argv: list[str]) -> int:
+    from hpcdist import remote
+
+    command = argv[0]
+    try:
+        if command in COMMANDS:
+            return _connect(command, argv[1])
+        if command in ("submit", "render"):
+            return _send_job(argv)
+        return {"status": _status, "logs": _logs, "cancel": _cancel}[command](argv)
+    except remote.RemoteError as e:
+        print(f"hpcdist {command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- Reading the command line ---------------------------------------------------------------------
+
+def _split(argv: list[str]) -> tuple[dict, list[str]]:
+    """The laptop's own flags (the remote settings, --profile, submit's --wait and --json) and the
+    words that go to the login node as typed. Nothing after the script (submit, render), nor after
+    ``--``, is read; status, logs and cancel take their flags before or after a job."""
+    from hpcdist.options import FLAGS_WITH_A_VALUE, REMOTE_OPTIONS
+
+    own = {o.flags[0]: o.key for o in REMOTE_OPTIONS}
+    own["--profile"] = "profile"
+    laptop: dict = {}
+    forwarded, k = [], 1
+    while k < len(argv):
+        word = argv[k]
+        if word == "--" or not word.startswith("-") and argv[0] in ("submit", "render"):
+            break
+        name, eq, value = word.partition("=")
+        if name in own:
+            if not eq:
+                k += 1
+                value = argv[k] if k < len(argv) else ""
+            key = own[name]
+            laptop[key] = [*laptop.get(key, []), value] if key == "include" else value
+        elif argv[0] == "submit" and word in ("--wait", "--json"):
+            laptop[word[2:]] = True
+        else:
+            forwarded.append(word)
+            takes_value = word in FLAGS_WITH_A_VALUE or word == "--from"
+            if word.startswith("-") and not eq and takes_value and k + 1 < len(argv):
+                k += 1
+                forwarded.append(argv[k])
+        k += 1
+    return laptop, forwarded + argv[k:]
+
+
+def _refs(argv: list[str]) -> list[str]:
+    _, words = _split(argv)
+    refs, k = [], 0
+    while k < len(words):
+        if words[k] == "--from":
+            k += 1
+        elif not words[k].startswith("-"):
+            refs.append(words[k])
+        k += 1
+    return refs
+
+
+def _profile(name: str | None, quiet: bool = False):
+    from hpcdist.profiles import PROJECT_FILE, ProfileError, load_profile, user_file
+
+    if name is None and not any(os.path.isfile(p) for p in (PROJECT_FILE, user_file())):
+        return {}
+    try:
+        return load_profile(name)
+    except ProfileError:
+        if quiet:  # the command that runs here says what is wrong with it
+            return {}
+        raise
+
+
+def _target(laptop: dict, profile: dict):
+    from hpcdist import remote
+
+    host = laptop.get("remote") or profile.get("remote")
+    if not host:
+        raise remote.RemoteError("the laptop", "no cluster to send to: give --remote HOST, or a profile with "
+                                 "remote = \"user@host\"")
+    from hpcdist.options import REMOTE_OPTIONS
+
+    defaults = {o.key: o.default for o in REMOTE_OPTIONS}
+    values = {key: laptop.get(key) or profile.get(key) or defaults[key] for key in ("remote_folder", "remote_hpcdist")}
+    for o in REMOTE_OPTIONS:  # the flags' values checked as a profile's are
+        given = laptop.get(o.key)
+        for value in (given if isinstance(given, list) else [given] if given else []):
+            _checked(o, value)
+    name = getattr(profile, "name", "") if not laptop.get("remote") and profile.get("remote") else host
+    return remote.Target(host, values["remote_folder"], values["remote_hpcdist"], name)
+
+
+def _checked(option, value):
+    from hpcdist import remote
+    from hpcdist.validate import ValidationError
+
+    try:
+        return option.check(value, option, None)
+    except ValidationError as e:
+        raise remote.RemoteError("the laptop", str(e)) from None
+
+
+def _cluster(name: str):
+    """A cluster by what the user calls it: a profile with a remote, else an ssh host."""
+    from hpcdist.profiles import ProfileError, load_profile
+
+    try:
+        profile = load_profile(name)
+    except ProfileError as e:
+        if "no profile" not in str(e):  # a profile of that name, with a mistake: said
+            from hpcdist import remote
+
+            raise remote.RemoteError("the laptop", str(e)) from None
+        profile = {}
+    return _target({} if profile.get("remote") else {"remote": name}, profile)
+
+
+# -- submit and render ----------------------------------------------------------------------------
+
+def _send_job(argv: list[str]) -> int:
+    import json
+
+    from hpcdist import remote, snapshot
+    from hpcdist.profiles import ProfileError
+
+    command = argv[0]
+    laptop, forwarded = _split(argv)
+    try:
+        profile = _profile(laptop.get("profile"))
+        target = _target(laptop, profile)
+        remote.require_open(target)
+        code = snapshot.take(os.getcwd(), tuple(profile.get("include", ())) + tuple(laptop.get("include", ())))
+    except (ProfileError, snapshot.SnapshotError) as e:
+        raise remote.RemoteError("the laptop", str(e)) from None
+    forwarded = _profile_flags(profile, code) + forwarded
+    _check_no_laptop_paths(forwarded, code)
+    print(f"hpcdist {command}: {code.summary()}", file=sys.stderr)
+    args = [command, "--json", *forwarded] if command == "submit" else [command, *forwarded]
+    send = not remote.sent_before(target, code.digest)
+    archive = code.archive() if send else None
+    done = _round_trip(target, remote.script(target, args, create=True, code=code.digest, send=send,
+                                             subdir=code.subdir), archive)
+    if done is None:  # the laptop's record of it was wrong: the cluster has not got it
+        send, archive = True, code.archive()
+        done = _round_trip(target, remote.script(target, args, create=True, code=code.digest, send=True,
+                                                 subdir=code.subdir), archive)
+    if done.returncode == 0:
+        remote.record_sent(target, code.digest)
+    if done.returncode != 0 or command == "render" or "--dry-run" in forwarded:
+        sys.stdout.write(done.stdout.decode("utf-8", errors="replace"))
+        return done.returncode
+    job = _answer(target, done.stdout, "submit --json")
+    remote.record_job(target, job, code.digest)
+    sent = f"sent {len(archive)} bytes" if send else "already there, nothing sent"
+    print(f"hpcdist submit: {job['scheduler']} job {job['job_id']} on {target.name}; code {code.digest} "
+          f"({sent}); job folder {target.host}:{job['folder']}", file=sys.stderr)
+    print(json.dumps({**job, **target.as_record()}) if laptop.get("json") else job["job_id"], flush=True)
+    if laptop.get("wait"):
+        return _follow(target, job["job_id"], 0)
+    return 0
+
+
+def _profile_flags(profile: dict, code) -> list[str]:
+    """The laptop's profile as flags of the login node's command (its own profiles are not read)."""
+    from hpcdist import remote
+    from hpcdist.options import OPTIONS
+    from hpcdist.profiles import REMOTE_KEYS
+
+    by_key = {o.key: o for o in OPTIONS}
+    flags = []
+    for key, value in profile.items():
+        if key in REMOTE_KEYS:
+            continue
+        flag = by_key[key].flags[0]
+        if key in ("template", "template_dir"):  # made absolute from the profile's file: a laptop path
+            inside = os.path.relpath(value, os.getcwd())
+            if os.path.relpath(value, code.root).startswith(".."):
+                raise remote.RemoteError("the laptop", f"profile {getattr(profile, 'name', '')} sets {key} = {value}, "
+                                         f"which is outside the code snapshot ({code.root}): put it in the git tree, "
+                                         f"or give the cluster's own path with {flag}")
+            value = inside
+        if isinstance(value, bool):
+            flags += [flag] if value else []
+        elif isinstance(value, dict):
+            flags += [f"{flag}={k}={v}" for k, v in value.items()]
+        elif isinstance(value, list):
+            flags += [f"{flag}={item}" for item in value]
+        else:
+            flags.append(f"{flag}={value}")
+    return flags
+
+
+def _check_no_laptop_paths(words: list[str], code) -> None:
+    """A laptop path on the command line would reach the cluster's script: refused. One in the
+    project's tree always is one; one under the home only when it exists here (the cluster's home
+    may have the same path: /home/me on both)."""
+    from hpcdist import remote
+
+    home = os.path.expanduser("~").rstrip("/")
+    for word in words:
+        for path in dict.fromkeys((word, word.partition("=")[2], word.rpartition("=")[2])):
+            mine = _below(path, code.root) or (_below(path, home) and os.path.lexists(path))
+            if path and mine:
+                raise remote.RemoteError("the laptop", f"{word!r} names a path on this laptop ({path}), which the "
+                                         f"cluster does not have: give it relative to {os.getcwd()} (the job runs "
+                                         f"from the snapshot of that tree), or the cluster's own path")
+
+
+def _below(path: str, folder: str) -> bool:
+    return bool(folder) and (path == folder or path.startswith(folder + "/"))
+
+
+def _round_trip(target, remote_script: str, data: bytes | None = None):
+    """One command on the login node; its stderr shown, said where from. None: the snapshot is not there."""
+    from hpcdist import remote
+
+    done = remote.run(target, remote_script, data)
+    stderr = done.stderr.decode("utf-8", errors="replace")
+    if f"{remote.MARK} need-code" in stderr:
+        return None
+    problem = remote.explain(target, done.returncode, stderr)
+    if problem is not None:
+        raise problem
+    for line in stderr.splitlines():
+        print(f"{target.host}: {line}", file=sys.stderr)
+    return done
+
+
+def _answer(target, stdout: bytes, command: str):
+    """The JSON the login node's ``hpcdist COMMAND`` printed (another program answering: said)."""
+    import json
+
+    from hpcdist import remote
+
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        said = stdout.decode("utf-8", errors="replace").strip()[:200]
+        raise remote.RemoteError(f"the login node {target.host}", f"`{target.command} {command}` printed "
+                                 f"{said!r}, not the JSON hpcdist prints: check that remote_hpcdist names hpcdist "
+                                 f"{remote.__version__} there") from None
+
+
+# -- status, logs, cancel ----------------------------------------------------------------------
+
+def _status(argv: list[str]) -> int:
+    from hpcdist import remote
+    from hpcdist.cli.jobs import show_rows, status_rows
+
+    laptop, words = _split(argv)
+    as_json, refs = "--json" in words, _refs(argv)
+    asks: dict = {}  # (host, folder) -> (target, refs there, the laptop's records of its jobs)
+    if "remote" in laptop:
+        target = _cluster(laptop["remote"])
+        remote.require_open(target)  # asked for by name: no connection is the answer
+        asks[(target.host, target.folder)] = (target, refs, [])
+        local = []
+    else:
+        entries = {ref: remote.find_job(ref) for ref in refs}
+        local = [ref for ref, entry in entries.items() if entry is None]
+        for entry in (entries.values() if refs else remote.recorded_jobs()):
+            if entry is not None:
+                target = remote.Target.from_record(entry)
+                _, there, records = asks.setdefault((target.host, target.folder), (target, [], []))
+                there.extend([entry["job_id"]] if refs else [])
+                records.append(entry)
+    rows, status = status_rows(local) if local or not refs else [], 0
+    for target, there, records in asks.values():
+        if not remote.is_open(target):  # the other clusters' rows still shown; this one's said
+            print(f"hpcdist status: error: ssh to {target.host}: no connection is open; its jobs are shown as "
+                  f"unknown. Open one with: {remote.connect_command(target)}", file=sys.stderr)
+            rows += [_unreachable(entry, target) for entry in {e["job_id"]: e for e in records}.values()]
+            status = 1
+            continue
+        done = _round_trip(target, remote.script(target, ["status", "--json", *there]))
+        if done.returncode != 0:
+            return done.returncode
+        rows += _answer(target, done.stdout, "status --json")
+    show_rows(rows, as_json)
+    return status
+
+
+def _unreachable(entry: dict, target) -> dict:
+    """A row for a job sent from here whose cluster has no connection open: what the laptop knows."""
+    return {"job_id": entry["job_id"], "name": entry.get("job_name", ""), "scheduler": entry.get("scheduler", ""),
+            "state": "UNKNOWN", "exit_code": None, "reason": f"on {target.name}: no connection",
+            "restarts": 0, "current_job_id": entry["job_id"], "folder": entry.get("folder"), "log": None}
+
+
+def _job_target(argv: list[str]):
+    from hpcdist import remote
+
+    laptop, _ = _split(argv)
+    refs = _refs(argv)
+    if not refs:
+        raise remote.RemoteError("the laptop", f"hpcdist {argv[0]} needs a job: hpcdist {argv[0]} JOB")
+    if "remote" in laptop:
+        return _cluster(laptop["remote"]), refs[0]
+    entry = remote.find_job(refs[0])
+    return remote.Target.from_record(entry), entry["job_id"]
+
+
+def _cancel(argv: list[str]) -> int:
+    from hpcdist import remote
+
+    target, job = _job_target(argv)
+    remote.require_open(target)
+    return _round_trip(target, remote.script(target, ["cancel", job])).returncode
+
+
+def _logs(argv: list[str]) -> int:
+    _, words = _split(argv)
+    target, job = _job_target(argv)
+    start = int(words[words.index("--from") + 1]) if "--from" in words[:-1] else 0
+    if "-f" in words or "--follow" in words:
+        return _follow(target, job, start)
+    from hpcdist import remote
+
+    remote.require_open(target)
+    done = _round_trip(target, remote.script(target, ["logs", "--from", str(start), job]))
+    sys.stdout.buffer.write(done.stdout)
+    return done.returncode
+
+
+def _follow(target, job: str, offset: int) -> int:
+    """``logs -f`` from the laptop: the output streamed as it comes; a dropped connection resumed,
+    once one is open again, from the byte it had reached (``logs --from``), so that none is lost or
+    shown twice."""
+    from hpcdist import remote
+
+    remote.require_open(target)
+    while True:
+        argv = remote.command_argv(target, remote.script(target, ["logs", "-f", "--from", str(offset), job]))
+        returncode, offset, stderr = _stream(target, argv, offset, job)
+        problem = remote.explain(target, returncode, stderr) if returncode in (3, remote.SSH_FAILED) else None
+        if returncode != remote.SSH_FAILED or remote.is_open(target):
+            if problem is not None and returncode != remote.SSH_FAILED:
+                raise problem
+            return returncode  # the job's own end (a 255 of its own, when the connection is still there)
+        print(f"hpcdist logs: ssh to {target.host}: the connection dropped after byte {offset} of the output; "
+              f"following again from there once one is open (`{remote.connect_command(target)}`)", file=sys.stderr,
+              flush=True)
+        deadline = time.monotonic() + RESUME_PATIENCE_S
+        while not remote.is_open(target):
+            if time.monotonic() > deadline:
+                raise remote.RemoteError(f"ssh to {target.host}", f"no connection for {RESUME_PATIENCE_S:g} s; the "
+                                         f"job goes on. Once connected, go on with: hpcdist logs -f {job} "
+                                         f"--from {offset}")
+            time.sleep(1)
+
+
+def _stream(target, argv: list[str], offset: int, job: str) -> tuple[int, int, str]:
+    """Run ``argv``: its stdout to ours as it comes (counted from ``offset``), its stderr shown line
+    by line, said where from. Returns the exit status, the offset reached and the stderr."""
+    import subprocess
+    import threading
+
+    from hpcdist import remote
+
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said: list[str] = []
+
+    def relay() -> None:
+        for raw in process.stderr:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            said.append(line)
+            if not line.startswith(remote.MARK):
+                print(f"{target.host}: {line}", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    try:
+        while True:
+            chunk = os.read(process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                break
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+            offset += len(chunk)
+        returncode = process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+        print(f"\nhpcdist: stopped following job {job}; it goes on. Follow it again with `hpcdist logs -f {job} "
+              f"--from {offset}`, or stop it with `hpcdist cancel {job}`", file=sys.stderr)
+        raise
+    thread.join(5)
+    return returncode, offset, "\n".join(said)
+
+
+# -- connect, disconnect ------------------------------------------------------------------------
+
+def add_parsers(sub, only: str | None) -> None:
+    """``connect`` and ``disconnect``'s parsers on ``sub`` (all, or ``only`` that one)."""
+    for name in COMMANDS:
+        if only in (None, name):
+            parser = sub.add_parser(name, help=HELP[name], description=HELP[name][0].upper() + HELP[name][1:] + ".")
+            parser.add_argument("cluster", metavar="CLUSTER",
+                                help="a profile with remote = \"user@host\", or an ssh host")
+            parser.set_defaults(run=lambda args: main([args.command, args.cluster]))
+
+
+def _connect(command: str, cluster: str) -> int:
+    import subprocess
+
+    from hpcdist import remote
+
+    target = _cluster(cluster)
+    if command == "disconnect":
+        closed = remote.close(target)
+        print(f"hpcdist disconnect: {'closed the' if closed else 'no'} connection to {target.host}", file=sys.stderr)
+        return 0
+    if remote.is_open(target):
+        print(f"hpcdist connect: a connection to {target.host} is open already", file=sys.stderr)
+    else:
+        opened = subprocess.run(remote.master_argv(target)).returncode  # ssh may prompt here, on the terminal
+        if opened != 0:
+            raise remote.RemoteError(f"ssh to {target.host}", f"ssh could not connect (exit status {opened}; its "
+                                     f"message is above); check that `ssh {target.host}` works")
+    done = _round_trip(target, remote.script(target, None, create=True))
+    version, _, folder = done.stdout.decode("utf-8", errors="replace").strip().partition(" ")[2].partition(" ")
+    print(f"hpcdist connect: connected to {target.host}: hpcdist {version} there, jobs and code in {folder}; the "
+          f"other commands use this connection until it is unused for {remote.PERSIST} "
+          f"(or `hpcdist disconnect {target.name}`)", file=sys.stderr)
+    return 0
