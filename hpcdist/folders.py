@@ -105,19 +105,14 @@ def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
         st = os.stat(path) if st is None else st
     except OSError as e:
         raise JobFolderError(f"{what} {shown(path)} cannot be read: {e.strerror or e}") from None
-    me = os.geteuid()
-    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    if st.st_uid == me and not writable:
+    problem = not_ours(st)
+    if problem is None:
         return
+    me = os.geteuid()
     where = shown(path)
     if os.path.islink(path):
         where += f" (a link to {os.path.realpath(path)})"
-    owner = f"owned by {_user(st.st_uid)}" + (", not by you" if st.st_uid != me else "")
-    mode = f"mode {stat.S_IMODE(st.st_mode):o}"
-    if writable and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX:
-        mode += " (sticky: others cannot remove what is yours, but can add their own)"
-    elif writable:
-        mode += " (others can write it)"
+    owner, mode = problem
     if what != "the jobs folder":
         fix = (f"check that no one changed it, then chmod go-w {word(path)}" if st.st_uid == me
                else "remove the job folder if the job is not yours or not needed")
@@ -129,6 +124,23 @@ def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
         fix = f"chmod go-w {word(path)}"
     raise JobFolderError(f"{what} {where} is {owner}, {mode}; hpcdist follows no job another user could have "
                          f"{'planted there' if what == 'the jobs folder' else 'written'}: {fix}")
+
+
+def not_ours(st: os.stat_result) -> tuple[str, str] | None:
+    """None for a file (``st``: its stat) owned by this user and writable by no one else; else
+    ``(owner, mode)`` as a message says them: "owned by bob (uid 1001), not by you", "mode 666
+    (others can write it)"."""
+    me = os.geteuid()
+    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if st.st_uid == me and not writable:
+        return None
+    owner = f"owned by {_user(st.st_uid)}" + (", not by you" if st.st_uid != me else "")
+    mode = f"mode {stat.S_IMODE(st.st_mode):o}"
+    if writable and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX:
+        mode += " (sticky: others cannot remove what is yours, but can add their own)"
+    elif writable:
+        mode += " (others can write it)"
+    return owner, mode
 
 
 def _user(uid: int) -> str:
