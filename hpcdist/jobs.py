@@ -150,9 +150,30 @@ class Job:
         with open(os.path.join(self.path, SPEC), encoding="utf-8") as f:
             return json.load(f)
 
+    def reload(self) -> None:
+        """The record as it is on disk now (another ``hpcdist`` may have written it since: a
+        cancel while this one follows the job). The copy stays when it cannot be read again."""
+        try:
+            self.record = _read_record(self.path)
+        except (OSError, JobFolderError):
+            pass
+
     def update(self, **changes) -> None:
-        self.record.update(changes)
-        _write_record(self.path, _record_text(self.record))
+        """Set ``changes`` in the record on disk: read again under the folder's lock, so that
+        what another ``hpcdist`` wrote meanwhile is kept (a follower's copy from before a cancel
+        dropped its ``cancelled``). OSError or JobFolderError when it cannot be written."""
+        import fcntl  # not at the top: only a command that writes a record needs it
+
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:  # another update waits; a file system without flock (some NFS) goes unlocked
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                pass
+            self.record = {**_read_record(self.path), **changes}
+            _write_record(self.path, _record_text(self.record))
+        finally:
+            os.close(fd)  # and the lock with it
 
 
 class Draft:

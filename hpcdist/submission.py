@@ -236,6 +236,7 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
     last_state, unknown_since = None, None
     follow = _LogFollower(job, out)
     while True:
+        job.reload()  # a cancel from another shell says so in the record: read it, never overwrite it
         state = status(job)
         down = state.raw == UNREACHABLE
         if state.state == "UNKNOWN":
@@ -271,7 +272,11 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             end = {"state": state.state, "exit_code": state.exit_code}
             if not state.raw.endswith(UNCONFIRMED):  # the scheduler's word: `status` needs not ask again
                 end.update(reason=state.reason, ended_id=job.current_id)  # the id it is about (recorded_end)
-            job.update(**end)
+            try:
+                job.update(**end)
+            except (OSError, JobFolderError) as e:  # a full disk, a folder removed: the end is told all the same
+                print(f"hpcdist: job {job.job_id} ended ({state.state.lower()}), but its record in {job.path} could "
+                      f"not say so: {getattr(e, 'strerror', None) or e}", file=sys.stderr, flush=True)
             if state.state != "COMPLETED":
                 print_first_failure(job)
             if state.state == TIMEOUT:
