@@ -10,7 +10,7 @@ Its files:
   from then on), and again with the id once the scheduler gave it; a record still marked is a
   submission that never finished. A submission the scheduler refused leaves no folder.
 - ``job.log`` (:data:`LOG`): the job's output, unless ``--output`` put it elsewhere; a job that
-  resubmitted itself (PBS) writes one log per run (:func:`restart_log`).
+  resubmitted itself (PBS) writes one log per run (:func:`restart_log`); :mod:`hpcdist.logfiles` reads them.
 - ``runs`` (:data:`RUNS`): one line per event, appended: ``start <time> <id> <host>`` by each
   start of the script, ``resubmitted <time> <id> <log>`` by ``hpcdist requeue`` (PBS).
 - ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
@@ -151,17 +151,15 @@ class Job:
             return json.load(f)
 
     def reload(self) -> None:
-        """The record as it is on disk now (another ``hpcdist`` may have written it since: a
-        cancel while this one follows the job). The copy stays when it cannot be read again."""
+        """The record as on disk now (a cancel from another shell); the copy stays if unreadable."""
         try:
             self.record = _read_record(self.path)
         except (OSError, JobFolderError):
             pass
 
     def update(self, **changes) -> None:
-        """Set ``changes`` in the record on disk: read again under the folder's lock, so that
-        what another ``hpcdist`` wrote meanwhile is kept (a follower's copy from before a cancel
-        dropped its ``cancelled``). OSError or JobFolderError when it cannot be written."""
+        """Set ``changes`` in the record on disk, read again under the folder's lock: a follower's
+        copy from before a cancel dropped its ``cancelled``. OSError or JobFolderError."""
         import fcntl  # not at the top: only a command that writes a record needs it
 
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
@@ -385,23 +383,6 @@ def restart_log(log: str, restart: int) -> str:
     return f"{stem}.restart{restart}{ext}"
 
 
-# -- The logs ----------------------------------------------------------------------------------
-
-def read_log(path: str) -> str:
-    """A log's text; bytes that are not UTF-8 are replaced (a log holds whatever the job
-    printed). OSError when it cannot be read (FileNotFoundError before the job wrote it)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
-
-
-def read_log_from(path: str, offset: int) -> bytes:
-    """What a log gained past ``offset`` bytes (b"" when nothing), to follow it as it grows:
-    bytes, as a character may be cut at the end. FileNotFoundError before the job wrote it."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read()
-
-
 # -- The local runner --------------------------------------------------------------------------
 
 def write_runner(folder: str, pid: int, started: str | None) -> None:
@@ -431,13 +412,13 @@ def _in_script(folder: str, name: str) -> str:
     return f"{folder}/{name}"
 
 
-def script_context(folder: str | None, index_variable: str | None = None,
-                   job_id_variable: str = "HPCDIST_JOB_ID") -> dict | None:
+def script_context(folder: str | None, index_variable: str | None = None, job_id_variable: str = "HPCDIST_JOB_ID",
+                   recorded_id: str = "${HPCDIST_JOB_ID:-}") -> dict | None:
     """What the job script writes into its folder, for the template (``job_files``): the folder's
     path (the renderer quotes it; the script holds it once, as ``$job_dir``), the other files as
     shell words and lines under it (:class:`~hpcdist.shell.Shell`). None without a folder
     (``hpcdist render``): the script then records nothing. An array's subjob (its index in
-    ``index_variable``) writes an exit-code file of its own."""
+    ``index_variable``) writes an exit-code file of its own. ``recorded_id``: :func:`recorded_run_shell`'s."""
     if not folder:
         return None
     exit_file = f'"$job_dir/{EXIT_CODE}"'
@@ -445,8 +426,31 @@ def script_context(folder: str | None, index_variable: str | None = None,
         "folder": folder,
         "exit_code_file": Shell(exit_file_shell(exit_file, index_variable) if index_variable else exit_file),
         "write_exit_code": Shell(write_exit_code_shell("$exit_file")),
-        "record_start": Shell(start_line_shell(Shell('"$job_dir"'), job_id_variable)),
+        "check_run": Shell(recorded_run_shell(recorded_id)),
+        "record_start": Shell('[ -z "$exit_file" ] || ' + start_line_shell(Shell('"$job_dir"'), job_id_variable)),
     }
+
+
+def recorded_run_shell(recorded_id: str) -> str:
+    """Shell that empties ``$exit_file`` unless this run (``recorded_id``) is the job recorded:
+    the record's id or a resubmission's, by number (PBS_JOBID may carry an ``N:`` prefix, another
+    server name, a subjob's index), or a record still being written. Else a run by hand (``bash
+    job.sh``, ``sbatch job.sh``) overwrote the job's exit code."""
+    return "\n".join([
+        "recorded_run() {  # this run is the job recorded in $job_dir, by its id's number",
+        '  local id=${1#*:} ids seq; id=${id%%[!0-9]*}; [ -n "$id" ] || return 1',
+        f'  ! grep -qs \'"{SUBMITTING}":\' "$job_dir/{RECORD}" || return 0',
+        f'  ids=$(sed -n \'s/^  "job_id": "\\([^"]*\\)".*/\\1/p\' "$job_dir/{RECORD}" 2>/dev/null',
+        f'        sed -n \'s/^{RESUBMITTED} [0-9]* \\([^ ]*\\).*/\\1/p\' "$job_dir/{RUNS}" 2>/dev/null) || true',
+        '  while read -r seq; do seq=${seq#*:}; [ "${seq%%[!0-9]*}" != "$id" ] || return 0; done <<< "$ids"',
+        '  return 1',
+        '}',
+        f'recorded_run "{recorded_id}" || {{',
+        '  exit_file=""',
+        '  echo "hpcdist: this run is not the job recorded in $job_dir (its script run again by hand?):'
+        ' its end is not recorded there" >&2',
+        '}',
+    ])
 
 
 class Broken:

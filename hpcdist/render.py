@@ -226,7 +226,7 @@ def _job_files(job_dir: str | None, spec, scheduler):
     if not job_dir:
         return None
     return jobs.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
-                               scheduler.job_id_variable)
+                               scheduler.job_id_variable, scheduler.recorded_id_shell)
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,

@@ -11,7 +11,8 @@ import threading
 import time
 
 from hpcdist import launchers
-from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_log_from
+from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError
+from hpcdist.logfiles import read_log, read_log_from
 from hpcdist.render import render
 from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers import get as get_scheduler

@@ -16,11 +16,12 @@ from test_submit import hpcdist
 from hpcdist import jobs
 
 
-def _submit(tmp_path, body: str, *flags: str) -> str:
+def _submit(tmp_path, body: str, *flags: str, exit_code: int = 0) -> str:
+    """A local job of the script ``body``: its id (``--wait`` among ``flags``: ``exit_code``, its end)."""
     script = tmp_path / "s.py"
     script.write_text(body)
     proc = hpcdist("submit", "--scheduler", "local", "--launcher", "none", *flags, str(script), cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == exit_code, proc.stderr
     return proc.stdout.split("\n")[0]
 
 
@@ -72,3 +73,60 @@ def test_a_cancel_from_another_shell_is_what_the_waiting_shell_and_status_say(tm
     record = _record(folder)
     assert record["cancelled"] is True and record["state"] == "CANCELLED"
     assert _status(tmp_path, job_id)["state"] == "CANCELLED"
+
+
+# -- item 16: running the job's script again by hand records into nothing of the job -------------
+
+def test_running_the_job_script_again_by_hand_keeps_the_jobs_recorded_failure(tmp_path):
+    """As the script's header invites ("edit it, submit it by hand"), `bash job.sh` after the job
+    failed with 3: the run by hand used to overwrite the job's exit_code, and the failed job then
+    read `completed 0`."""
+    job_id = _submit(tmp_path, "import sys\nsys.exit(3)\n", "--wait", exit_code=3)
+    (name,) = os.listdir(tmp_path / ".hpcdist" / "jobs")
+    folder = tmp_path / ".hpcdist" / "jobs" / name
+    assert _status(tmp_path, job_id)["exit_code"] == 3
+    (tmp_path / "s.py").write_text("print('fixed')\n")  # edited, then run again by hand
+    by_hand = subprocess.run(["bash", str(folder / "job.sh")], cwd=tmp_path, env=clean_env(), capture_output=True,
+                             text=True, timeout=120)
+    assert by_hand.returncode == 0 and "fixed" in by_hand.stdout, by_hand.stderr
+    row = _status(tmp_path, job_id)
+    assert (row["state"], row["exit_code"]) == ("FAILED", 3)
+    assert (folder / "exit_code").read_text() == "3\n"
+    assert (f"hpcdist: this run is not the job recorded in {folder} (its script run again by hand?): its end is "
+            f"not recorded there") in by_hand.stderr
+
+
+def _check_run(folder, recorded_id: str, environ: dict) -> bool:
+    """Whether the script's check (jobs.recorded_run_shell) takes a run with ``environ`` for the
+    job recorded in ``folder``: the scheduler's variables set by hand, as no scheduler runs here."""
+    script = f'job_dir={folder}\nexit_file=x\n{jobs.recorded_run_shell(recorded_id)}\n[ -n "$exit_file" ]\n'
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env={"PATH": os.environ["PATH"], **environ},
+                          capture_output=True, text=True, timeout=30)
+    return proc.returncode == 0
+
+
+def test_the_run_check_knows_the_schedulers_ids_of_the_recorded_job(tmp_path):
+    """A stand-in for each scheduler's variables (none runs in this test): the recorded job, its
+    array's subjobs, its PBS resubmissions and a job still being recorded run as the job; a new
+    id (`sbatch job.sh` again) or none (`bash job.sh`) does not."""
+    from hpcdist.schedulers import get
+
+    slurm, pbs = get("slurm").recorded_id_shell, get("pbs").recorded_id_shell
+
+    def record(job_id, **more):
+        (tmp_path / jobs.RECORD).write_text(json.dumps({"job_id": job_id, "scheduler": "slurm", **more}, indent=2))
+
+    record("4242")
+    assert _check_run(tmp_path, slurm, {"SLURM_JOB_ID": "4242"})
+    assert _check_run(tmp_path, slurm, {"SLURM_JOB_ID": "4250", "SLURM_ARRAY_JOB_ID": "4242"})  # a subjob
+    assert not _check_run(tmp_path, slurm, {"SLURM_JOB_ID": "4243"})  # sbatch job.sh again
+    assert not _check_run(tmp_path, slurm, {"SLURM_JOB_ID": "42420"})
+    assert not _check_run(tmp_path, slurm, {})  # bash job.sh
+    record("", submitting={"pid": 1, "started": "1"})
+    assert _check_run(tmp_path, slurm, {"SLURM_JOB_ID": "4242"})  # started before its id was recorded
+    record("123[].pbs-server")
+    assert _check_run(tmp_path, pbs, {"PBS_JOBID": "123[7].pbs-server"})
+    assert _check_run(tmp_path, pbs, {"PBS_JOBID": "123.pbs"})  # the server named otherwise
+    assert not _check_run(tmp_path, pbs, {"PBS_JOBID": "124.pbs-server"})
+    (tmp_path / jobs.RUNS).write_text("start 1 123.pbs-server n1\nresubmitted 2 124.pbs-server /x/job.restart1.log\n")
+    assert _check_run(tmp_path, pbs, {"PBS_JOBID": "124.pbs-server"})  # its resubmission

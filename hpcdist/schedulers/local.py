@@ -40,6 +40,7 @@ class Local(Scheduler):
     title = "local"
     submit_program = "bash"
     job_id_variable = JOB_ID_VARIABLES[0]
+    recorded_id_shell = "${HPCDIST_JOB_ID:-}"
     # Slurm's rules: a name that runs here runs on a cluster too.
     job_names = SLURM_JOB_NAMES
     one_host = True
