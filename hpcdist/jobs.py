@@ -1,5 +1,5 @@
 """The job folder, ``.hpcdist/jobs/<name>-<time>/``: this module is the only code that reads or
-writes one (the job script writes two of its files, with the lines :func:`script_context` gives it).
+writes one (the job script writes two of its files, with the lines :mod:`hpcdist.job_files` gives it).
 
 Its files:
 
@@ -34,7 +34,7 @@ from hpcdist.folders import (JobFolderError, cannot_create, check_ours, looks_li
                              unreadable, usable_root, word)
 from hpcdist.schedulers import QUEUED
 from hpcdist.shell import Shell, quote
-from hpcdist.subjobs import exit_file_shell, indexed, logs_of
+from hpcdist.subjobs import indexed, logs_of
 
 JOBS_DIR = os.path.join(".hpcdist", "jobs")
 
@@ -404,53 +404,12 @@ def read_runner(folder: str) -> tuple[str, str] | None:
     return pid, started
 
 
-# -- What the job script needs -----------------------------------------------------------------
+# -- What the job script needs (the rest is hpcdist/job_files.py's) --------------------------------
 
 def _in_script(folder: str, name: str) -> str:
     # Joined as the template always did ("folder/name", even after a trailing "/"): the
     # rendered scripts stay byte-identical.
     return f"{folder}/{name}"
-
-
-def script_context(folder: str | None, index_variable: str | None = None, job_id_variable: str = "HPCDIST_JOB_ID",
-                   recorded_id: str = "${HPCDIST_JOB_ID:-}") -> dict | None:
-    """What the job script writes into its folder, for the template (``job_files``): the folder's
-    path (the renderer quotes it; the script holds it once, as ``$job_dir``), the other files as
-    shell words and lines under it (:class:`~hpcdist.shell.Shell`). None without a folder
-    (``hpcdist render``): the script then records nothing. An array's subjob (its index in
-    ``index_variable``) writes an exit-code file of its own. ``recorded_id``: :func:`recorded_run_shell`'s."""
-    if not folder:
-        return None
-    exit_file = f'"$job_dir/{EXIT_CODE}"'
-    return {
-        "folder": folder,
-        "exit_code_file": Shell(exit_file_shell(exit_file, index_variable) if index_variable else exit_file),
-        "write_exit_code": Shell(write_exit_code_shell("$exit_file")),
-        "check_run": Shell(recorded_run_shell(recorded_id)),
-        "record_start": Shell('[ -z "$exit_file" ] || ' + start_line_shell(Shell('"$job_dir"'), job_id_variable)),
-    }
-
-
-def recorded_run_shell(recorded_id: str) -> str:
-    """Shell that empties ``$exit_file`` unless this run (``recorded_id``) is the job recorded:
-    the record's id or a resubmission's, by number (PBS_JOBID may carry an ``N:`` prefix, another
-    server name, a subjob's index), or a record still being written. Else a run by hand (``bash
-    job.sh``, ``sbatch job.sh``) overwrote the job's exit code."""
-    return "\n".join([
-        "recorded_run() {  # this run is the job recorded in $job_dir, by its id's number",
-        '  local id=${1#*:} ids seq; id=${id%%[!0-9]*}; [ -n "$id" ] || return 1',
-        f'  ! grep -qs \'"{SUBMITTING}":\' "$job_dir/{RECORD}" || return 0',
-        f'  ids=$(sed -n \'s/^  "job_id": "\\([^"]*\\)".*/\\1/p\' "$job_dir/{RECORD}" 2>/dev/null',
-        f'        sed -n \'s/^{RESUBMITTED} [0-9]* \\([^ ]*\\).*/\\1/p\' "$job_dir/{RUNS}" 2>/dev/null) || true',
-        '  while read -r seq; do seq=${seq#*:}; [ "${seq%%[!0-9]*}" != "$id" ] || return 0; done <<< "$ids"',
-        '  return 1',
-        '}',
-        f'recorded_run "{recorded_id}" || {{',
-        '  exit_file=""',
-        '  echo "hpcdist: this run is not the job recorded in $job_dir (its script run again by hand?):'
-        ' its end is not recorded there" >&2',
-        '}',
-    ])
 
 
 class Broken:
@@ -467,27 +426,39 @@ class Broken:
 
 
 def find(ref: str, root: str = JOBS_DIR) -> Job:
-    """A job by its id, its folder name, or a folder path. JobNotFound when there is none,
-    JobFolderError when its folder (or the jobs folder) cannot be used."""
-    job = _lookup(ref, root)
-    if isinstance(job, Broken):
-        raise JobFolderError(job.problem)
-    return job
+    """A job by its id, its folder name, or a folder path. JobNotFound when there is none, or
+    when the id names several folders (the message names them); JobFolderError when its folder
+    (or the jobs folder) cannot be used."""
+    found = _lookup(ref, root)
+    if len(found) > 1:
+        # Ids come round again (a local job's pid; a scheduler whose state was wiped): the wrong
+        # one would be cancelled, or said to have ended while the other runs.
+        folders = ", ".join(shown(job.path) for job in found)
+        raise JobNotFound(f"job id {ref} names {len(found)} job folders (an id used again): {folders}; "
+                          f"give the folder instead of the id (e.g. {word(found[-1].path)})")
+    if isinstance(found[0], Broken):
+        raise JobFolderError(found[0].problem)
+    return found[0]
 
 
 def select(refs: list[str], root: str = JOBS_DIR) -> list:
-    """The jobs ``refs`` name (all when none), each a :class:`Job` or a :class:`Broken` folder.
-    JobNotFound for a ref that names none; JobFolderError when the jobs folder cannot be used."""
-    return [_lookup(ref, root) for ref in refs] if refs else scan(root)
+    """The jobs ``refs`` name (all when none; every folder of an id used again), each a
+    :class:`Job` or a :class:`Broken` folder. JobNotFound for a ref that names none;
+    JobFolderError when the jobs folder cannot be used."""
+    return [job for ref in refs for job in _lookup(ref, root)] if refs else scan(root)
 
 
-def _lookup(ref: str, root: str):
+def _lookup(ref: str, root: str) -> list:
+    """The folders ``ref`` names, oldest first: one path or folder name, or every job of an id."""
     if os.path.isfile(os.path.join(ref, RECORD)):
-        return _open(os.path.abspath(ref))
+        return [_open(os.path.abspath(ref))]
     found = scan(root)
-    for job in found:
-        if ref == os.path.basename(job.path) or (isinstance(job, Job) and ref == job.job_id):
-            return job
+    named = [job for job in found if ref == os.path.basename(job.path)]
+    if not named:
+        named = sorted((job for job in found if isinstance(job, Job) and ref == job.job_id),
+                       key=lambda job: job.record.get("submitted_at") or 0)
+    if named:
+        return named
     broken = sum(isinstance(job, Broken) for job in found)
     unread = f" ({broken} job folder(s) there cannot be read: `hpcdist status` says why)" if broken else ""
     raise JobNotFound(f"no job {ref!r} in {root}{unread}: `hpcdist status` lists the jobs submitted from here")

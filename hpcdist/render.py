@@ -19,7 +19,7 @@ import functools
 import os
 import textwrap
 
-from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
+from hpcdist import __version__, containers, job_files, jobs, launchers, schedulers, validate
 from hpcdist.launchers.mpi import MPI_ENV
 from hpcdist.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
@@ -221,12 +221,12 @@ def _check_folder(path: str, what: str) -> str:
 
 
 def _job_files(job_dir: str | None, spec, scheduler):
-    """The job folder's files as the script writes them (:mod:`hpcdist.jobs`); None without a
+    """The job folder's files as the script writes them (:mod:`hpcdist.job_files`); None without a
     folder (`hpcdist render`)."""
     if not job_dir:
         return None
-    return jobs.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
-                               scheduler.job_id_variable, scheduler.recorded_id_shell)
+    return job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
+                                    scheduler.job_id_variable, scheduler.recorded_id_shell)
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,

@@ -13,7 +13,7 @@ import time
 from launch import clean_env
 from test_submit import hpcdist
 
-from hpcdist import jobs
+from hpcdist import job_files, jobs
 
 
 def _submit(tmp_path, body: str, *flags: str, exit_code: int = 0) -> str:
@@ -34,6 +34,14 @@ def _status(cwd, ref: str) -> dict:
 def _record(folder) -> dict:
     with open(os.path.join(folder, jobs.RECORD)) as f:
         return json.load(f)
+
+
+def _quietly(predicate):
+    """``predicate()``, False while a file it reads is not there yet or half written."""
+    try:
+        return predicate()
+    except (OSError, ValueError):
+        return False
 
 
 def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
@@ -97,9 +105,9 @@ def test_running_the_job_script_again_by_hand_keeps_the_jobs_recorded_failure(tm
 
 
 def _check_run(folder, recorded_id: str, environ: dict) -> bool:
-    """Whether the script's check (jobs.recorded_run_shell) takes a run with ``environ`` for the
+    """Whether the script's check (job_files.recorded_run_shell) takes a run with ``environ`` for the
     job recorded in ``folder``: the scheduler's variables set by hand, as no scheduler runs here."""
-    script = f'job_dir={folder}\nexit_file=x\n{jobs.recorded_run_shell(recorded_id)}\n[ -n "$exit_file" ]\n'
+    script = f'job_dir={folder}\nexit_file=x\n{job_files.recorded_run_shell(recorded_id)}\n[ -n "$exit_file" ]\n'
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env={"PATH": os.environ["PATH"], **environ},
                           capture_output=True, text=True, timeout=30)
     return proc.returncode == 0
@@ -130,3 +138,60 @@ def test_the_run_check_knows_the_schedulers_ids_of_the_recorded_job(tmp_path):
     assert not _check_run(tmp_path, pbs, {"PBS_JOBID": "124.pbs-server"})
     (tmp_path / jobs.RUNS).write_text("start 1 123.pbs-server n1\nresubmitted 2 124.pbs-server /x/job.restart1.log\n")
     assert _check_run(tmp_path, pbs, {"PBS_JOBID": "124.pbs-server"})  # its resubmission
+
+
+# -- item 6: two folders with one id ---------------------------------------------------------------
+
+def _in_pid_namespace(tmp_path, name: str, script: str, then_sleep: int, *flags: str) -> subprocess.Popen:
+    """`hpcdist submit` of a local job in a new pid namespace, as in a container that restarted:
+    its pids start at 1 again, so two such submissions get the same job id (a real collision).
+    The namespace lives while its first process (sh) does: ``then_sleep`` seconds after the submit."""
+    submit = (f"{sys.executable} -m hpcdist submit --scheduler local --launcher none --job-name {name} {' '.join(flags)} {script}; "
+              f"exec sleep {then_sleep}")
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", submit], cwd=tmp_path,
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _namespace_shell(unshare_pid: int) -> int:
+    """The pid (here) of the first process in the namespace unshare started: its child."""
+    children = open(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read().split()
+    return int(children[0])
+
+
+def test_an_id_used_again_names_both_folders_and_the_running_job_is_cancelled_by_its_folder(tmp_path):
+    """A local job's id is its runner's pid, and pids start again (a container restarted; here a
+    real pid namespace each). `hpcdist cancel ID` used to take the oldest folder, and answered
+    "already ended" while the newer job ran on; now it names both folders, and the folder cancels."""
+    (tmp_path / "done.py").write_text("print('done')\n")
+    (tmp_path / "long.py").write_text("import time\nprint('training', flush=True)\ntime.sleep(300)\n")
+    first = _in_pid_namespace(tmp_path, "first", "done.py", 0, "--wait")
+    first.communicate(timeout=120)
+    second = _in_pid_namespace(tmp_path, "second", "long.py", 300)
+    try:
+        root = tmp_path / ".hpcdist" / "jobs"
+        folders = lambda: sorted(root.iterdir())  # noqa: E731
+        _wait_for(lambda: _quietly(lambda: len(folders()) == 2 and _record(folders()[1])["job_id"]),
+                  "the second job's id")
+        older, newer = folders()  # first-..., second-...
+        job_id = _record(older)["job_id"]
+        assert _record(newer)["job_id"] == job_id, "the two namespaces gave different pids: no collision"
+        # Asked from inside the second namespace, where its runner is that pid.
+        inside = ["nsenter", "-t", str(_namespace_shell(second.pid)), "-p", "-m", f"--wd={tmp_path}",
+                  sys.executable, "-m", "hpcdist"]
+        ambiguous = subprocess.run([*inside, "cancel", job_id], cwd=tmp_path, env=clean_env(), capture_output=True,
+                                   text=True, timeout=60)
+        assert ambiguous.returncode == 1
+        shown = [os.path.relpath(p, tmp_path) for p in (older, newer)]
+        assert ambiguous.stderr == (f"hpcdist cancel: error: job id {job_id} names 2 job folders (an id used "
+                                    f"again): {shown[0]}, {shown[1]}; give the folder instead of the id (e.g. "
+                                    f"{shown[1]})\n")
+        cancel = subprocess.run([*inside, "cancel", shown[1]], cwd=tmp_path, env=clean_env(), capture_output=True,
+                                text=True, timeout=60)
+        assert cancel.returncode == 0, cancel.stderr
+        _wait_for(lambda: (newer / "exit_code").exists(), "the cancelled job to end")
+        rows = json.loads(hpcdist("status", "--json", job_id, cwd=tmp_path).stdout)
+        assert [(r["name"], r["state"]) for r in rows] == [("first", "COMPLETED"), ("second", "CANCELLED")]
+    finally:
+        os.killpg(second.pid, 9)
+        second.wait()

@@ -349,7 +349,7 @@ class Scheduler:
     #: container's image sees them (:func:`hpcdist.containers.script_lines`).
     allocation_files: tuple[str, ...] = ()
     #: The variable that holds an array subjob's index inside it, when each subjob writes an
-    #: exit_code file of its own (:func:`hpcdist.jobs.script_context`); None: one file for all.
+    #: exit_code file of its own (:func:`hpcdist.job_files.script_context`); None: one file for all.
     array_index_variable: str | None = None
 
     @property
