@@ -13,7 +13,7 @@ import time
 from launch import clean_env
 from test_submit import hpcdist
 
-from hpcdist import job_files, jobs
+from hpcdist import jobs
 
 
 def _submit(tmp_path, body: str, *flags: str, exit_code: int = 0) -> str:
@@ -107,6 +107,8 @@ def test_running_the_job_script_again_by_hand_keeps_the_jobs_recorded_failure(tm
 def _check_run(folder, recorded_id: str, environ: dict) -> bool:
     """Whether the script's check (job_files.recorded_run_shell) takes a run with ``environ`` for the
     job recorded in ``folder``: the scheduler's variables set by hand, as no scheduler runs here."""
+    from hpcdist import job_files  # not at the top: this file runs against the code before it too
+
     script = f'job_dir={folder}\nexit_file=x\n{job_files.recorded_run_shell(recorded_id)}\n[ -n "$exit_file" ]\n'
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env={"PATH": os.environ["PATH"], **environ},
                           capture_output=True, text=True, timeout=30)
@@ -195,3 +197,76 @@ def test_an_id_used_again_names_both_folders_and_the_running_job_is_cancelled_by
     finally:
         os.killpg(second.pid, 9)
         second.wait()
+
+
+# -- item 8: a full disk does not stop a cancel -----------------------------------------------------
+
+def test_a_cancel_on_a_full_disk_stops_the_job_and_the_follower_ends_in_one_line(tmp_path):
+    """The project folder on a real 2 MiB tmpfs, filled up while the job runs and `--wait` follows
+    it. `hpcdist cancel` used to fail with a `No space left on device` traceback before it signalled
+    (the job ran on), and `--wait` with a traceback when it recorded the end."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
+    follower = None
+    try:
+        (disk / "s.py").write_text("import time\nprint('training', flush=True)\ntime.sleep(300)\n")
+        follower = subprocess.Popen([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--launcher",
+                                     "none", "--wait", "s.py"], cwd=disk, env=clean_env(), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        root = disk / ".hpcdist" / "jobs"
+        _wait_for(lambda: _quietly(lambda: "training" in (next(root.iterdir()) / jobs.LOG).read_text()),
+                  "the job to start")
+        folder = next(root.iterdir())
+        job_id = _record(folder)["job_id"]
+        with open(disk / "filler", "wb") as f:  # the disk is full from here on
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        cancel = hpcdist("cancel", job_id, cwd=disk)
+        assert cancel.returncode == 0, cancel.stderr
+        assert cancel.stderr == (f"hpcdist: job {job_id} is cancelled, but its record could not say so "
+                                 f"(No space left on device)\n")
+        _, err = follower.communicate(timeout=60)  # the job ended: the follower too (its end recorded once
+        assert "Traceback" not in err and follower.returncode != 0, err  # the job's run folder freed room, or not)
+    finally:
+        if follower is not None and follower.poll() is None:
+            follower.kill()
+            follower.wait()
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_wait_on_a_job_whose_folder_was_removed_ends_in_one_line(tmp_path):
+    """The job folder removed while `--wait` follows the job: the end it cannot record is one
+    line (it was a traceback), and the follower ends."""
+    import shutil
+    import signal
+
+    (tmp_path / "s.py").write_text("import time\nprint('training', flush=True)\ntime.sleep(300)\n")
+    follower = subprocess.Popen([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--launcher",
+                                 "none", "--wait", "s.py"], cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    root = tmp_path / ".hpcdist" / "jobs"
+    job_id = None
+    try:
+        _wait_for(lambda: _quietly(lambda: "training" in (next(root.iterdir()) / jobs.LOG).read_text()),
+                  "the job to start")
+        folder = next(root.iterdir())
+        job_id = _record(folder)["job_id"]
+        shutil.rmtree(folder)
+        _, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+        if job_id:
+            try:
+                os.killpg(int(job_id), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert "Traceback" not in err and follower.returncode == 1, err
+    assert (f"hpcdist: job {job_id} ended (failed), but its record in {folder} could not say so: "
+            f"No such file or directory") in err
