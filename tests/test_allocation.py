@@ -189,3 +189,53 @@ def test_a_fifo_or_a_device_as_the_node_file_is_refused_at_once(tmp_path):
                               PBS_JOBID="1.server"), capture_output=True, text=True, timeout=30)
         assert (proc.returncode, proc.stderr) == (1, f"hpcdist hostfile: error: PBS_NODEFILE={path!r} is not a "
                                                      f"regular file: a node file lists one host per line\n")
+
+
+def test_hostfile_output_to_a_device_a_fifo_or_a_link_is_written_through(tmp_path):
+    """`hpcdist hostfile -o` renamed a temporary file over what it was given: as root a device
+    (here a real copy of /dev/null made with mknod, not the machine's own) became a regular
+    0600 file, and a link was replaced instead of its target written. Now only a regular file
+    is renamed onto; a device, a FIFO and /dev/stdout are written in place."""
+    import os
+    import stat
+    import subprocess
+    import sys
+    import threading
+
+    from launch import clean_env
+
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("n1\nn1\nn2\n")
+
+    def hostfile(output):
+        return subprocess.run([sys.executable, "-m", "hpcdist", "hostfile", "-o", str(output)],
+                              env=clean_env(PBS_NODEFILE=str(nodefile), PBS_JOBID="1.server"),
+                              capture_output=True, text=True, timeout=60)
+
+    device = tmp_path / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    before = os.lstat(device)
+    assert hostfile(device).returncode == 0
+    assert (os.lstat(device).st_mode, os.lstat(device).st_ino) == (before.st_mode, before.st_ino)
+
+    target = tmp_path / "hosts.txt"
+    target.write_text("old\n")
+    os.chmod(target, 0o644)
+    link = tmp_path / "hostfile"
+    link.symlink_to(target)
+    assert hostfile(link).returncode == 0
+    assert link.is_symlink() and target.read_text() == "n1 slots=2\nn2 slots=1\n"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    assert hostfile(fifo).returncode == 0
+    reader.join(timeout=30)
+    assert got == ["n1 slots=2\nn2 slots=1\n"] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+    proc = hostfile("/dev/stdout")  # stdout a pipe here: written into it, /dev/stdout left alone
+    assert (proc.returncode, proc.stdout) == (0, "n1 slots=2\nn2 slots=1\n")
+    assert os.path.islink("/dev/stdout")
