@@ -12,7 +12,7 @@ import time
 
 from hpcdist import launchers
 from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError
-from hpcdist.logfiles import read_log, read_log_from
+from hpcdist.logfiles import LogCopy, UnreadableLog, read_tail
 from hpcdist.render import render
 from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers import get as get_scheduler
@@ -303,28 +303,39 @@ def exit_status(state: JobStatus) -> int:
 
 
 def log_text(job: Job) -> str | None:
-    """The job's log; for a job that resubmitted itself, each run's log in turn, each under a
-    line that names its job. None while there is none."""
+    """The job's logs as :func:`write_logs` writes them, as one string (``JobHandle.logs()``);
+    None while there is none."""
+    import io
+
+    text = io.StringIO()
+    return text.getvalue() if write_logs(job, text) else None
+
+
+def write_logs(job: Job, out) -> bool:
+    """The job's log to ``out``, a chunk at a time (a 10 GB log in constant memory); for a job
+    that resubmitted itself, each run's log in turn, each under a line that names its job.
+    False while there is none."""
     if job.submitting is not None:
         raise _without_id(job, "it has no log")
     logs: dict[str, str] = {}  # log -> the first job that wrote it
     for job_id, path in job.logs:
         logs.setdefault(path, job_id)
-    parts = []
+    last = None
     for path, job_id in logs.items():
-        try:
-            text = read_log(path)
-        except FileNotFoundError:
+        if not os.path.exists(path):
             continue
-        except OSError as e:  # a folder, a file this user may not read: one line, not a traceback
-            raise JobFolderError(f"cannot read the log of job {job_id} ({path!r}, as {job.path}/record.json "
-                                 f"names it): {e.strerror or e}") from None
-        if parts and not parts[-1].endswith("\n"):
-            parts.append("\n")
+        if last is not None and not last.at_line_start:
+            out.write("\n")
         if len(logs) > 1:
-            text = f"==> hpcdist: job {job_id}, log {path} <==\n" + text
-        parts.append(text)
-    return "".join(parts) if parts else None
+            out.write(f"==> hpcdist: job {job_id}, log {path} <==\n")
+        copy = LogCopy(path)
+        try:
+            if copy.copy(out):
+                last = copy
+        except UnreadableLog as e:  # a folder, a file this user may not read: one line, not a traceback
+            raise JobFolderError(f"cannot read the log of job {job_id} ({path!r}, as {job.path}/record.json "
+                                 f"names it): {e}") from None
+    return last is not None
 
 
 def first_failure(job: Job):
@@ -337,7 +348,7 @@ def first_failure(job: Job):
     except (OSError, ValueError, TypeError):
         agents = False
     try:
-        return from_log(read_log(job.log), agents)
+        return from_log(read_tail(job.log), agents)  # its end: a 10 GB log is not read whole
     except OSError:
         return None
 
@@ -354,24 +365,15 @@ class _LogFollower:
     subjobs write one each (PBS copies each back whole when its subjob ends)."""
 
     def __init__(self, job: Job, out):
-        self.job, self.out, self.offsets = job, out, {}
+        self.job, self.out, self.copies = job, out, {}
 
     def __call__(self) -> None:
         for path in dict.fromkeys(path for _, path in self.job.logs):
-            self.offsets[path] = _print_new_log(path, self.offsets.get(path, 0), self.out)
+            copy = self.copies.setdefault(path, LogCopy(path))
+            try:
+                copy.copy(self.out)
+            except UnreadableLog as e:  # a folder, a file this user may not read: as write_logs says it
+                raise JobFolderError(f"cannot read the log {path!r}: {e}") from None
 
 
-def _print_new_log(path: str, offset: int, out) -> int:
-    try:
-        chunk = read_log_from(path, offset)
-    except FileNotFoundError:
-        return offset
-    except OSError as e:  # a folder, a file this user may not read: as log_text says it
-        raise JobFolderError(f"cannot read the log {path!r}: {e.strerror or e}") from None
-    if chunk:
-        out.write(chunk.decode("utf-8", errors="replace"))
-        out.flush()
-    return offset + len(chunk)
-
-
-__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "exit_status", "log_text", "first_failure", "SubmitError"]
+__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "exit_status", "log_text", "write_logs", "first_failure", "SubmitError"]

@@ -270,3 +270,66 @@ def test_wait_on_a_job_whose_folder_was_removed_ends_in_one_line(tmp_path):
     assert "Traceback" not in err and follower.returncode == 1, err
     assert (f"hpcdist: job {job_id} ended (failed), but its record in {folder} could not say so: "
             f"No such file or directory") in err
+
+
+# -- items 14 and 22: logs in constant memory, and a log that starts again ---------------------------
+
+def test_hpcdist_logs_of_a_huge_log_stays_in_constant_memory(tmp_path):
+    """A 512 MiB log (sparse: the disk holds none of it; the reader reads every byte), its
+    failure report at the end. `hpcdist logs` read it whole into memory (a 1 GiB log took
+    3.9 GB); now it is written a chunk at a time, and the first failure is looked for at its end."""
+    job_id = _submit(tmp_path, "import sys\nsys.exit(3)\n", "--wait", exit_code=3)
+    (name,) = os.listdir(tmp_path / ".hpcdist" / "jobs")
+    log = tmp_path / ".hpcdist" / "jobs" / name / jobs.LOG
+    with open(log, "r+b") as f:
+        f.truncate(512 << 20)
+        f.seek(0, os.SEEK_END)
+        f.write(b"\nthe end of the training\n")
+    measure = ("import resource, subprocess, sys\n"  # the log's end kept, the rest read and dropped
+               "proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)\n"
+               "tail = b''\n"
+               "for chunk in iter(lambda: proc.stdout.read(1 << 20), b''):\n"
+               "    tail = (tail + chunk)[-64:]\n"
+               "proc.wait()\n"
+               "print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, repr(tail))\n")
+    measured = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "hpcdist", "logs", job_id],
+                              cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=300)
+    code, peak_kib, tail = measured.stdout.split(" ", 2)
+    assert code == "0" and "the end of the training" in tail, measured.stdout + measured.stderr
+    assert int(peak_kib) < 150 * 1024, f"hpcdist logs peaked at {int(peak_kib) // 1024} MiB for a 512 MiB log"
+
+
+def test_following_a_log_that_starts_again_shows_the_new_run(tmp_path):
+    """The job's log truncated and written again from its start (as Slurm does when it requeues a
+    job by itself without --open-mode=append; logrotate's copytruncate): `--wait` kept waiting
+    for the log to grow past where it was, and never showed the new run."""
+    import threading
+
+    flag = tmp_path / "go"
+    (tmp_path / "s.py").write_text(
+        "import os, sys, time\n"
+        "print('first run ' + 'x' * 4000, flush=True)\n"
+        f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.1)\n"
+        "os.ftruncate(1, 0); os.lseek(1, 0, os.SEEK_SET)  # the log starts again\n"
+        "print('second run', flush=True)\ntime.sleep(3)\n")
+    follower = subprocess.Popen([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--launcher",
+                                 "none", "--wait", "s.py"], cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    seen, err = [], []
+    reader = threading.Thread(target=lambda: seen.extend(iter(follower.stdout.readline, "")))
+    errors = threading.Thread(target=lambda: err.append(follower.stderr.read()))
+    reader.start()
+    errors.start()
+    try:
+        _wait_for(lambda: any("first run" in line for line in seen), "the follower to show the first run")
+        flag.touch()
+        follower.wait(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+        reader.join(timeout=10)
+        errors.join(timeout=10)
+    assert "second run\n" in seen, (seen[-3:], err)
+    assert "started again (cut short: a requeue, or logrotate); showing it from its start" in err[0]
+    assert follower.returncode == 0

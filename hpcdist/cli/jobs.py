@@ -170,14 +170,13 @@ def run_logs(args: Namespace) -> int:
 
     try:
         job = jobs.find(args.job)
-        text = None if args.follow else sub.log_text(job)
+        if args.follow:
+            return follow(job)
+        # Written as it is read: a long training's log holds gigabytes.
+        if not sub.write_logs(job, sys.stdout):
+            raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
         raise CommandError(str(e)) from None
-    if args.follow:
-        return follow(job)
-    if text is None:
-        raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
-    sys.stdout.write(text)
     sys.stdout.flush()
     try:
         state = sub.status(job)
