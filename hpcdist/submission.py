@@ -128,6 +128,11 @@ def unrecorded(job: Job) -> JobStatus | None:
     pid, started = marked.get("pid"), marked.get("started")
     if isinstance(pid, int) and pid > 1 and started is not None and process_start(pid) == str(started):
         return JobStatus(SUBMITTING, None, "submitting", f"hpcdist submit (pid {pid}) is waiting for the answer")
+    # The submit may have recorded the id and ended since the record was read: read it again
+    # before calling the submission interrupted (a job being recorded was called so).
+    job.reload()
+    if job.submitting is None:
+        return None
     queue = getattr(scheduler_of(job), "queue_command", "")
     look = f"look for job name {job.record.get('job_name')} in `{queue}`" if queue else "look for its process"
     return JobStatus(INTERRUPTED, None, "interrupted",
@@ -135,15 +140,17 @@ def unrecorded(job: Job) -> JobStatus | None:
                      f"may be queued anyway: {look}; once you know, remove {job.path}")
 
 
-def _without_id(job: Job, so: str) -> SubmitError:
-    """For a folder whose submission never recorded an id: what cannot be done, and why."""
-    return SubmitError(f"no job id is recorded in {job.path}, so {so}: {unrecorded(job).reason}")
+def _without_id(job: Job, so: str, pending: JobStatus) -> SubmitError:
+    """For a folder whose submission never recorded an id (``pending``: :func:`unrecorded`'s
+    answer): what cannot be done, and why."""
+    return SubmitError(f"no job id is recorded in {job.path}, so {so}: {pending.reason}")
 
 
 def status(job: Job):
     """The job's state; for a job that resubmitted itself (PBS), its newest id's."""
-    if job.submitting is not None:
-        return unrecorded(job)
+    pending = unrecorded(job)
+    if pending is not None:
+        return pending
     scheduler = scheduler_of(job)
     while True:
         asked = job.current_id
@@ -167,7 +174,9 @@ def statuses(jobs: list[Job]) -> list:
         if not isinstance(job, Job):  # a broken folder: its own row, nothing to ask
             continue
         # A Job's record names a known scheduler and dialect (jobs.Job checks it when read).
-        answers[k] = unrecorded(job) if job.submitting is not None else recorded_end(job)
+        answers[k] = unrecorded(job)
+        if answers[k] is None:  # recorded (perhaps a moment ago: unrecorded read the record again)
+            answers[k] = recorded_end(job)
         if answers[k] is None:
             groups.setdefault((job.scheduler, job.record.get("dialect")), []).append((k, job))
     down: dict = {}
@@ -217,8 +226,9 @@ def recorded_end(job: Job):
 
 
 def cancel(job: Job) -> None:
-    if job.submitting is not None:
-        raise _without_id(job, "hpcdist cannot cancel it")
+    pending = unrecorded(job)
+    if pending is not None:
+        raise _without_id(job, "hpcdist cannot cancel it", pending)
     scheduler_of(job).cancel(job)
 
 
@@ -231,8 +241,9 @@ CONTROLLER_PATIENCE_S = 600.0
 
 def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
     """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
-    if job.submitting is not None:
-        print(f"hpcdist: cannot follow {job.path}: {unrecorded(job).reason}", file=sys.stderr, flush=True)
+    pending = unrecorded(job)
+    if pending is not None:
+        print(f"hpcdist: cannot follow {job.path}: {pending.reason}", file=sys.stderr, flush=True)
         return 1
     last_state, unknown_since = None, None
     follow = _LogFollower(job, out)
@@ -315,8 +326,9 @@ def write_logs(job: Job, out) -> bool:
     """The job's log to ``out``, a chunk at a time (a 10 GB log in constant memory); for a job
     that resubmitted itself, each run's log in turn, each under a line that names its job.
     False while there is none."""
-    if job.submitting is not None:
-        raise _without_id(job, "it has no log")
+    pending = unrecorded(job)
+    if pending is not None:
+        raise _without_id(job, "it has no log", pending)
     logs: dict[str, str] = {}  # log -> the first job that wrote it
     for job_id, path in job.logs:
         logs.setdefault(path, job_id)

@@ -333,3 +333,30 @@ def test_following_a_log_that_starts_again_shows_the_new_run(tmp_path):
     assert "second run\n" in seen, (seen[-3:], err)
     assert "started again (cut short: a requeue, or logrotate); showing it from its start" in err[0]
     assert follower.returncode == 0
+
+
+# -- item 19: status while a submission finishes ---------------------------------------------------
+
+def test_status_read_while_the_submission_records_its_id_is_never_interrupted(tmp_path):
+    """`hpcdist status` read a record still marked "submitting", and by the time it looked for the
+    submit process, that process had recorded the id and ended: the job was called "submission
+    interrupted ... remove <folder>" (3 of 90 snapshots while 32 jobs were submitted). The same
+    order of events, made to happen: the record read while marked, then the final record written
+    and the submitter gone."""
+    from hpcdist import submission
+
+    _submit(tmp_path, "print('done')\n", "--wait")
+    (name,) = os.listdir(tmp_path / ".hpcdist" / "jobs")
+    folder = str(tmp_path / ".hpcdist" / "jobs" / name)
+    final = open(os.path.join(folder, jobs.RECORD)).read()
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a real submitter that has ended: its pid names no process now
+    marked = {**json.loads(final), "job_id": "", jobs.SUBMITTING: {"pid": gone.pid, "started": "1"}}
+    for ask in (lambda job: submission.status(job), lambda job: submission.statuses([job])[0]):
+        with open(os.path.join(folder, jobs.RECORD), "w") as f:
+            json.dump(marked, f)
+        job = jobs.Job(folder)  # read while the submission had not recorded the id
+        with open(os.path.join(folder, jobs.RECORD), "w") as f:
+            f.write(final)  # ... which it then did, and ended
+        state = ask(job)
+        assert (state.state, state.exit_code) == ("COMPLETED", 0), state
