@@ -93,9 +93,20 @@ def _make_private_dirs(path: str) -> None:
 
 
 def cannot_create(path: str, error: OSError) -> str:
-    """The line for a folder ``hpcdist submit`` could not make."""
+    """The line for a folder ``hpcdist submit`` could not make: in a shared project folder, the
+    ``.hpcdist`` another user made first (private to them) is named with its owner."""
+    parent = os.path.dirname(path)
+    try:
+        owner = os.stat(parent).st_uid
+    except OSError:
+        owner = os.geteuid()
+    if owner != os.geteuid() and os.path.basename(parent) == ".hpcdist":
+        return (f"cannot create {shown(path)}: {shown(parent)} belongs to {_user(owner)} and is private to them "
+                f"({error.strerror or error}): hpcdist keeps each user's jobs where only they can write. Submit from "
+                f"a folder of your own (the script may stay here: hpcdist submit {word(os.path.abspath('.'))}/SCRIPT), "
+                f"or ask them to remove {shown(parent)} if they no longer need it")
     return (f"cannot create {shown(path)}: {error.strerror or error}; submit from a folder you can write to, "
-            f"or make {shown(os.path.dirname(path))} writable for you")
+            f"or make {shown(parent)} writable for you")
 
 
 def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
@@ -118,8 +129,9 @@ def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
                else "remove the job folder if the job is not yours or not needed")
     elif os.path.islink(path):
         fix = f"keep jobs in a folder only you can write to: remove the link (rm {word(path)}) and hpcdist makes its own"
-    elif st.st_uid != me:
-        fix = f"move it away (mv {word(path)} {word(path + '.old')}) and hpcdist makes its own"
+    elif st.st_uid != me:  # another user's jobs, in a shared project folder (or a uid no one has now)
+        fix = (f"submit from a folder of your own (the jobs there are that user's), or, once they no longer need "
+               f"them, move it away (mv {word(path)} {word(path + '.old')}) and hpcdist makes its own")
     else:
         fix = f"chmod go-w {word(path)}"
     raise JobFolderError(f"{what} {where} is {owner}, {mode}; hpcdist follows no job another user could have "

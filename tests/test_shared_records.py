@@ -360,3 +360,52 @@ def test_status_read_while_the_submission_records_its_id_is_never_interrupted(tm
             f.write(final)  # ... which it then did, and ended
         state = ask(job)
         assert (state.state, state.exit_code) == ("COMPLETED", 0), state
+
+
+# -- item 18: a shared project folder ----------------------------------------------------------------
+
+def _as(user: str, *argv: str, cwd) -> subprocess.CompletedProcess:
+    """``hpcdist ARGV`` run by ``user`` (runuser), with this checkout and the test environment's
+    packages: this interpreter lives under root's home, which another user cannot enter, so the
+    system's python3 runs it (the same minor version)."""
+    import sysconfig
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(jobs.__file__)))
+    path = f"{here}:{sysconfig.get_paths()['purelib']}"
+    return subprocess.run(["runuser", "-u", user, "--", "env", f"PYTHONPATH={path}", "/usr/bin/python3", "-m",
+                           "hpcdist", *argv], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_the_second_user_of_a_shared_project_folder_is_told_whose_jobs_folder_it_is(colleague, shared_folder):
+    """Two real users, one sticky project folder. The first to submit makes .hpcdist, private to
+    them; the second was told "Permission denied; submit from a folder you can write to" (they
+    can), or as root "move it away" (the other user's jobs). Now the line names the owner and
+    the way out, and nothing is written."""
+    name, uid = colleague
+    with open(os.path.join(shared_folder, "t.py"), "w") as f:
+        f.write("print('hello')\n")
+    os.chmod(os.path.join(shared_folder, "t.py"), 0o644)
+    first = hpcdist("submit", "--scheduler", "local", "--launcher", "none", "--wait", "t.py", cwd=shared_folder)
+    assert first.returncode == 0, first.stderr
+    second = _as(name, "submit", "--scheduler", "local", "--launcher", "none", "t.py", cwd=shared_folder)
+    assert (second.returncode, second.stdout) == (1, "")
+    assert second.stderr == (f"hpcdist submit: error: cannot create .hpcdist/jobs: .hpcdist belongs to root (uid 0) "
+                             f"and is private to them (Permission denied): hpcdist keeps each user's jobs where "
+                             f"only they can write. Submit from a folder of your own (the script may stay here: "
+                             f"hpcdist submit {shared_folder}/SCRIPT), or ask them to remove .hpcdist if they no "
+                             f"longer need it\n")
+    # The other way round: the colleague's jobs folder, and root submitting.
+    import shutil
+
+    shutil.rmtree(os.path.join(shared_folder, ".hpcdist"))
+    theirs = _as(name, "submit", "--scheduler", "local", "--launcher", "none", "--python", "python3", "t.py",
+                 cwd=shared_folder)
+    assert theirs.returncode == 0, theirs.stderr
+    mine = hpcdist("submit", "--scheduler", "local", "--launcher", "none", "t.py", cwd=shared_folder)
+    assert mine.returncode == 1
+    assert mine.stderr.startswith(f"hpcdist submit: error: the jobs folder .hpcdist/jobs is owned by {name} "
+                                  f"(uid {uid}), not by you, mode 700; ")
+    assert mine.stderr.endswith(": submit from a folder of your own (the jobs there are that user's), or, once "
+                                "they no longer need them, move it away (mv .hpcdist/jobs .hpcdist/jobs.old) and "
+                                "hpcdist makes its own\n")
+    assert len(os.listdir(os.path.join(shared_folder, ".hpcdist", "jobs"))) == 1  # the colleague's alone
