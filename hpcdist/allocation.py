@@ -130,11 +130,15 @@ class Allocation:
 
 
 def check_host(host, source: str) -> None:
-    """A host name as launchers and ssh read it: one printable word that no command takes for
-    an option (a name from a node file is handed to mpirun, pdsh and ssh)."""
-    if not host or host[0] == "-" or not host.isprintable() or host.split() != [host] or "\ufeff" in host:
-        raise AllocationError(f"bad host name {host!r} in the allocation from {source}: a host name is one "
-                              f"printable word that does not begin with '-'")
+    """A host name as launchers and ssh read it: ASCII letters, digits and ``- . _``, not first
+    ``-`` or ``.``, so that no command takes it for an option (a name from a node file is handed
+    to mpirun, pdsh and ssh: ``-oProxyCommand=...`` ran a command) and no byte-order mark, NUL or
+    U+FFFD (a byte that was not UTF-8) reaches a hostfile. String methods only, no ``re``: every
+    rank reads the allocation."""
+    if not (host and host.isascii() and host[0] not in "-." and len(host) <= 253
+            and host.replace("-", "a").replace(".", "a").replace("_", "a").isalnum()):
+        raise AllocationError(f"bad host name {ascii(host)} in the allocation from {source}: a host name is ASCII "
+                              f"letters, digits and - . _, and does not begin with '-' or '.'")
 
 
 def this_host(slots: int = 1) -> Allocation:

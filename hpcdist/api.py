@@ -71,7 +71,10 @@ def submit(script: str, *script_args: str, profile: str | None = None, **options
     """Render, write and submit a job for ``script``; see the module docstring."""
     if isinstance(options.get("env"), dict):
         options["env"] = [f"{k}={v}" for k, v in options["env"].items()]
-    spec = build(load_profile(profile), {**options, "script": script, "script_args": list(script_args)})
+    chosen = load_profile(profile)
+    for note in chosen.notes:  # a profile file ignored (another user's), the default chosen
+        print(f"hpcdist: {note}", file=sys.stderr)
+    spec = build(chosen, {**options, "script": script, "script_args": list(script_args)})
     return JobHandle(_submission.submit(spec))
 
 

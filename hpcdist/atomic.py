@@ -2,7 +2,8 @@
 
 The temporary file has an unpredictable name (``mkstemp``: created with
 O_EXCL, never through a link someone planted), and the file is private to
-the user unless ``mode`` says otherwise.
+the user unless ``mode`` says otherwise. :func:`write_output`, for a file the
+user names (``-o FILE``), renames only onto a regular file.
 """
 
 from __future__ import annotations
@@ -27,3 +28,21 @@ def write_text_atomic(path: str, text: str, mode: int = 0o600) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_output(path: str, text: str) -> None:
+    """``text`` into the file a user named: a regular file (or a new one) whole, by rename, onto
+    what a link names (the link stays a link); anything else (``/dev/stdout``, ``/dev/null``, a
+    FIFO, a terminal) written in place, as a shell's ``>`` would: a rename would replace the
+    device with a regular file (as root), or fail in /dev (as a user)."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    write_text_atomic(os.path.realpath(path), text, 0o600 if st is None else stat.S_IMODE(st.st_mode))

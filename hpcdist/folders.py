@@ -93,9 +93,20 @@ def _make_private_dirs(path: str) -> None:
 
 
 def cannot_create(path: str, error: OSError) -> str:
-    """The line for a folder ``hpcdist submit`` could not make."""
+    """The line for a folder ``hpcdist submit`` could not make: in a shared project folder, the
+    ``.hpcdist`` another user made first (private to them) is named with its owner."""
+    parent = os.path.dirname(path)
+    try:
+        owner = os.stat(parent).st_uid
+    except OSError:
+        owner = os.geteuid()
+    if owner != os.geteuid() and os.path.basename(parent) == ".hpcdist":
+        return (f"cannot create {shown(path)}: {shown(parent)} belongs to {_user(owner)} and is private to them "
+                f"({error.strerror or error}): hpcdist keeps each user's jobs where only they can write. Submit from "
+                f"a folder of your own (the script may stay here: hpcdist submit {word(os.path.abspath('.'))}/SCRIPT), "
+                f"or ask them to remove {shown(parent)} if they no longer need it")
     return (f"cannot create {shown(path)}: {error.strerror or error}; submit from a folder you can write to, "
-            f"or make {shown(os.path.dirname(path))} writable for you")
+            f"or make {shown(parent)} writable for you")
 
 
 def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
@@ -105,30 +116,43 @@ def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
         st = os.stat(path) if st is None else st
     except OSError as e:
         raise JobFolderError(f"{what} {shown(path)} cannot be read: {e.strerror or e}") from None
-    me = os.geteuid()
-    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    if st.st_uid == me and not writable:
+    problem = not_ours(st)
+    if problem is None:
         return
+    me = os.geteuid()
     where = shown(path)
     if os.path.islink(path):
         where += f" (a link to {os.path.realpath(path)})"
+    owner, mode = problem
+    if what != "the jobs folder":
+        fix = (f"check that no one changed it, then chmod go-w {word(path)}" if st.st_uid == me
+               else "remove the job folder if the job is not yours or not needed")
+    elif os.path.islink(path):
+        fix = f"keep jobs in a folder only you can write to: remove the link (rm {word(path)}) and hpcdist makes its own"
+    elif st.st_uid != me:  # another user's jobs, in a shared project folder (or a uid no one has now)
+        fix = (f"submit from a folder of your own (the jobs there are that user's), or, once they no longer need "
+               f"them, move it away (mv {word(path)} {word(path + '.old')}) and hpcdist makes its own")
+    else:
+        fix = f"chmod go-w {word(path)}"
+    raise JobFolderError(f"{what} {where} is {owner}, {mode}; hpcdist follows no job another user could have "
+                         f"{'planted there' if what == 'the jobs folder' else 'written'}: {fix}")
+
+
+def not_ours(st: os.stat_result) -> tuple[str, str] | None:
+    """None for a file (``st``: its stat) owned by this user and writable by no one else; else
+    ``(owner, mode)`` as a message says them: "owned by bob (uid 1001), not by you", "mode 666
+    (others can write it)"."""
+    me = os.geteuid()
+    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if st.st_uid == me and not writable:
+        return None
     owner = f"owned by {_user(st.st_uid)}" + (", not by you" if st.st_uid != me else "")
     mode = f"mode {stat.S_IMODE(st.st_mode):o}"
     if writable and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX:
         mode += " (sticky: others cannot remove what is yours, but can add their own)"
     elif writable:
         mode += " (others can write it)"
-    if what != "the jobs folder":
-        fix = (f"check that no one changed it, then chmod go-w {word(path)}" if st.st_uid == me
-               else "remove the job folder if the job is not yours or not needed")
-    elif os.path.islink(path):
-        fix = f"keep jobs in a folder only you can write to: remove the link (rm {word(path)}) and hpcdist makes its own"
-    elif st.st_uid != me:
-        fix = f"move it away (mv {word(path)} {word(path + '.old')}) and hpcdist makes its own"
-    else:
-        fix = f"chmod go-w {word(path)}"
-    raise JobFolderError(f"{what} {where} is {owner}, {mode}; hpcdist follows no job another user could have "
-                         f"{'planted there' if what == 'the jobs folder' else 'written'}: {fix}")
+    return owner, mode
 
 
 def _user(uid: int) -> str:

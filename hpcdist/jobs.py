@@ -1,5 +1,5 @@
 """The job folder, ``.hpcdist/jobs/<name>-<time>/``: this module is the only code that reads or
-writes one (the job script writes two of its files, with the lines :func:`script_context` gives it).
+writes one (the job script writes two of its files, with the lines :mod:`hpcdist.job_files` gives it).
 
 Its files:
 
@@ -10,7 +10,7 @@ Its files:
   from then on), and again with the id once the scheduler gave it; a record still marked is a
   submission that never finished. A submission the scheduler refused leaves no folder.
 - ``job.log`` (:data:`LOG`): the job's output, unless ``--output`` put it elsewhere; a job that
-  resubmitted itself (PBS) writes one log per run (:func:`restart_log`).
+  resubmitted itself (PBS) writes one log per run (:func:`restart_log`); :mod:`hpcdist.logfiles` reads them.
 - ``runs`` (:data:`RUNS`): one line per event, appended: ``start <time> <id> <host>`` by each
   start of the script, ``resubmitted <time> <id> <log>`` by ``hpcdist requeue`` (PBS).
 - ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
@@ -34,7 +34,7 @@ from hpcdist.folders import (JobFolderError, cannot_create, check_ours, looks_li
                              unreadable, usable_root, word)
 from hpcdist.schedulers import QUEUED
 from hpcdist.shell import Shell, quote
-from hpcdist.subjobs import exit_file_shell, indexed, logs_of
+from hpcdist.subjobs import indexed, logs_of
 
 #: Where the job folders are: ``.hpcdist/jobs`` of the current folder, or $HPCDIST_JOBS_DIR (set by a
 #: laptop's hpcdist on the login node, whose job runs from its code snapshot: hpcdist.remote).
@@ -152,9 +152,28 @@ class Job:
         with open(os.path.join(self.path, SPEC), encoding="utf-8") as f:
             return json.load(f)
 
+    def reload(self) -> None:
+        """The record as on disk now (a cancel from another shell); the copy stays if unreadable."""
+        try:
+            self.record = _read_record(self.path)
+        except (OSError, JobFolderError):
+            pass
+
     def update(self, **changes) -> None:
-        self.record.update(changes)
-        _write_record(self.path, _record_text(self.record))
+        """Set ``changes`` in the record on disk, read again under the folder's lock: a follower's
+        copy from before a cancel dropped its ``cancelled``. OSError or JobFolderError."""
+        import fcntl  # not at the top: only a command that writes a record needs it
+
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:  # another update waits; a file system without flock (some NFS) goes unlocked
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                pass
+            self.record = {**_read_record(self.path), **changes}
+            _write_record(self.path, _record_text(self.record))
+        finally:
+            os.close(fd)  # and the lock with it
 
 
 class Draft:
@@ -366,23 +385,6 @@ def restart_log(log: str, restart: int) -> str:
     return f"{stem}.restart{restart}{ext}"
 
 
-# -- The logs ----------------------------------------------------------------------------------
-
-def read_log(path: str) -> str:
-    """A log's text; bytes that are not UTF-8 are replaced (a log holds whatever the job
-    printed). OSError when it cannot be read (FileNotFoundError before the job wrote it)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
-
-
-def read_log_from(path: str, offset: int) -> bytes:
-    """What a log gained past ``offset`` bytes (b"" when nothing), to follow it as it grows:
-    bytes, as a character may be cut at the end. FileNotFoundError before the job wrote it."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read()
-
-
 # -- The local runner --------------------------------------------------------------------------
 
 def write_runner(folder: str, pid: int, started: str | None) -> None:
@@ -404,30 +406,12 @@ def read_runner(folder: str) -> tuple[str, str] | None:
     return pid, started
 
 
-# -- What the job script needs -----------------------------------------------------------------
+# -- What the job script needs (the rest is hpcdist/job_files.py's) --------------------------------
 
 def _in_script(folder: str, name: str) -> str:
     # Joined as the template always did ("folder/name", even after a trailing "/"): the
     # rendered scripts stay byte-identical.
     return f"{folder}/{name}"
-
-
-def script_context(folder: str | None, index_variable: str | None = None,
-                   job_id_variable: str = "HPCDIST_JOB_ID") -> dict | None:
-    """What the job script writes into its folder, for the template (``job_files``): the folder's
-    path (the renderer quotes it; the script holds it once, as ``$job_dir``), the other files as
-    shell words and lines under it (:class:`~hpcdist.shell.Shell`). None without a folder
-    (``hpcdist render``): the script then records nothing. An array's subjob (its index in
-    ``index_variable``) writes an exit-code file of its own."""
-    if not folder:
-        return None
-    exit_file = f'"$job_dir/{EXIT_CODE}"'
-    return {
-        "folder": folder,
-        "exit_code_file": Shell(exit_file_shell(exit_file, index_variable) if index_variable else exit_file),
-        "write_exit_code": Shell(write_exit_code_shell("$exit_file")),
-        "record_start": Shell(start_line_shell(Shell('"$job_dir"'), job_id_variable)),
-    }
 
 
 class Broken:
@@ -444,27 +428,39 @@ class Broken:
 
 
 def find(ref: str, root: str = JOBS_DIR) -> Job:
-    """A job by its id, its folder name, or a folder path. JobNotFound when there is none,
-    JobFolderError when its folder (or the jobs folder) cannot be used."""
-    job = _lookup(ref, root)
-    if isinstance(job, Broken):
-        raise JobFolderError(job.problem)
-    return job
+    """A job by its id, its folder name, or a folder path. JobNotFound when there is none, or
+    when the id names several folders (the message names them); JobFolderError when its folder
+    (or the jobs folder) cannot be used."""
+    found = _lookup(ref, root)
+    if len(found) > 1:
+        # Ids come round again (a local job's pid; a scheduler whose state was wiped): the wrong
+        # one would be cancelled, or said to have ended while the other runs.
+        folders = ", ".join(shown(job.path) for job in found)
+        raise JobNotFound(f"job id {ref} names {len(found)} job folders (an id used again): {folders}; "
+                          f"give the folder instead of the id (e.g. {word(found[-1].path)})")
+    if isinstance(found[0], Broken):
+        raise JobFolderError(found[0].problem)
+    return found[0]
 
 
 def select(refs: list[str], root: str = JOBS_DIR) -> list:
-    """The jobs ``refs`` name (all when none), each a :class:`Job` or a :class:`Broken` folder.
-    JobNotFound for a ref that names none; JobFolderError when the jobs folder cannot be used."""
-    return [_lookup(ref, root) for ref in refs] if refs else scan(root)
+    """The jobs ``refs`` name (all when none; every folder of an id used again), each a
+    :class:`Job` or a :class:`Broken` folder. JobNotFound for a ref that names none;
+    JobFolderError when the jobs folder cannot be used."""
+    return [job for ref in refs for job in _lookup(ref, root)] if refs else scan(root)
 
 
-def _lookup(ref: str, root: str):
+def _lookup(ref: str, root: str) -> list:
+    """The folders ``ref`` names, oldest first: one path or folder name, or every job of an id."""
     if os.path.isfile(os.path.join(ref, RECORD)):
-        return _open(os.path.abspath(ref))
+        return [_open(os.path.abspath(ref))]
     found = scan(root)
-    for job in found:
-        if ref == os.path.basename(job.path) or (isinstance(job, Job) and ref == job.job_id):
-            return job
+    named = [job for job in found if ref == os.path.basename(job.path)]
+    if not named:
+        named = sorted((job for job in found if isinstance(job, Job) and ref == job.job_id),
+                       key=lambda job: job.record.get("submitted_at") or 0)
+    if named:
+        return named
     broken = sum(isinstance(job, Broken) for job in found)
     unread = f" ({broken} job folder(s) there cannot be read: `hpcdist status` says why)" if broken else ""
     raise JobNotFound(f"no job {ref!r} in {root}{unread}: `hpcdist status` lists the jobs submitted from here")

@@ -71,9 +71,11 @@ class Profile(dict):
     later error about one of them names the file and the key instead of a flag nobody typed."""
 
     def __init__(self, values=(), path: str = "", name: str = "", written: dict | None = None,
-                 where: dict | None = None):
+                 where: dict | None = None, notes: list[str] | None = None):
         super().__init__(values)
         self.path, self.name, self.written = path, name, written or {}
+        #: Lines for the user: profile files ignored, the default chosen (:func:`load_profile`).
+        self.notes = notes or []
         #: key -> the file that set it, where it differs from ``path`` (a preset under the user's profile).
         self.where = where or {}
 
@@ -98,14 +100,23 @@ def user_file() -> str:
     return os.path.join(base, "hpcdist", "config.toml")
 
 
-def _load(path: str) -> dict:
-    """The file's tables, its top level checked: only ``default`` (a string) and ``profiles`` (tables)."""
+class Untrusted(ProfileError):
+    """A profile file another user wrote or could write: ignored, and the message says so."""
+
+
+def _load(path: str, mine: bool = True) -> dict:
+    """The file's tables, its top level checked: only ``default`` (a string) and ``profiles`` (tables).
+    ``mine``: the file must be the user's alone (:class:`Untrusted` otherwise), as checked on the
+    file opened: a profile's ``setup``, ``sources``, ``python`` and ``env_expand`` run in the job,
+    and a project folder is often shared (a colleague's file, or anyone's in a sticky folder)."""
     try:  # not at the top: a render with no profile file reads no TOML (tomllib costs it 4%)
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib
     try:
         with open(path, "rb") as f:
+            if mine:
+                _check_mine(path, os.fstat(f.fileno()))
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{path} is not valid TOML: {e}") from None
@@ -126,29 +137,62 @@ def _load(path: str) -> dict:
     return data
 
 
+def _check_mine(path: str, st: os.stat_result) -> None:
+    from hpcdist.folders import not_ours  # not at the top: pwd, only when a profile file is read
+
+    problem = not_ours(st)
+    if problem is not None:
+        owner, mode = problem
+        fix = (f"chmod go-w {path}" if owner.endswith(")") else
+               "copy what you trust into a file of your own (~/.config/hpcdist/config.toml), or give it as flags")
+        raise Untrusted(f"ignored {path}: it is {owner}, {mode}; hpcdist reads only profile files that are yours "
+                        f"and that no one else can write (a profile's setup, sources and python run in your jobs): "
+                        f"{fix}")
+
+
+def _found(files: list[str], notes: list[str]) -> list[tuple[str, dict]]:
+    """``(path, tables)`` of each file that exists and is the user's alone; a line in ``notes`` for each ignored."""
+    found = []
+    for path in files:
+        if os.path.isfile(path):
+            try:
+                found.append((path, _load(path)))
+            except Untrusted as e:
+                notes.append(str(e))
+    return found
+
+
 def load_profile(name: str | None, files: list[str] | None = None) -> dict:
-    """The values of profile ``name`` (or of the ``default`` one), checked; {} when none applies."""
+    """The values of profile ``name`` (or of the ``default`` one), checked; {} when none applies.
+    Its ``notes``: a line for each profile file ignored (another user's), and which profile a
+    file's ``default`` chose, for the user to see (the caller prints them)."""
     if name is None and os.environ.get(NO_DEFAULT):
         return Profile()
     files = files if files is not None else [PROJECT_FILE, user_file()]
-    found = [(path, _load(path)) for path in files if os.path.isfile(path)]
+    notes: list[str] = []
+    found = _found(files, notes)
     chosen_by = ""
     if name is None:
         name, chosen_by = next(((data["default"], f" (the default in {path})") for path, data in found
                                 if "default" in data), (None, ""))
         if name is None:
-            return Profile()
+            return Profile(notes=notes)
+        notes.append(f"using profile {name}{chosen_by}; --profile NAME chooses another")
     mine = next(((path, data["profiles"][name]) for path, data in found if name in data.get("profiles", {})), None)
     preset = presets().get(name)
     if preset is not None:
-        base = _check(_load(preset)["profiles"][name], name, preset)
-        return base if mine is None else _check(mine[1], name, mine[0]).over(base)
+        base = _check(_load(preset, mine=False)["profiles"][name], name, preset)
+        profile = base if mine is None else _check(mine[1], name, mine[0]).over(base)
+        profile.notes = notes
+        return profile
     if mine is not None:
-        return _check(mine[1], name, mine[0])
+        profile = _check(mine[1], name, mine[0])
+        profile.notes = notes
+        return profile
     where = " or ".join(files)
     known = sorted({p for _, data in found for p in data.get("profiles", {})})
     raise ProfileError(f"no profile {name!r}{chosen_by} in {where}" + (f"; known: {', '.join(known)}" if known else "")
-                       + f"; site presets: {', '.join(presets())}")
+                       + f"; site presets: {', '.join(presets())}" + "".join(f"; {note}" for note in notes if note.startswith("ignored ")))
 
 
 def describe(name: str | None = None, files: list[str] | None = None) -> str:
@@ -157,12 +201,14 @@ def describe(name: str | None = None, files: list[str] | None = None) -> str:
     files = files if files is not None else [PROJECT_FILE, user_file()]
     shipped = presets()
     if name is None:
-        found = [(path, _load(path)) for path in files if os.path.isfile(path)]
+        notes: list[str] = []
+        found = _found(files, notes)
         rows = [(n, path) for path, data in found for n in data.get("profiles", {})]
         rows += [(n, f"site preset ({path})") for n, path in shipped.items()]
         width = max((len(n) for n, _ in rows), default=0)
         lines = [f"{n:<{width}}  {where}" for n, where in rows]
-        return "\n".join(lines + ["", "hpcdist profiles NAME shows one; use it with --profile NAME."]) + "\n"
+        return "\n".join(lines + [f"# {note}" for note in notes]
+                         + ["", "hpcdist profiles NAME shows one; use it with --profile NAME."]) + "\n"
     profile = load_profile(name, files)  # checked, and an error names what exists
     out = []
     if name in shipped:
@@ -173,6 +219,7 @@ def describe(name: str | None = None, files: list[str] | None = None) -> str:
     if mine:
         out.append(f"# Your settings{' over the preset' if out else ''}, from {profile.path}:")
         out += [f"{raw_key} = {_toml(value)}" for _, (raw_key, value) in mine]
+    out += [f"# {note}" for note in profile.notes if note.startswith("ignored ")]
     return "\n".join(out) + "\n"
 
 

@@ -19,7 +19,7 @@ import functools
 import os
 import textwrap
 
-from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
+from hpcdist import __version__, containers, job_files, jobs, launchers, schedulers, validate
 from hpcdist.launchers.mpi import MPI_ENV
 from hpcdist.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
@@ -149,16 +149,44 @@ def environment(user_template: str | None = None, user_dir: str | None = None):
     return _environment(folder, user_dir)
 
 
+#: The most characters (or items, or bits) one ``*`` or ``**`` of a template may make.
+MAX_TEMPLATE_VALUE = 1_000_000
+
+#: Python's own errors a template's expression can raise (``{{ 1/0 }}``, ``{{ 'a' + 1 }}``, a
+#: macro that calls itself, a number of 5,000 digits): one line each, as Jinja's own.
+TEMPLATE_RUNTIME_ERRORS = (ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError,
+                           MemoryError)
+
+
+class TemplateTooBig(ArithmeticError):
+    """A template's ``*`` or ``**`` past :data:`MAX_TEMPLATE_VALUE`."""
+
+
 def _sandbox_class():
     from jinja2.sandbox import SandboxedEnvironment  # see the note at the top
 
     class _Sandbox(SandboxedEnvironment):
         """Jinja's sandbox (no ``_``-attributes, no function internals), and no call to a
-        method of hpcdist's own objects: the values a template gets are to read."""
+        method of hpcdist's own objects: the values a template gets are to read. ``*`` and
+        ``**`` are bounded (:data:`MAX_TEMPLATE_VALUE`): ``'x' * 10**9`` took 20 s and 1.7 GB."""
+
+        intercepted_binops = frozenset(["*", "**"])
 
         def is_safe_callable(self, obj) -> bool:
             module = getattr(obj, "__module__", None) or ""
             return super().is_safe_callable(obj) and module.split(".")[0] != "hpcdist"
+
+        def call_binop(self, context, operator, left, right):
+            if operator == "*":
+                for seq, times in ((left, right), (right, left)):
+                    if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and \
+                            len(seq) * times > MAX_TEMPLATE_VALUE:
+                        raise TemplateTooBig(f"{len(seq)} item(s) times {times} is more than a job script holds "
+                                             f"({MAX_TEMPLATE_VALUE:,})")
+            elif isinstance(left, int) and isinstance(right, int) and right > 0 and \
+                    max(left.bit_length(), 1) * right > MAX_TEMPLATE_VALUE:
+                raise TemplateTooBig(f"{left} ** {right} is a larger number than a job script holds")
+            return super().call_binop(context, operator, left, right)
 
     return _Sandbox
 
@@ -221,12 +249,12 @@ def _check_folder(path: str, what: str) -> str:
 
 
 def _job_files(job_dir: str | None, spec, scheduler):
-    """The job folder's files as the script writes them (:mod:`hpcdist.jobs`); None without a
+    """The job folder's files as the script writes them (:mod:`hpcdist.job_files`); None without a
     folder (`hpcdist render`)."""
     if not job_dir:
         return None
-    return jobs.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
-                               scheduler.job_id_variable)
+    return job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
+                                    scheduler.job_id_variable, scheduler.recorded_id_shell)
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
@@ -248,9 +276,12 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
     launcher = launchers.get(spec.launcher)
     import jinja2  # imported by environment() already
 
+    context = _context(spec, scheduler, launcher, command_line, workdir, job_dir)
     try:
-        return env.get_template(name).render(**_context(spec, scheduler, launcher, command_line, workdir, job_dir))
-    except jinja2.TemplateError as e:
+        return env.get_template(name).render(**context)
+    except validate.ValidationError:  # a value a filter refused: its own message
+        raise
+    except (jinja2.TemplateError, *TEMPLATE_RUNTIME_ERRORS) as e:
         raise _template_error(e, env, name) from None
 
 
@@ -267,16 +298,20 @@ def _template_error(error, env, name: str) -> validate.ValidationError:
     if isinstance(error, SecurityError):
         rule = (f"{str(error).rstrip('.')}: a template may read the values it is given and use filters and macros, "
                 "not reach Python or call hpcdist's methods.")
+    elif isinstance(error, TemplateTooBig):
+        rule = f"{error}."
+    elif isinstance(error, RecursionError):
+        rule = "RecursionError: a macro calls itself without end."
     else:
-        rule = f"{type(error).__name__}: {error.message or error}."
+        rule = f"{type(error).__name__}: {getattr(error, 'message', None) or error}."
     return validate.ValidationError("template", f"{where}:{line}" if line else where, rule,
                                     "Fix the template (hpcdist/schedulers/TEMPLATES.md says what it gets), or use hpcdist's own.")
 
 
 def _template_file(env, name: str) -> str:
     """The file ``name`` was loaded from, for messages (the name itself when not found)."""
-    try:
-        return env.get_template(name).filename or name
+    try:  # its source alone: a template that fails to compile (a number of 5,000 digits) is still named
+        return env.loader.get_source(env, name)[1] or name
     except Exception:  # noqa: BLE001 - only for the message: the template may not even load
         return name
 

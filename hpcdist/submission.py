@@ -11,7 +11,8 @@ import threading
 import time
 
 from hpcdist import launchers
-from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError, read_log, read_log_from
+from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError
+from hpcdist.logfiles import LogCopy, UnreadableLog, read_tail
 from hpcdist.render import render
 from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers import get as get_scheduler
@@ -127,6 +128,11 @@ def unrecorded(job: Job) -> JobStatus | None:
     pid, started = marked.get("pid"), marked.get("started")
     if isinstance(pid, int) and pid > 1 and started is not None and process_start(pid) == str(started):
         return JobStatus(SUBMITTING, None, "submitting", f"hpcdist submit (pid {pid}) is waiting for the answer")
+    # The submit may have recorded the id and ended since the record was read: read it again
+    # before calling the submission interrupted (a job being recorded was called so).
+    job.reload()
+    if job.submitting is None:
+        return None
     queue = getattr(scheduler_of(job), "queue_command", "")
     look = f"look for job name {job.record.get('job_name')} in `{queue}`" if queue else "look for its process"
     return JobStatus(INTERRUPTED, None, "interrupted",
@@ -134,15 +140,17 @@ def unrecorded(job: Job) -> JobStatus | None:
                      f"may be queued anyway: {look}; once you know, remove {job.path}")
 
 
-def _without_id(job: Job, so: str) -> SubmitError:
-    """For a folder whose submission never recorded an id: what cannot be done, and why."""
-    return SubmitError(f"no job id is recorded in {job.path}, so {so}: {unrecorded(job).reason}")
+def _without_id(job: Job, so: str, pending: JobStatus) -> SubmitError:
+    """For a folder whose submission never recorded an id (``pending``: :func:`unrecorded`'s
+    answer): what cannot be done, and why."""
+    return SubmitError(f"no job id is recorded in {job.path}, so {so}: {pending.reason}")
 
 
 def status(job: Job):
     """The job's state; for a job that resubmitted itself (PBS), its newest id's."""
-    if job.submitting is not None:
-        return unrecorded(job)
+    pending = unrecorded(job)
+    if pending is not None:
+        return pending
     scheduler = scheduler_of(job)
     while True:
         asked = job.current_id
@@ -166,7 +174,9 @@ def statuses(jobs: list[Job]) -> list:
         if not isinstance(job, Job):  # a broken folder: its own row, nothing to ask
             continue
         # A Job's record names a known scheduler and dialect (jobs.Job checks it when read).
-        answers[k] = unrecorded(job) if job.submitting is not None else recorded_end(job)
+        answers[k] = unrecorded(job)
+        if answers[k] is None:  # recorded (perhaps a moment ago: unrecorded read the record again)
+            answers[k] = recorded_end(job)
         if answers[k] is None:
             groups.setdefault((job.scheduler, job.record.get("dialect")), []).append((k, job))
     down: dict = {}
@@ -216,8 +226,9 @@ def recorded_end(job: Job):
 
 
 def cancel(job: Job) -> None:
-    if job.submitting is not None:
-        raise _without_id(job, "hpcdist cannot cancel it")
+    pending = unrecorded(job)
+    if pending is not None:
+        raise _without_id(job, "hpcdist cannot cancel it", pending)
     scheduler_of(job).cancel(job)
 
 
@@ -230,12 +241,14 @@ CONTROLLER_PATIENCE_S = 600.0
 
 def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
     """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
-    if job.submitting is not None:
-        print(f"hpcdist: cannot follow {job.path}: {unrecorded(job).reason}", file=sys.stderr, flush=True)
+    pending = unrecorded(job)
+    if pending is not None:
+        print(f"hpcdist: cannot follow {job.path}: {pending.reason}", file=sys.stderr, flush=True)
         return 1
     last_state, unknown_since = None, None
     follow = _LogFollower(job, out)
     while True:
+        job.reload()  # a cancel from another shell says so in the record: read it, never overwrite it
         state = status(job)
         down = state.raw == UNREACHABLE
         if state.state == "UNKNOWN":
@@ -271,7 +284,11 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             end = {"state": state.state, "exit_code": state.exit_code}
             if not state.raw.endswith(UNCONFIRMED):  # the scheduler's word: `status` needs not ask again
                 end.update(reason=state.reason, ended_id=job.current_id)  # the id it is about (recorded_end)
-            job.update(**end)
+            try:
+                job.update(**end)
+            except (OSError, JobFolderError) as e:  # a full disk, a folder removed: the end is told all the same
+                print(f"hpcdist: job {job.job_id} ended ({state.state.lower()}), but its record in {job.path} could "
+                      f"not say so: {getattr(e, 'strerror', None) or e}", file=sys.stderr, flush=True)
             if state.state != "COMPLETED":
                 print_first_failure(job)
             if state.state == TIMEOUT:
@@ -297,28 +314,40 @@ def exit_status(state: JobStatus) -> int:
 
 
 def log_text(job: Job) -> str | None:
-    """The job's log; for a job that resubmitted itself, each run's log in turn, each under a
-    line that names its job. None while there is none."""
-    if job.submitting is not None:
-        raise _without_id(job, "it has no log")
+    """The job's logs as :func:`write_logs` writes them, as one string (``JobHandle.logs()``);
+    None while there is none."""
+    import io
+
+    text = io.StringIO()
+    return text.getvalue() if write_logs(job, text) else None
+
+
+def write_logs(job: Job, out) -> bool:
+    """The job's log to ``out``, a chunk at a time (a 10 GB log in constant memory); for a job
+    that resubmitted itself, each run's log in turn, each under a line that names its job.
+    False while there is none."""
+    pending = unrecorded(job)
+    if pending is not None:
+        raise _without_id(job, "it has no log", pending)
     logs: dict[str, str] = {}  # log -> the first job that wrote it
     for job_id, path in job.logs:
         logs.setdefault(path, job_id)
-    parts = []
+    last = None
     for path, job_id in logs.items():
-        try:
-            text = read_log(path)
-        except FileNotFoundError:
+        if not os.path.exists(path):
             continue
-        except OSError as e:  # a folder, a file this user may not read: one line, not a traceback
-            raise JobFolderError(f"cannot read the log of job {job_id} ({path!r}, as {job.path}/record.json "
-                                 f"names it): {e.strerror or e}") from None
-        if parts and not parts[-1].endswith("\n"):
-            parts.append("\n")
+        if last is not None and not last.at_line_start:
+            out.write("\n")
         if len(logs) > 1:
-            text = f"==> hpcdist: job {job_id}, log {path} <==\n" + text
-        parts.append(text)
-    return "".join(parts) if parts else None
+            out.write(f"==> hpcdist: job {job_id}, log {path} <==\n")
+        copy = LogCopy(path)
+        try:
+            if copy.copy(out):
+                last = copy
+        except UnreadableLog as e:  # a folder, a file this user may not read: one line, not a traceback
+            raise JobFolderError(f"cannot read the log of job {job_id} ({path!r}, as {job.path}/record.json "
+                                 f"names it): {e}") from None
+    return last is not None
 
 
 def first_failure(job: Job):
@@ -331,7 +360,7 @@ def first_failure(job: Job):
     except (OSError, ValueError, TypeError):
         agents = False
     try:
-        return from_log(read_log(job.log), agents)
+        return from_log(read_tail(job.log), agents)  # its end: a 10 GB log is not read whole
     except OSError:
         return None
 
@@ -348,24 +377,15 @@ class _LogFollower:
     subjobs write one each (PBS copies each back whole when its subjob ends)."""
 
     def __init__(self, job: Job, out):
-        self.job, self.out, self.offsets = job, out, {}
+        self.job, self.out, self.copies = job, out, {}
 
     def __call__(self) -> None:
         for path in dict.fromkeys(path for _, path in self.job.logs):
-            self.offsets[path] = _print_new_log(path, self.offsets.get(path, 0), self.out)
+            copy = self.copies.setdefault(path, LogCopy(path))
+            try:
+                copy.copy(self.out)
+            except UnreadableLog as e:  # a folder, a file this user may not read: as write_logs says it
+                raise JobFolderError(f"cannot read the log {path!r}: {e}") from None
 
 
-def _print_new_log(path: str, offset: int, out) -> int:
-    try:
-        chunk = read_log_from(path, offset)
-    except FileNotFoundError:
-        return offset
-    except OSError as e:  # a folder, a file this user may not read: as log_text says it
-        raise JobFolderError(f"cannot read the log {path!r}: {e.strerror or e}") from None
-    if chunk:
-        out.write(chunk.decode("utf-8", errors="replace"))
-        out.flush()
-    return offset + len(chunk)
-
-
-__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "exit_status", "log_text", "first_failure", "SubmitError"]
+__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "exit_status", "log_text", "write_logs", "first_failure", "SubmitError"]

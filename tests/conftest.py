@@ -115,6 +115,31 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
+def colleague():
+    """A second real user on this machine (``useradd``; the tests run as root): ``(name, uid)``.
+    For what another user of a shared login node can do to your jobs, run as them with ``runuser``."""
+    import pwd
+
+    name = "hpcdist-colleague"
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True, capture_output=True)
+        entry = pwd.getpwnam(name)
+    return name, entry.pw_uid
+
+
+@pytest.fixture
+def shared_folder(tmp_path_factory):
+    """A project folder everyone may write, sticky as /tmp is (others cannot remove your files,
+    but can add their own): outside pytest's private tmp folders, which other users cannot reach."""
+    path = tempfile.mkdtemp(prefix="hpcdist-shared-", dir="/tmp")
+    os.chmod(path, 0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
 def cluster():
     """The 2-host test cluster, up for the whole session (see tests/testcluster.py)."""
     reason = testcluster.why_not()

@@ -124,3 +124,118 @@ def test_deepspeed_parses_our_hostfile():
     text = Allocation.from_slurm("gpu[001-003],cn7", "2(x3),1").to_hostfile("deepspeed")
     parsed = runner._parse_hostfile(text.splitlines())
     assert dict(parsed) == {"gpu001": 2, "gpu002": 2, "gpu003": 2, "cn7": 1}
+
+
+# -- Host names (issue 29 item 20) and node files that are not files (item 21) ---------------------
+
+@pytest.mark.parametrize("raw,shown", [
+    (b"-oProxyCommand=touch pwned\n", "'-oProxyCommand=touch'"),  # a word of its own: only the option is read
+    (b"n1\n-oProxyCommand=id\n", "'-oProxyCommand=id'"),
+    (b"\xef\xbb\xbfn1\n", "'\\ufeffn1'"),      # a byte-order mark from an editor
+    (b"n1\x00\n", "'n1\\x00'"),                # a NUL
+    (b"n\xff1\n", "'n\\ufffd1'"),              # a byte that is not UTF-8: U+FFFD once read
+    (b".hidden\n", "'.hidden'"),
+    (b"n\xc3\xa91\n", "'n\\xe91'"),            # not ASCII
+])
+def test_a_node_file_name_that_is_not_a_host_name_is_refused_in_one_line(tmp_path, raw, shown):
+    """PBS_NODEFILE's names reach hostfiles, mpirun, pdsh and `hpcdist doctor`'s ssh; only the
+    whitespace was checked, so a byte-order mark, a NUL or U+FFFD passed, and `-o...` (one word)
+    was taken by ssh for an option."""
+    path = tmp_path / "nodefile"
+    path.write_bytes(raw)
+    with pytest.raises(AllocationError) as info:
+        Allocation.from_env({"PBS_NODEFILE": str(path)})
+    if raw.startswith(b"-oProxyCommand=touch"):
+        assert "line 1" in str(info.value)  # two words: the node file's own message
+        return
+    assert str(info.value) == (f"bad host name {shown} in the allocation from PBS_NODEFILE={path}: a host name is "
+                               f"ASCII letters, digits and - . _, and does not begin with '-' or '.'")
+
+
+def test_a_slurm_node_list_of_an_option_is_refused():
+    with pytest.raises(AllocationError, match="bad host name '-oProxyCommand=x'"):
+        Allocation.from_slurm("-oProxyCommand=x", "1")
+    assert Allocation.from_slurm("gpu_n[01-02].cluster-a", "2(x2)").host_names == ["gpu_n01.cluster-a",
+                                                                                     "gpu_n02.cluster-a"]
+
+
+def test_doctor_hands_ssh_a_host_never_an_option(tmp_path):
+    """The real ssh client, given what a node file once could hold: with `--` before the host,
+    `-oProxyCommand=...` is a host name that does not resolve, and the command never runs."""
+    import shutil
+
+    from hpcdist.doctor import ssh_problem
+
+    if shutil.which("ssh") is None:
+        pytest.fail("no ssh client: scripts/bootstrap.sh installs openssh-client")
+    marker = tmp_path / "ran"
+    problem = ssh_problem(f"-oProxyCommand=touch {marker}", timeout=5)
+    assert problem is not None and not marker.exists()
+
+
+def test_a_fifo_or_a_device_as_the_node_file_is_refused_at_once(tmp_path):
+    """A real FIFO with no writer (opening it for reading used to wait for ever) and /dev/zero
+    (read until the memory ran out): `hpcdist hostfile` answers in one line at once."""
+    import os
+    import subprocess
+    import sys
+
+    from launch import clean_env
+
+    fifo = tmp_path / "nodes"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        proc = subprocess.run([sys.executable, "-m", "hpcdist", "hostfile"], env=clean_env(PBS_NODEFILE=path,
+                              PBS_JOBID="1.server"), capture_output=True, text=True, timeout=30)
+        assert (proc.returncode, proc.stderr) == (1, f"hpcdist hostfile: error: PBS_NODEFILE={path!r} is not a "
+                                                     f"regular file: a node file lists one host per line\n")
+
+
+def test_hostfile_output_to_a_device_a_fifo_or_a_link_is_written_through(tmp_path):
+    """`hpcdist hostfile -o` renamed a temporary file over what it was given: as root a device
+    (here a real copy of /dev/null made with mknod, not the machine's own) became a regular
+    0600 file, and a link was replaced instead of its target written. Now only a regular file
+    is renamed onto; a device, a FIFO and /dev/stdout are written in place."""
+    import os
+    import stat
+    import subprocess
+    import sys
+    import threading
+
+    from launch import clean_env
+
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("n1\nn1\nn2\n")
+
+    def hostfile(output):
+        return subprocess.run([sys.executable, "-m", "hpcdist", "hostfile", "-o", str(output)],
+                              env=clean_env(PBS_NODEFILE=str(nodefile), PBS_JOBID="1.server"),
+                              capture_output=True, text=True, timeout=60)
+
+    device = tmp_path / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    before = os.lstat(device)
+    assert hostfile(device).returncode == 0
+    assert (os.lstat(device).st_mode, os.lstat(device).st_ino) == (before.st_mode, before.st_ino)
+
+    target = tmp_path / "hosts.txt"
+    target.write_text("old\n")
+    os.chmod(target, 0o644)
+    link = tmp_path / "hostfile"
+    link.symlink_to(target)
+    assert hostfile(link).returncode == 0
+    assert link.is_symlink() and target.read_text() == "n1 slots=2\nn2 slots=1\n"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    assert hostfile(fifo).returncode == 0
+    reader.join(timeout=30)
+    assert got == ["n1 slots=2\nn2 slots=1\n"] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+    proc = hostfile("/dev/stdout")  # stdout a pipe here: written into it, /dev/stdout left alone
+    assert (proc.returncode, proc.stdout) == (0, "n1 slots=2\nn2 slots=1\n")
+    assert os.path.islink("/dev/stdout")

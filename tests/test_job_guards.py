@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from test_submit import hpcdist
 
 from hpcdist import jobs
@@ -108,7 +110,9 @@ def test_a_template_cannot_run_python(tmp_path):
     assert not (tmp_path / "PWNED").exists()
     assert proc.returncode == 1 and proc.stdout == ""
     where = tmp_path / "site" / "local.sh.j2"
-    assert proc.stderr == (f"hpcdist render: error: template '{where}:1': access to attribute '__globals__' of "
+    assert proc.stderr == ("hpcdist render: using profile here (the default in hpcdist.toml); --profile NAME "
+                           "chooses another\n"
+                           f"hpcdist render: error: template '{where}:1': access to attribute '__globals__' of "
                            "'function' object is unsafe: a template may read the values it is given and use "
                            "filters and macros, not reach Python or call hpcdist's methods. Fix the template "
                            "(hpcdist/schedulers/TEMPLATES.md says what it gets), or use hpcdist's own.\n")
@@ -154,3 +158,35 @@ def test_ctrl_c_during_wait_leaves_the_job_running_and_says_how_to_follow_it(tmp
                                  f"`hpcdist logs -f {job_id}`, or stop it with `hpcdist cancel {job_id}`.")
     assert _status(tmp_path, job_id)["state"] == "RUNNING"
     assert hpcdist("cancel", job_id, cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("body,message", [
+    ("{{ 1/0 }}", "ZeroDivisionError: division by zero."),
+    ("{{ 'a' + 1 }}", 'TypeError: can only concatenate str (not "int") to str.'),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError: a macro calls itself without end."),
+    ("{% for i in range(10**9) %}{% endfor %}", "OverflowError: Range too big."),
+    ("{{ 'x' * 10**9 }}", "1 item(s) times 1000000000 is more than a job script holds (1,000,000)."),
+    ("{{ [1, 2] * 10**8 }}", "2 item(s) times 100000000 is more than a job script holds (1,000,000)."),
+    ("{{ 7 ** 10000000 }}", "7 ** 10000000 is a larger number than a job script holds."),
+])
+def test_a_template_that_python_cannot_evaluate_is_one_line_and_bounded(tmp_path, body, message):
+    """Errors that are Python's, not Jinja's, printed a traceback; `'x' * 10**9` ran 20 s and took
+    1.7 GB first. Each is one line naming the template's file and line, at once."""
+    _site_template(tmp_path, "line one\n" + body + "\n")
+    started = time.monotonic()
+    proc = hpcdist("render", "--scheduler", "local", "s.py", cwd=tmp_path)
+    assert time.monotonic() - started < 30
+    where = tmp_path / "site" / "local.sh.j2"
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and len(lines) == 2, proc.stderr
+    assert lines[1].startswith(f"hpcdist render: error: template '{where}:2': {message}")
+    assert lines[1].endswith(" Fix the template (hpcdist/schedulers/TEMPLATES.md says what it gets), or use "
+                             "hpcdist's own.")
+
+
+def test_a_number_too_long_to_read_in_a_template_names_the_template(tmp_path):
+    _site_template(tmp_path, "{{ 1" + "0" * 5000 + " }}\n")
+    proc = hpcdist("render", "--scheduler", "local", "s.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"hpcdist render: error: template '{tmp_path / 'site' / 'local.sh.j2'}': ValueError: Exceeds the limit" \
+        in proc.stderr

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from hpcdist import jobs
+from hpcdist import job_files, jobs
 
 
 @pytest.mark.parametrize("text,code", [(None, None), ("3\n", 3), ("0", 0), ("", None), ("x\n", None),
@@ -46,6 +46,6 @@ def test_the_runs_file_lines_written_here_and_by_the_script_are_read_back(tmp_pa
 
 
 def test_no_job_folder_gives_the_template_nothing():
-    assert jobs.script_context(None) is None
-    assert jobs.script_context("/j")["exit_code_file"] == '"$job_dir/exit_code"'
-    assert jobs.script_context("/j")["folder"] == "/j"
+    assert job_files.script_context(None) is None
+    assert job_files.script_context("/j")["exit_code_file"] == '"$job_dir/exit_code"'
+    assert job_files.script_context("/j")["folder"] == "/j"

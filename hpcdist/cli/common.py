@@ -26,7 +26,10 @@ def job_spec(args: Namespace, check_files: bool = True):
     try:
         # build: a mistake in a profile's value names the file and the key, not a flag nobody typed.
         flags = {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}
-        spec = build(load_profile(args.profile), flags, check_files=check_files)
+        profile = load_profile(args.profile)
+        for note in profile.notes:  # a profile file ignored, the default chosen: before any error
+            print(f"hpcdist {args.command}: {note}", file=sys.stderr)
+        spec = build(profile, flags, check_files=check_files)
     except ProfileError as e:
         raise CommandError(str(e)) from None
     for note in spec.notes:

@@ -78,7 +78,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
             "--slots-per-node", type=positive_int, metavar="N",
             help="the same N slots on every host (e.g. one per GPU when the allocation counted CPUs)",
         )
-        hostfile.add_argument("-o", "--output", metavar="FILE", help="write FILE atomically instead of stdout")
+        hostfile.add_argument("-o", "--output", metavar="FILE",
+                              help="write FILE (atomically, when a regular file) instead of stdout")
         hostfile.set_defaults(run=run_hostfile)
     if only in (None, "supervise"):
         supervise = sub.add_parser(
@@ -171,13 +172,13 @@ def run_requeue(args: Namespace) -> int:
 def run_hostfile(args: Namespace) -> int:
     # In-job, and tempfile: not every command's to pay.
     from hpcdist.allocation import Allocation
-    from hpcdist.atomic import write_text_atomic
+    from hpcdist.atomic import write_output
 
     alloc = Allocation.from_env(slots_per_node=args.slots_per_node)
     text = alloc.to_hostfile(args.format)
     if args.output:
         try:
-            write_text_atomic(args.output, text)
+            write_output(args.output, text)
         except OSError as e:
             raise CommandError(f"cannot write {args.output}: {e.strerror or e}") from None
     else:

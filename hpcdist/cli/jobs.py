@@ -184,15 +184,14 @@ def run_logs(args: Namespace) -> int:
 
     try:
         job = jobs.find(args.job)
-        text = None if args.follow else sub.log_text(job)
+        out = SkipBytes(sys.stdout, args.from_byte)
+        if args.follow:
+            return follow(job, out=out)
+        # Written as it is read: a long training's log holds gigabytes.
+        if not sub.write_logs(job, out):
+            raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
         raise CommandError(str(e)) from None
-    out = SkipBytes(sys.stdout, args.from_byte)
-    if args.follow:
-        return follow(job, out=out)
-    if text is None:
-        raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
-    out.write(text)
     out.flush()
     try:
         state = sub.status(job)

@@ -324,6 +324,9 @@ class Scheduler:
     queue_command: str = ""  # what a user runs to see their queued jobs
     controller: str = "controller"  # what its central daemon is called in messages
     job_id_variable: str = ""  # the variable that holds the job's id inside the job
+    #: Shell for the id this run has as the submission recorded it (an array's, not its subjob's):
+    #: a run of the script by hand is another id, and records nothing in the job folder.
+    recorded_id_shell: str = ""
     restart_variable: str = "HPCDIST_RESTART_COUNT"  # counts a job's restarts inside it
     job_names: "JobNameRules"  # see hpcdist.schedulers.rules
     ids: IdGrammar | None = None  # its job ids' grammar, when it has ids of its own
@@ -346,7 +349,7 @@ class Scheduler:
     #: container's image sees them (:func:`hpcdist.containers.script_lines`).
     allocation_files: tuple[str, ...] = ()
     #: The variable that holds an array subjob's index inside it, when each subjob writes an
-    #: exit_code file of its own (:func:`hpcdist.jobs.script_context`); None: one file for all.
+    #: exit_code file of its own (:func:`hpcdist.job_files.script_context`); None: one file for all.
     array_index_variable: str | None = None
 
     @property

@@ -14,7 +14,7 @@ import shlex
 import sys
 
 from hpcdist import retry
-from hpcdist.jobs import read_exit_code, read_subjob_exit_codes
+from hpcdist.jobs import JobFolderError, read_exit_code, read_subjob_exit_codes
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, SchedulerOutputError
 
 #: Seconds a status or cancel command (squeue, sacct, qstat, scancel, qdel) may take.
@@ -378,9 +378,9 @@ class BatchScheduler(Scheduler):
                               f"{proc.stderr.strip() or proc.stdout.strip()}")
         try:
             job.update(cancelled=True)
-        except OSError as e:  # the job is cancelled: that is what counts
-            print(f"hpcdist: job {job_id} is cancelled, but its record could not say so ({e.strerror or e})",
-                  file=sys.stderr)
+        except (OSError, JobFolderError) as e:  # the job is cancelled: that is what counts
+            print(f"hpcdist: job {job_id} is cancelled, but its record could not say so "
+                  f"({getattr(e, 'strerror', None) or e})", file=sys.stderr)
 
     def job_id_for_requeue(self, environ) -> str:
         """This job's id, inside it; SubmitError when the variable is not set."""

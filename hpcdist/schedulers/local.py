@@ -40,6 +40,7 @@ class Local(Scheduler):
     title = "local"
     submit_program = "bash"
     job_id_variable = JOB_ID_VARIABLES[0]
+    recorded_id_shell = "${HPCDIST_JOB_ID:-}"
     # Slurm's rules: a name that runs here runs on a cluster too.
     job_names = SLURM_JOB_NAMES
     one_host = True
@@ -136,11 +137,18 @@ class Local(Scheduler):
         if state.finished or pid is None:  # its pid may already be another process's: nothing is signalled
             code = "" if state.exit_code is None else f", exit {state.exit_code}"
             raise SubmitError(f"job {job.job_id} has already ended ({state.state.lower()}{code}): nothing to cancel")
-        job.update(cancelled=True)
+        try:  # recorded before the signal, so that a follower never reads the end without it
+            job.update(cancelled=True)
+            unrecorded = None
+        except (OSError, jobs.JobFolderError) as e:  # a full disk must not stop the cancel
+            unrecorded = getattr(e, "strerror", None) or e
         try:
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+        if unrecorded is not None:
+            print(f"hpcdist: job {job.job_id} is cancelled, but its record could not say so ({unrecorded})",
+                  file=sys.stderr)
 
 
 def scheduler(dialect: str | None = None) -> Local:

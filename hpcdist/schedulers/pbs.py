@@ -209,6 +209,7 @@ class Pbs(BatchScheduler):
     config_fix = "set PBS_SERVER (PBS Pro, OpenPBS) or PBS_DEFAULT (Torque) to the server's host name"
     controller = "server"
     job_id_variable = JOB_ID_VARIABLES[0]
+    recorded_id_shell = "${PBS_JOBID:-}"  # a subjob's 123[4].server is the array's 123[].server by its number
     job_names = JOB_NAMES
     ids = PbsIds()
     dialects = PBS_DIALECTS

@@ -148,6 +148,7 @@ class Slurm(BatchScheduler):
     status_commands = "squeue/sacct"
     config_fix = "set SLURM_CONF to the cluster's slurm.conf"
     job_id_variable = JOB_ID_VARIABLES[0]
+    recorded_id_shell = "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}"  # an array task has an id of its own
     # Slurm counts the restarts of a requeued job itself.
     restart_variable = "SLURM_RESTART_COUNT"
     job_names = JOB_NAMES
