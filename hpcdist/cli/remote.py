@@ -439,9 +439,12 @@ def _stream(target, argv: list[str], offset: int, job: str) -> tuple[int, int, s
 
 def add_parsers(sub, only: str | None) -> None:
     """``connect`` and ``disconnect``'s parsers on ``sub`` (all, or ``only`` that one)."""
+    from hpcdist.cli.common import help_end  # the parser's, which `hpcdist status` builds none of
+
     for name in COMMANDS:
         if only in (None, name):
-            parser = sub.add_parser(name, help=HELP[name], description=HELP[name][0].upper() + HELP[name][1:] + ".")
+            parser = sub.add_parser(name, help=HELP[name], description=HELP[name][0].upper() + HELP[name][1:] + ".",
+                                    **help_end(name))
             parser.add_argument("cluster", metavar="CLUSTER",
                                 help="a profile with remote = \"user@host\", or an ssh host")
             parser.set_defaults(run=lambda args: main([args.command, args.cluster]))
