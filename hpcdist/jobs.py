@@ -45,6 +45,8 @@ LOG = "job.log"
 RUNS = "runs"
 EXIT_CODE = "exit_code"
 RUNNER = "runner"
+#: The ranks' progress files and the stacks' control file (hpcdist.progress writes them).
+PROGRESS = "progress"
 
 #: ``record.json``'s key while the submit command runs: ``{"pid": ..., "started": ...}`` of the
 #: ``hpcdist submit`` process. Its id is not known yet; the final record has no such key.
@@ -425,6 +427,7 @@ def script_context(folder: str | None, index_variable: str | None = None,
         "exit_code_file": Shell(exit_file_shell(exit_file, index_variable) if index_variable else exit_file),
         "write_exit_code": Shell(write_exit_code_shell("$exit_file")),
         "record_start": Shell(start_line_shell(Shell('"$job_dir"'), job_id_variable)),
+        "progress_dir": Shell(f'"$job_dir/{PROGRESS}"'),
     }
 
 

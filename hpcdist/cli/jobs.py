@@ -11,6 +11,7 @@ import os
 import sys
 
 from hpcdist import schedulers
+from hpcdist.cli import watch
 from hpcdist.cli.common import CommandError, command_line, follow, job_spec
 
 #: The commands here, in the order `hpcdist --help` lists them.
@@ -114,7 +115,7 @@ def run_submit(args: Namespace) -> int:
         print(job.job_id)
         print(f"hpcdist submit: {spec.scheduler} job {job.job_id}, script and log in {job.path}", file=sys.stderr)
     if args.wait:
-        return follow(job)
+        return _follow_to_end(job)
     return 0
 
 
@@ -150,7 +151,8 @@ def run_status(args: Namespace) -> int:
         record = job.record
         rows.append({"job_id": record["job_id"], "name": record.get("job_name", ""), "scheduler": record["scheduler"],
                      "state": state, "exit_code": exit_code, "reason": reason, "restarts": runs.restarts,
-                     "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1]})
+                     "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1],
+                     "progress": watch.status_column(job, state)})
     if args.json:
         import json  # not at the top: it would cost `hpcdist status` 7%
 
@@ -159,8 +161,10 @@ def run_status(args: Namespace) -> int:
     lines = [f"{'JOB':<12} {'NAME':<24} {'SCHEDULER':<9} {'STATE':<10} {'EXIT':<5} REASON"]
     for r in rows:
         exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
+        # A running job's progress (hpcdist watch) where REASON is empty: it has none while it runs.
+        reason = r["reason"] or r.get("progress") or ""
         lines.append(f"{r['job_id']:<12} {r['name'][:24]:<24} {r['scheduler']:<9} {r['state'].lower():<10} "
-                     f"{exit_code:<5} {r['reason'] or ''}")
+                     f"{exit_code:<5} {reason}")
     print("\n".join(lines))  # one write: a print per row costs 2,000 jobs' status 5%
     return 0
 
@@ -174,7 +178,7 @@ def run_logs(args: Namespace) -> int:
     except (jobs.JobNotFound, jobs.JobFolderError, sub.SubmitError) as e:
         raise CommandError(str(e)) from None
     if args.follow:
-        return follow(job)
+        return _follow_to_end(job)
     if text is None:
         raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
     sys.stdout.write(text)
@@ -183,9 +187,19 @@ def run_logs(args: Namespace) -> int:
         state = sub.status(job)
     except sub.SubmitError:
         state = None
+    if state is not None and state.finished:
+        watch.print_end_line(job, text)
     if state is not None and state.finished and state.state != "COMPLETED":
         sub.print_first_failure(job)
     return 0
+
+
+def _follow_to_end(job) -> int:
+    """``--wait`` and ``logs -f``: the log to the job's end, then its step rate and slowest rank."""
+    status = follow(job)
+    if status != 130:  # not stopped by Ctrl-C
+        watch.print_end_line(job)
+    return status
 
 
 def run_cancel(args: Namespace) -> int:
