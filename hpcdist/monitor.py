@@ -102,7 +102,7 @@ def alive(pid: int) -> bool:
 def run(options: dict) -> int:
     folder, pid = options["dir"], int(options["pid"])
     floor, timeout = options["hang_floor"], options["hang_timeout"]
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
     slow_checks: dict[int, int] = {}
     named, hang_told = set(), False
     while alive(pid):

@@ -36,8 +36,13 @@ INTERVAL_VARIABLE = "HPCDIST_PROGRESS_INTERVAL"
 #: The control file ``hpcdist stacks`` (and the monitor) writes: a number, new for each request.
 STACKS_REQUEST = "stacks.request"
 PHASES = ("starting", "rendezvous", "training", "checkpointing", "finished", "failed")
-#: (time, steps) samples kept for the step rate: the last minute at the default interval.
+#: (time, steps, waited) samples kept for the step rate: the last minute at the default interval.
 SAMPLES = 30
+#: ``0``: do not time torch.distributed's collectives (the straggler measure; the step hook stays).
+COLLECTIVES_VARIABLE = "HPCDIST_PROGRESS_COLLECTIVES"
+#: The collectives timed (blocking calls; an async_op call's wait is not seen).
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+               "broadcast", "barrier", "all_to_all", "all_to_all_single", "reduce", "gather", "scatter")
 
 #: This process's recorder, once started (one per rank).
 RECORDER = None
@@ -63,6 +68,10 @@ class Recorder:
         self.started = time.time()
         self.samples = []
         self.answered = None  # the stacks request last answered (its file's mtime)
+        # Seconds waited in torch.distributed's collectives, in all and at the last step: in
+        # synchronous training every rank steps at the slowest one's rate, and the straggler is
+        # the one that waits least (its own work takes longest).
+        self.waited = self.waited_at_step = 0.0
         import threading
 
         self._wake = threading.Event()
@@ -79,6 +88,7 @@ class Recorder:
     def hook_step(self, n: int = 1) -> None:
         self.steps += n
         self.last_step = time.time()
+        self.waited_at_step = self.waited
         if self.first_step is None:
             self.first_step = self.last_step
         if self.phase in ("starting", "rendezvous"):
@@ -100,7 +110,7 @@ class Recorder:
     def _run(self) -> None:
         hooked, next_write = False, 0.0
         try:
-            os.makedirs(self.folder, exist_ok=True)
+            os.makedirs(self.folder, 0o700, exist_ok=True)  # private, as the job folder
         except OSError:
             return  # no folder: nothing recorded, the training goes on
         while True:
@@ -126,29 +136,63 @@ class Recorder:
         if register is None:
             return False
         register(self._optimizer_stepped)
+        if os.environ.get(COLLECTIVES_VARIABLE) != "0":
+            self._time_collectives()
         return True
+
+    def _time_collectives(self) -> None:
+        """Count the time spent in torch.distributed's blocking collectives called from Python
+        (DDP's own, in C++, are not seen: a DDP rank's wait stays in its step's work)."""
+        import functools
+
+        modules = [sys.modules.get("torch.distributed"), sys.modules.get("torch.distributed.distributed_c10d")]
+        clock = time.perf_counter
+        for name in COLLECTIVES:
+            original = getattr(modules[1], name, None)
+            if original is None or getattr(original, "_hpcdist_timed", False):
+                continue
+
+            @functools.wraps(original)
+            def timed(*args, _original=original, **kwargs):
+                start = clock()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self.waited += clock() - start
+
+            timed._hpcdist_timed = True
+            for module in modules:
+                if module is not None and getattr(module, name, None) is original:
+                    setattr(module, name, timed)
 
     def _sample(self, now: float) -> None:
         # At the last step's time, not now: a stall does not lower the rate (it would raise the
         # hang threshold, a multiple of the step time, as the stall goes on).
         if self.last_step is not None and (not self.samples or self.samples[-1][1] != self.steps):
-            self.samples.append((self.last_step, self.steps))
+            self.samples.append((self.last_step, self.steps, self.waited_at_step))
             del self.samples[:-SAMPLES]
 
-    def rate(self) -> float:
-        """Steps per second while it stepped, over the samples kept (the last minute at the
-        default interval); 0 before two samples."""
+    def work_per_step(self) -> float:
+        """Seconds per step outside the collectives, over the samples kept (None before two)."""
         if len(self.samples) < 2:
-            return 0.0
-        (t0, s0), (t1, s1) = self.samples[0], self.samples[-1]
-        return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+            return None
+        (t0, s0, w0), (t1, s1, w1) = self.samples[0], self.samples[-1]
+        return max(0.0, (t1 - t0) - (w1 - w0)) / (s1 - s0) if s1 > s0 else None
+
+    def rate(self):
+        """Steps per second while it stepped, over the samples kept (the last minute at the
+        default interval); None before two samples."""
+        if len(self.samples) < 2:
+            return None
+        (t0, s0, _), (t1, s1, _) = self.samples[0], self.samples[-1]
+        return round((s1 - s0) / (t1 - t0), 4) if t1 > t0 else None
 
     def _write(self, now: float) -> None:
         import json
 
         state = {"rank": self.rank, "local_rank": self.local_rank, "node": self.node, "pid": os.getpid(),
                  "step": self.steps, "first_step": self.first_step, "last_step": self.last_step, "phase": self.phase,
-                 "rate": round(self.rate(), 4), "started": self.started, "written": now, "interval": self.interval}
+                 "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval}
         _replace(rank_file(self.folder, self.rank), json.dumps(state))
 
     def _answer_stacks(self) -> None:

@@ -63,12 +63,15 @@ class View:
             r["since"] = now - (r.get("last_step") or r.get("started") or now)
             r["silent"] = now - r.get("written", now)
         live = [r for r in ranks if r.get("phase") not in ("finished", "failed")]
-        rates = [r.get("rate", 0.0) for r in live if r.get("step")]
+        rates = [r["rate"] for r in live if r.get("rate") is not None]
         self.median_rate = statistics.median(rates) if rates else 0.0
         self.not_answering = [r for r in live if r["silent"] > max(5.0, SILENT_INTERVALS * r.get("interval", 2.0))]
         # A rank that does not answer is no straggler: its figures are as old as its file.
-        self.slowest = sorted((r for r in live if r.get("step") and self.median_rate > 0 and r not in self.not_answering
-                               and r.get("rate", 0.0) * factor < self.median_rate), key=lambda r: r.get("rate", 0.0))
+        answering = [r for r in live if r.get("step") and r not in self.not_answering]
+        works = [r["work"] for r in answering if r.get("work") is not None]
+        self.median_work = statistics.median(works) if works else None
+        self.slowest = [r for r in answering if self._trails(r, factor)]
+        self.slowest.sort(key=lambda r: -self.slowness(r))
         self.finished = bool(ranks) and not live
         stepped = [r["last_step"] for r in ranks if r.get("last_step")]
         self.stalled_s = now - max(stepped) if stepped else 0.0
@@ -89,10 +92,35 @@ class View:
         """No rank has made a step for ``seconds``, none checkpoints, and some have not finished."""
         return self.stuck and self.stalled_s >= seconds
 
+    def _trails(self, r: dict, factor: float) -> bool:
+        """Fewer steps per second than the median by ``factor``, or (synchronous training, where
+        every rank steps together) more work per step outside the collectives by ``factor`` and
+        by 5 ms at least."""
+        if self.median_rate > 0 and r.get("rate") is not None and r["rate"] * factor < self.median_rate:
+            return True
+        work = r.get("work")
+        return bool(work is not None and self.median_work is not None and work > factor * self.median_work
+                    and work - self.median_work > 0.005)
+
+    def slowness(self, r: dict) -> float:
+        """How many times slower than the median ``r`` is, by the measure that says it trails."""
+        by_rate = self.median_rate / r["rate"] if r.get("rate") else float("inf")
+        by_work = r["work"] / self.median_work if r.get("work") and self.median_work else 1.0
+        return max(by_rate if self._slow_rate(r) else 1.0, by_work)
+
+    def _slow_rate(self, r: dict) -> bool:
+        return self.median_rate > 0 and r.get("rate") is not None and r["rate"] * STRAGGLER_FACTOR < self.median_rate
+
+    def trailing(self, r: dict) -> str:
+        """How ``r`` trails the median, in a few words."""
+        if self._slow_rate(r):
+            return (f"{r.get('rate', 0):.2f} steps/s, {r.get('rate', 0) / self.median_rate:.2f}x the median "
+                    f"{self.median_rate:.2f} steps/s")
+        return (f"{r['work'] * 1000:.0f} ms of its own work per step, {self.slowness(r):.1f}x the median "
+                f"{self.median_work * 1000:.0f} ms (the others wait for it in their collectives)")
+
     def straggler_line(self, r: dict) -> str:
-        return (f"straggler: rank {r['rank']} on {r.get('node', '?')} at {r.get('rate', 0):.2f} steps/s, "
-                f"{r.get('rate', 0) / self.median_rate:.2f}x the median {self.median_rate:.2f} steps/s "
-                f"(step {r.get('step', 0)})")
+        return f"straggler: rank {r['rank']} on {r.get('node', '?')}: {self.trailing(r)} (step {r.get('step', 0)})"
 
     def summary(self) -> dict:
         """The few figures ``hpcdist status`` shows (and ``--json`` gives)."""
@@ -192,9 +220,14 @@ def end_line(ranks: list[dict]) -> str | None:
              if r.get("step", 0) > 1 and r.get("first_step") and r.get("last_step", 0) > r["first_step"]}
     if not rates:
         return None
-    slowest = min(rates, key=rates.get)
+    # In synchronous training every rank steps together: the slowest is the one with the most
+    # work of its own per step (the others wait for it), where that was measured.
+    works = {r["rank"]: r["work"] for r in ranks if r.get("work") is not None}
+    slowest = max(works, key=works.get) if works else min(rates, key=rates.get)
     node = next(r.get("node", "?") for r in ranks if r["rank"] == slowest)
     steps = [r.get("step", 0) for r in ranks]
+    median_work = statistics.median(works.values()) if works else 0
+    work = f", {works[slowest] * 1000:.0f} ms of its own work per step (median {median_work * 1000:.0f} ms)" if works else ""
     return (f"hpcdist: progress: {len(ranks)} rank(s), {min(steps)}-{max(steps)} steps, "
             f"{statistics.median(rates.values()):.2f} steps/s (the median rank); slowest: rank {slowest} on {node} "
-            f"at {rates[slowest]:.2f} steps/s")
+            f"at {rates[slowest]:.2f} steps/s{work}")

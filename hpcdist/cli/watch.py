@@ -77,19 +77,20 @@ def screen(job, view, state: str) -> str:
     nodes = sorted({r.get("node", "?") for r in view.ranks})
     lines = [f"job {job.job_id} ({job.record['scheduler']}, {state.lower()}): {len(view.ranks)} rank(s) on "
              f"{len(nodes)} node(s), {time.strftime('%H:%M:%S', time.localtime(view.now))}",
-             f"{'NODE':<16} {'RANK':>5} {'STEP':>8} {'STEPS/S':>8} {'LAST STEP':>10}  PHASE"]
+             f"{'NODE':<16} {'RANK':>5} {'STEP':>8} {'STEPS/S':>8} {'WORK/STEP':>10} {'LAST STEP':>10}  PHASE"]
     for r in sorted(view.ranks, key=lambda r: (r.get("node", ""), r["rank"])):
         silent = f"  (silent {r['silent']:.0f} s)" if r in view.not_answering else ""
-        lines.append(f"{r.get('node', '?')[:16]:<16} {r['rank']:>5} {r.get('step', 0):>8} {r.get('rate', 0):>8.2f} "
-                     f"{r['since']:>8.1f} s  {r.get('phase', '?')}{silent}")
+        work = f"{r['work'] * 1000:.0f} ms" if r.get("work") is not None else "-"
+        rate = f"{r['rate']:.2f}" if r.get("rate") is not None else "-"
+        lines.append(f"{r.get('node', '?')[:16]:<16} {r['rank']:>5} {r.get('step', 0):>8} {rate:>8} "
+                     f"{work:>10} {r['since']:>8.1f} s  {r.get('phase', '?')}{silent}")
     if len(nodes) > 1:
         for node in nodes:
             mine = [r for r in view.ranks if r.get("node", "?") == node]
             lines.append(f"node {node}: {len(mine)} rank(s), steps {min(r.get('step', 0) for r in mine)}-"
-                         f"{max(r.get('step', 0) for r in mine)}, {sum(r.get('rate', 0) for r in mine):.2f} steps/s")
+                         f"{max(r.get('step', 0) for r in mine)}")
     if view.median_rate:
-        slow = "; ".join(f"rank {r['rank']} on {r.get('node', '?')} at {r.get('rate', 0):.2f} "
-                         f"({r.get('rate', 0) / view.median_rate:.2f}x)" for r in view.slowest[:3])
+        slow = "; ".join(f"rank {r['rank']} on {r.get('node', '?')}: {view.trailing(r)}" for r in view.slowest[:3])
         lines.append(f"median {view.median_rate:.2f} steps/s; slowest: {slow or 'none trails the median'}")
     if view.checkpointing:
         lines.append(f"checkpointing: rank(s) {', '.join(map(str, view.checkpointing))}")
