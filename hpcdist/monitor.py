@@ -30,7 +30,7 @@ SUMMARY = "summary.json"
 
 
 def parse(argv: list[str]) -> dict:
-    options = {"dir": None, "pid": None, "hang_floor": float(watch.HANG_FLOOR_S), "hang_timeout": None,
+    options = {"dir": None, "pid": None, "hang_floor": None, "hang_timeout": None,
                "interval": 2.0}
     args = list(argv)
     while args:
@@ -101,12 +101,13 @@ def alive(pid: int) -> bool:
 
 def run(options: dict) -> int:
     folder, pid = options["dir"], int(options["pid"])
-    floor, timeout = options["hang_floor"], options["hang_timeout"]
+    timeout = options["hang_timeout"]
+    floor = watch.floor_for(options["hang_floor"], timeout)
     os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
     slow_checks: dict[int, int] = {}
     named, hang_told = set(), False
     while alive(pid):
-        view = watch.analyse(watch.read(folder), floor=floor if timeout is None else min(floor, timeout))
+        view = watch.analyse(watch.read(folder), floor=floor)
         _write_summary(folder, view)
         for rank in list(slow_checks):
             if rank not in {r["rank"] for r in view.slowest}:

@@ -63,7 +63,7 @@ class Recorder:
         self.folder, self.rank, self.local_rank, self.node, self.interval = folder, rank, local_rank, node, interval
         self.steps = 0
         self.last_step = self.first_step = None  # time.time() of the last and first steps
-        self.phase = "starting"
+        self.phase, self.phase_since = "starting", time.perf_counter()
         self.explicit = False  # step() was called: the optimizer hook no longer counts
         self.started = time.time()
         self.samples = []
@@ -98,9 +98,17 @@ class Recorder:
         if not self.explicit:
             self.hook_step()
 
+    def set_phase(self, name: str) -> None:
+        """A checkpoint's time is no work of a step: counted with the collectives' waits, so the
+        rank that checkpoints is not named a straggler for it."""
+        now = time.perf_counter()
+        if self.phase == "checkpointing":
+            self.waited += now - self.phase_since
+        self.phase, self.phase_since = name, now
+
     def finish(self, status: int) -> None:
         """The script ended (``status``): one last write, waited for at most a second."""
-        self.phase = "finished" if status == 0 else "failed"
+        self.set_phase("finished" if status == 0 else "failed")
         self._done = True
         self._wake.set()
         self._thread.join(1.0)
@@ -286,11 +294,11 @@ class phase:
         recorder = _recorder()
         self.before = recorder.phase if recorder is not None else None
         if recorder is not None:
-            recorder.phase = name
+            recorder.set_phase(name)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         if RECORDER is not None and self.before is not None:
-            RECORDER.phase = self.before
+            RECORDER.set_phase(self.before)

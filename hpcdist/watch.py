@@ -136,6 +136,13 @@ def silent_line(ranks: list[dict]) -> str:
                      f"{r['silent']:.0f} s" for r in ranks) + " (stopped, or its process is gone)"
 
 
+def floor_for(floor_s: float | None, timeout_s: float | None) -> float:
+    """The hang floor of a job with ``--hang-floor`` and ``--hang-timeout`` (None: not given): a
+    timeout below the floor is the floor (a job is called hung before it is ended)."""
+    floor = HANG_FLOOR_S if floor_s is None else floor_s
+    return min(floor, timeout_s) if timeout_s is not None else floor
+
+
 def analyse(ranks: list[dict], now: float | None = None, floor: float = HANG_FLOOR_S,
             factor: float = STRAGGLER_FACTOR) -> View:
     return View(ranks, time.time() if now is None else now, floor, factor)

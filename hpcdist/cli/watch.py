@@ -63,6 +63,17 @@ def _find(ref: str):
         raise CommandError(str(e)) from None
 
 
+def hang_floor(job) -> float:
+    """The job's hang floor, as its monitor has it (from the options it was submitted with)."""
+    from hpcdist import watch
+
+    try:
+        values = job.spec_values()
+    except (OSError, ValueError):
+        values = {}
+    return watch.floor_for(values.get("hang_floor_s"), values.get("hang_timeout_s"))
+
+
 def _state(job) -> str:
     from hpcdist import submission as sub
 
@@ -111,10 +122,10 @@ def run_watch(args) -> int:
     from hpcdist import watch
 
     job = _find(args.job)
-    folder = progress_dir(job)
+    folder, floor = progress_dir(job), hang_floor(job)
     while True:
         state = _state(job)
-        view = watch.analyse(watch.read(folder))
+        view = watch.analyse(watch.read(folder), floor=floor)
         if args.json:
             import json
 
