@@ -43,9 +43,16 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         stacks.add_argument("--timeout", type=float, default=None,
                             help="seconds to wait for the answers (default: two of the ranks' intervals and 2)")
         stacks.set_defaults(run=run_stacks)
-    if only in (None, "monitor"):
-        sub.add_parser("monitor", help="(in a job script) name stragglers and hangs in the job's log",
-                       add_help=False)
+    if only in (None, "monitor"):  # listed by --help; hpcdist.cli runs it without argparse
+        import argparse
+
+        from hpcdist.monitor import USAGE
+
+        usage, _, description = USAGE.partition("\n")
+        monitor = sub.add_parser("monitor", help="(in a job script) name stragglers and hangs in the job's log",
+                                 usage=usage.removeprefix("usage: "), description=description)
+        monitor.add_argument("argv", nargs=argparse.REMAINDER)
+        monitor.set_defaults(run=lambda args: run_by_hand("monitor", args.argv))
 
 
 def progress_dir(job) -> str:
