@@ -40,7 +40,8 @@ class Torchrun(Launcher):
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"'),
                 # Each worker through hpcdist.rank (torchrun's --module): its progress for `hpcdist watch`.
-                "-m", "hpcdist.rank"] + program(spec, argparse_launcher=True)
+                # The script is then an argument: a `--` after it is not torchrun's to swallow.
+                "-m", "hpcdist.rank"] + program(spec)
 
     def failures(self, text, agents, nodes):
         return [(m.start(), failure(exit_why(int(m["code"])), rank=int(m["rank"]), local_rank=int(m["local"]),
