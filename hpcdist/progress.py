@@ -196,12 +196,10 @@ class Recorder:
         return round((s1 - s0) / (t1 - t0), 4) if t1 > t0 else None
 
     def _write(self, now: float) -> None:
-        import json
-
         state = {"rank": self.rank, "local_rank": self.local_rank, "node": self.node, "pid": os.getpid(),
                  "step": self.steps, "first_step": self.first_step, "last_step": self.last_step, "phase": self.phase,
                  "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval}
-        _replace(rank_file(self.folder, self.rank), json.dumps(state))
+        _replace(rank_file(self.folder, self.rank), _json(state))
 
     def _answer_stacks(self) -> None:
         request = os.path.join(self.folder, STACKS_REQUEST)
@@ -215,6 +213,25 @@ class Recorder:
             return
         self.answered = st.st_mtime_ns
         _replace(stacks_file(self.folder, self.rank), f"request {number}\n" + main_stack())
+
+
+def _json(state: dict) -> str:
+    """``state`` (numbers, None, plain strings) as JSON, without importing json on every rank
+    (most of a short rank's cost of recording); json itself for a string it would escape."""
+    parts = []
+    for key, value in state.items():
+        if value is None:
+            text = "null"
+        elif isinstance(value, str):
+            if not value.isprintable() or '"' in value or "\\" in value:
+                import json
+
+                return json.dumps(state)
+            text = f'"{value}"'
+        else:
+            text = repr(value)
+        parts.append(f'"{key}": {text}')
+    return "{" + ", ".join(parts) + "}"
 
 
 def main_stack() -> str:
@@ -254,11 +271,10 @@ def start(environ=None):
         interval = max(0.2, float(environ.get(INTERVAL_VARIABLE) or 2))
     except ValueError:
         interval = 2.0
-    import socket
-
     local = environ.get("LOCAL_RANK")
+    # os.uname(), not socket.gethostname(): the same name, without importing socket on every rank.
     RECORDER = Recorder(folder, int(rank), int(local) if (local or "").isdigit() else None,
-                        socket.gethostname(), interval)
+                        os.uname().nodename, interval)
     return RECORDER
 
 
