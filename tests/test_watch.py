@@ -65,12 +65,12 @@ def test_explicit_steps_count_once_beside_the_optimizer_and_a_failed_script_says
     script.write_text("import time, torch, hpcdist.env as h\nm = torch.nn.Linear(2, 1)\n"
                       "opt = torch.optim.SGD(m.parameters(), lr=0.1)\ntime.sleep(0.5)\n"
                       "for _ in range(12):\n    opt.step(); h.step()\n"
-                      "with h.phase('checkpointing'):\n    time.sleep(0.6)\n"
+                      "with h.phase('checkpointing'):\n    time.sleep(3)\n"
                       "raise SystemExit(3)\n")
     folder = tmp_path / "p"
     proc = subprocess.Popen([sys.executable, "-m", "hpcdist.rank", str(script)], env=rank_env(folder))
     seen = wait_for(lambda: os.path.exists(folder / "rank-0.json") and rank_state(folder)["phase"] == "checkpointing"
-                    and rank_state(folder), 60, "the checkpointing phase")
+                    and rank_state(folder), 120, "the checkpointing phase")
     assert proc.wait(60) == 3
     # The first step counted by the hook before h.step() took over, then one each.
     assert seen["step"] in (12, 13) and rank_state(folder)["phase"] == "failed"
