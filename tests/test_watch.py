@@ -160,6 +160,9 @@ def test_a_stopped_rank_is_a_hang_named_with_grouped_stacks_and_the_job_ends_at_
                                                               env=env).stdout) and out, 60, "a hang in watch")
     first_hang = time.time() - fault
     assert "rank 1 on " in screen and "has not answered" in screen, screen
+    # `hpcdist status`: the progress column of a running job (the monitor's summary) says so too.
+    wait_for(lambda: "running          HUNG " in hpcdist("status", cwd=tmp_path, env=env).stdout, 20,
+             "HUNG in hpcdist status")
     row = ended(job, tmp_path, env, 60)
     text = log(job)
     assert row["state"] == "FAILED", row
