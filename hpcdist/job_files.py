@@ -3,7 +3,8 @@ names): the lines a template gets as ``job_files``."""
 
 from __future__ import annotations
 
-from hpcdist.jobs import EXIT_CODE, RECORD, RESUBMITTED, RUNS, SUBMITTING, start_line_shell, write_exit_code_shell
+from hpcdist.jobs import (EXIT_CODE, PROGRESS, RECORD, RESUBMITTED, RUNS, SUBMITTING, start_line_shell,
+                          write_exit_code_shell)
 from hpcdist.shell import Shell
 from hpcdist.subjobs import exit_file_shell
 
@@ -24,6 +25,7 @@ def script_context(folder: str | None, index_variable: str | None = None, job_id
         "write_exit_code": Shell(write_exit_code_shell("$exit_file")),
         "check_run": Shell(recorded_run_shell(recorded_id)),
         "record_start": Shell('[ -z "$exit_file" ] || ' + start_line_shell(Shell('"$job_dir"'), job_id_variable)),
+        "progress_dir": Shell(f'"$job_dir/{PROGRESS}"'),
     }
 
 

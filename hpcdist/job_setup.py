@@ -34,7 +34,8 @@ import sys
 #: What every node needs from the batch shell, where set: the environment the job activated.
 PASSED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX")
 #: What the set-up (and the stop block) export: the other nodes need them too.
-OWN = ("MASTER_ADDR", "MASTER_PORT", "HPCDIST_JOB_ID", "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE")
+OWN = ("MASTER_ADDR", "MASTER_PORT", "HPCDIST_JOB_ID", "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE",
+       "HPCDIST_PROGRESS_DIR")
 #: Prefixes DeepSpeed's environment file takes whole (its own docs: NCCL_*, and UCX's).
 DEEPSPEED_PREFIXES = ("NCCL_", "UCX_")
 

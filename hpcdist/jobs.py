@@ -47,6 +47,8 @@ LOG = "job.log"
 RUNS = "runs"
 EXIT_CODE = "exit_code"
 RUNNER = "runner"
+#: The ranks' progress files and the stacks' control file (hpcdist.progress writes them).
+PROGRESS = "progress"
 
 #: ``record.json``'s key while the submit command runs: ``{"pid": ..., "started": ...}`` of the
 #: ``hpcdist submit`` process. Its id is not known yet; the final record has no such key.

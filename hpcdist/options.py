@@ -400,6 +400,13 @@ OPTIONS = (
            "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (docs/guide/walltime.md)"),
     Option("signal_margin_s", str, None, WHERE, key="signal_margin", held="int | None", check=_walltime,
            metavar="TIME", help="send the walltime warning this long before the walltime (default: 5m)"),
+    # Progress and hangs (hpcdist.watch): the job's monitor ends a job whose ranks made no step
+    # for ``hang_timeout_s``; it calls a job hung after max(10x the recent step time, ``hang_floor_s``).
+    Option("hang_timeout_s", str, None, WHERE, key="hang_timeout", held="int | None", check=_walltime,
+           metavar="TIME", help="end the job, with every rank's stack in its log, when no rank has made a "
+           "step for this long (not while a rank is checkpointing; default: never)"),
+    Option("hang_floor_s", str, None, WHERE, key="hang_floor", held="int | None", check=_walltime,
+           metavar="TIME", help="call the job hung only after at least this long without a step (default: 2m)"),
     Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE"),
     Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS, owner="deepspeed"),
     Option("no_ssh", bool, False, LAUNCH, check=_yes_no, owner="deepspeed",

@@ -27,8 +27,12 @@ The srun, mpirun and DeepSpeed launchers start each rank through this module
 Nothing is exported when a field is unknown (the frameworks then look for
 themselves); each rank prints why.
 
+4. In a submitted job (``$HPCDIST_PROGRESS_DIR`` set), the rank's progress is
+   recorded for ``hpcdist watch`` (:mod:`hpcdist.progress`: an optimizer step
+   hook and a thread that writes it; no change to the script).
+
 A rank that starts and ends well imports only :mod:`hpcdist.env` (and what
-its lookup needs): MPI's abort (:mod:`hpcdist.env.mpi_discovery`) is
+its lookup needs; :mod:`hpcdist.progress` and ``threading`` in a submitted job): MPI's abort (:mod:`hpcdist.env.mpi_discovery`) is
 imported when the script ends badly, and ``__future__`` never (it costs each
 rank about 2% of Python's start).
 """
@@ -168,7 +172,15 @@ def main(argv: "list[str] | None" = None) -> None:
         lines += own_gpu(os.environ)
     for line in lines:
         print(line, file=sys.stderr)
-    sys.exit(run(argv))
+    recorder = None
+    if os.environ.get("HPCDIST_PROGRESS_DIR"):  # a submitted job's: its progress for `hpcdist watch`
+        from hpcdist import progress
+
+        recorder = progress.start()
+    status = run(argv)
+    if recorder is not None:
+        recorder.finish(status)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -253,8 +253,15 @@ def _job_files(job_dir: str | None, spec, scheduler):
     folder (`hpcdist render`)."""
     if not job_dir:
         return None
-    return job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
-                                    scheduler.job_id_variable, scheduler.recorded_id_shell)
+    files = job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
+                                     scheduler.job_id_variable, scheduler.recorded_id_shell)
+    # The job's monitor (hpcdist.watch): stragglers and hangs into the log; it ends with the batch shell.
+    monitor = [*launchers.hpcdist_command(spec), "monitor", "--dir", files["progress_dir"], "--pid", Shell("$$")]
+    if spec.hang_floor_s is not None:
+        monitor += ["--hang-floor", str(spec.hang_floor_s)]
+    if spec.hang_timeout_s is not None:
+        monitor += ["--hang-timeout", str(spec.hang_timeout_s)]
+    return {**files, "monitor": Shell(command_lines(monitor) + " &")}
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,

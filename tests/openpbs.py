@@ -92,12 +92,8 @@ def _script(*args: str, timeout: float = 180, check: bool = True, **settings: st
 def start() -> None:
     # History off, the server's own default: the tests that need it on set it (history).
     _script("start", PBSX_HISTORY="False", timeout=300)
-    # The datastore outlives a stop: jobs of an earlier session (one that was killed) would
-    # still be queued or "running" on the server. Every test starts from an empty queue.
+    # A killed session's jobs are deleted by the start itself (tests/cluster/openpbs.sh).
     _stale_pyenv_lock()
-    left = on(HEAD, "qselect").stdout.split()
-    if left:
-        on(HEAD, "qdel -W force " + " ".join(left))
 
 
 def _stale_pyenv_lock() -> None:

@@ -1,7 +1,8 @@
 """The ``hpcdist`` command: one parser, and each subcommand a small function over the library.
 
 The commands live by concern: :mod:`hpcdist.cli.jobs` (the login side: render, submit, status,
-logs, cancel, doctor, profiles) and :mod:`hpcdist.cli.in_job` (what runs inside a job: env,
+logs, cancel, doctor, profiles), :mod:`hpcdist.cli.watch` (watch, stacks: inside a running job;
+and monitor, in every submitted job) and :mod:`hpcdist.cli.in_job` (what runs inside a job: env,
 hostfile, supervise, requeue, job-setup, agents); :mod:`hpcdist.cli.common` holds what they
 share. Start-up stays fast: a subcommand named first builds only its own parser, ``hpcdist
 status`` and the two commands of every job script none at all, and each command imports what it
@@ -15,12 +16,12 @@ import sys
 from types import SimpleNamespace
 
 from hpcdist import __version__
-from hpcdist.cli import in_job, jobs, remote
+from hpcdist.cli import in_job, jobs, remote, watch
 from hpcdist.cli.common import CommandError
 from hpcdist.dash_values import joined
 
 #: The subcommands, in the order `hpcdist --help` lists them.
-COMMANDS = jobs.COMMANDS + remote.COMMANDS + in_job.COMMANDS
+COMMANDS = jobs.COMMANDS + watch.COMMANDS + remote.COMMANDS + in_job.COMMANDS
 
 __all__ = ["main", "build_parser", "COMMANDS", "CommandError"]
 
@@ -51,6 +52,8 @@ def _run(argv: list[str]) -> int:
     # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here).
     if argv[:1] and argv[0] in remote.SENT and remote.wanted(argv):
         return remote.main(argv)
+    if argv[:1] and argv[0] in watch.BY_HAND:
+        return watch.run_by_hand(argv[0], argv[1:])
     args = _plain_status(argv)
     if args is None:
         parser = build_parser(argv)
@@ -99,6 +102,7 @@ def build_parser(argv: list[str] = ()):
     # prog given: argparse would otherwise format the usage above to find it.
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="hpcdist")
     jobs.add_parsers(sub, only, command)
+    watch.add_parsers(sub, only, command)
     remote.add_parsers(sub, only)
     in_job.add_parsers(sub, only, command)
     return parser

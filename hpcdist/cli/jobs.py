@@ -11,6 +11,7 @@ import os
 import sys
 
 from hpcdist import schedulers
+from hpcdist.cli import watch
 from hpcdist.cli.common import CommandError, SkipBytes, command_line, follow, help_end, job_spec
 
 #: The commands here, in the order `hpcdist --help` lists them.
@@ -118,7 +119,7 @@ def run_submit(args: Namespace) -> int:
         print(job.job_id)
         print(f"hpcdist submit: {spec.scheduler} job {job.job_id}, script and log in {job.path}", file=sys.stderr)
     if args.wait:
-        return follow(job)
+        return _follow_to_end(job)
     return 0
 
 
@@ -160,7 +161,8 @@ def status_rows(refs: list[str]) -> list[dict]:
         record = job.record
         rows.append({"job_id": record["job_id"], "name": record.get("job_name", ""), "scheduler": record["scheduler"],
                      "state": state, "exit_code": exit_code, "reason": reason, "restarts": runs.restarts,
-                     "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1]})
+                     "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1],
+                     "progress": watch.status_column(job, state)})
     return rows
 
 
@@ -174,8 +176,10 @@ def show_rows(rows: list[dict], as_json: bool) -> None:
     lines = [f"{'JOB':<12} {'NAME':<24} {'SCHEDULER':<9} {'STATE':<10} {'EXIT':<5} REASON"]
     for r in rows:
         exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
+        # A running job's progress (hpcdist watch) where REASON is empty: it has none while it runs.
+        reason = r["reason"] or r.get("progress") or ""
         lines.append(f"{r['job_id']:<12} {r['name'][:24]:<24} {r['scheduler']:<9} {r['state'].lower():<10} "
-                     f"{exit_code:<5} {r['reason'] or ''}")
+                     f"{exit_code:<5} {reason}")
     print("\n".join(lines))  # one write: a print per row costs 2,000 jobs' status 5%
 
 
@@ -186,7 +190,7 @@ def run_logs(args: Namespace) -> int:
         job = jobs.find(args.job)
         out = SkipBytes(sys.stdout, args.from_byte)
         if args.follow:
-            return follow(job, out=out)
+            return _follow_to_end(job, out=out)
         # Written as it is read: a long training's log holds gigabytes.
         if not sub.write_logs(job, out):
             raise CommandError(f"job {job.job_id} has no log yet ({job.log})")
@@ -197,9 +201,19 @@ def run_logs(args: Namespace) -> int:
         state = sub.status(job)
     except sub.SubmitError:
         state = None
+    if state is not None and state.finished:
+        watch.print_end_line(job)
     if state is not None and state.finished and state.state != "COMPLETED":
         sub.print_first_failure(job)
     return 0
+
+
+def _follow_to_end(job, out=None) -> int:
+    """``--wait`` and ``logs -f``: the log to the job's end, then its step rate and slowest rank."""
+    status = follow(job, out=out)
+    if status != 130:  # not stopped by Ctrl-C
+        watch.print_end_line(job)
+    return status
 
 
 def run_cancel(args: Namespace) -> int:

@@ -26,6 +26,8 @@ import os
 
 from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, UndistributedWarning
 from hpcdist.env.resolver import explain, resolve
+# The rank's progress for `hpcdist watch` (os, sys and time only until a recorder starts).
+from hpcdist.progress import phase, step
 
 __all__ = [
     "LAUNCHERS",
@@ -45,6 +47,8 @@ __all__ = [
     "detect_launcher",
     "export_torch_env",
     "init_distributed",
+    "step",
+    "phase",
 ]
 
 _current: DistEnv | None = None
@@ -115,7 +119,8 @@ def init_distributed(backend: str | None = None, timeout=None) -> DistEnv:
     from hpcdist.env.torch_init import init_distributed as _init
     from hpcdist.failures import report_failures
 
-    env = _init(export_torch_env(), backend=backend, timeout=timeout)
+    with phase("rendezvous"):  # for `hpcdist watch`: a rank that waits here waits for its peers
+        env = _init(export_torch_env(), backend=backend, timeout=timeout)
     report_failures(env)
     return env
 

@@ -55,7 +55,7 @@ def program(spec, argparse_launcher: bool = False) -> list:
     """The training program and its arguments, as the launcher should start it.
 
     ``argparse_launcher``: the launcher reads the script's arguments with
-    argparse's REMAINDER (torchrun, DeepSpeed, accelerate), which swallows a
+    argparse's REMAINDER (DeepSpeed, accelerate), which swallows a
     ``--`` right after the script: that one is doubled.
     """
     from hpcdist.shell import BREAK

@@ -38,7 +38,10 @@ class Torchrun(Launcher):
         restarts = [f"--max-restarts={spec.max_restarts}"] if spec.max_restarts else []
         return [BREAK, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
-                Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + program(spec, argparse_launcher=True)
+                Shell('--rdzv-id="$HPCDIST_JOB_ID"'),
+                # Each worker through hpcdist.rank (torchrun's --module): its progress for `hpcdist watch`.
+                # The script is then an argument: a `--` after it is not torchrun's to swallow.
+                "-m", "hpcdist.rank"] + program(spec)
 
     def failures(self, text, agents, nodes):
         return [(m.start(), failure(exit_why(int(m["code"])), rank=int(m["rank"]), local_rank=int(m["local"]),

@@ -343,6 +343,9 @@ start() {
         ssh_keys
         root_ssh
     fi
+    # The datastore outlives a stop: a session that was killed leaves its jobs queued or "running",
+    # holding the nodes. Every start begins with an empty queue.
+    on "$HEAD" bash -c 'left=$(qselect); [ -z "$left" ] || qdel -W force $left' || true
     wait_nodes_free
     say "up in $((SECONDS - t0)) s. Submit as $USERNAME on the head:  $0 user $HEAD 'qsub job.sh'"
 }

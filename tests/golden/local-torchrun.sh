@@ -22,5 +22,5 @@ source "$run_dir/job.env"
 # Start torchrun on every node as agents on this host: 2 processes each, meeting at the master.
 python -m hpcdist agents --local --nodes 2 -- \
   torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
   train.py --lr 0.1

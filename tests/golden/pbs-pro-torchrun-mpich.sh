@@ -34,5 +34,5 @@ source "$run_dir/job.env"
 mpiexec.hydra -f "$HPCDIST_NODEFILE" -n 2 -ppn 1 -genv MASTER_ADDR "$MASTER_ADDR" \
   -genv MASTER_PORT "$MASTER_PORT" \
   torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
   train.py --lr 0.1

@@ -33,5 +33,5 @@ source "$run_dir/job.env"
 # Start torchrun on every node with Cray PALS's launcher: 4 processes each, meeting at the master.
 mpiexec --hostfile "$HPCDIST_NODEFILE" -n 2 --ppn 1 --cpu-bind none --envall \
   torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
   train.py --lr 0.1

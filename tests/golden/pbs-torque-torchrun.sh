@@ -31,5 +31,5 @@ source "$run_dir/job.env"
 # Start torchrun on every node with Open MPI's launcher: 4 processes each, meeting at the master.
 mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_env[@]}" \
   torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
   train.py --lr 0.1

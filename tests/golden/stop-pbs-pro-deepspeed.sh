@@ -35,6 +35,8 @@ record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$ex
 trap 'status=$?; rm -rf "$run_dir"; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 [ -z "$exit_file" ] || echo "start $(date +%s) $PBS_JOBID $(hostname)" >> "$job_dir/runs"
+# Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
+export HPCDIST_PROGRESS_DIR="$job_dir/progress"
 
 # The training's environment (-u is off: module and conda scripts read unset variables).
 set +u
@@ -63,6 +65,9 @@ deadline_pid=$!
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
   --deepspeed-env --pass NCCL_DEBUG
 source "$run_dir/job.env"
+
+# Watch the ranks' progress: stragglers and hangs, with every rank's stack, into this log.
+python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 
 # Start DeepSpeed; it reaches the other nodes by pdsh (`hpcdist supervise`: one fails, all end).
 launch() {

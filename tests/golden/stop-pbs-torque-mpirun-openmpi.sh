@@ -32,6 +32,8 @@ record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$ex
 trap 'status=$?; rm -rf "$run_dir"; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 [ -z "$exit_file" ] || echo "start $(date +%s) $PBS_JOBID $(hostname)" >> "$job_dir/runs"
+# Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
+export HPCDIST_PROGRESS_DIR="$job_dir/progress"
 
 # The training's environment (-u is off: module and conda scripts read unset variables).
 set +u
@@ -58,6 +60,9 @@ trap 'killed_by=143; stop_training "SIGTERM"' TERM
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile openmpi:4 \
   --mpi-env --pass NCCL_DEBUG
 source "$run_dir/job.env"
+
+# Watch the ranks' progress: stragglers and hangs, with every rank's stack, into this log.
+python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 
 # Start the 8 ranks with Open MPI's launcher, each through hpcdist.rank (which gives every framework
 # its rank).

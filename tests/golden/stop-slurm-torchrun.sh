@@ -39,6 +39,8 @@ record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$ex
 trap 'status=$?; rm -rf "$run_dir"; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 [ -z "$exit_file" ] || echo "start $(date +%s) $SLURM_JOB_ID $(hostname)" >> "$job_dir/runs"
+# Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
+export HPCDIST_PROGRESS_DIR="$job_dir/progress"
 
 # The training's environment (-u is off: module and conda scripts read unset variables).
 set +u
@@ -64,13 +66,16 @@ trap 'killed_by=143; stop_training "SIGTERM"' TERM
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 
+# Watch the ranks' progress: stragglers and hangs, with every rank's stack, into this log.
+python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
+
 # Start torchrun on every node with srun (elastic: nodes may be lost): 4 processes each, meeting at
 # the master.
 launch() {
   python -m hpcdist agents --elastic -- \
     srun --ntasks-per-node=1 --cpus-per-task=4 \
     torchrun --nnodes=1:2 --nproc-per-node=4 --max-restarts=1 --rdzv-backend=c10d \
-    --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
+    --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
     train.py --lr 0.1
 }
 launch &

@@ -1,0 +1,206 @@
+"""The commands that look inside a running job: ``watch`` and ``stacks`` (login side), and
+``monitor``, which each submitted job script runs in its background (:mod:`hpcdist.monitor`; its
+arguments read by hand, :data:`BY_HAND`). Also what ``status`` and ``logs`` show of the progress.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from hpcdist.cli.common import CommandError
+
+#: The commands here, in the order `hpcdist --help` lists them.
+COMMANDS = ("watch", "stacks", "monitor")
+BY_HAND = ("monitor",)
+
+
+def run_by_hand(name: str, argv: list[str]) -> int:
+    from hpcdist.monitor import USAGE, main
+
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    return main(argv)
+
+
+def add_parsers(sub, only: str | None, command: str | None) -> None:
+    if only in (None, "watch"):
+        watch = sub.add_parser("watch", help="each rank's progress in a running job; stragglers and hangs",
+                               description="Per node and rank: step, steps/s, seconds since the last step, phase; "
+                               "the slowest ranks; a line when the job looks hung. Refreshes until the job ends.")
+        watch.add_argument("job", metavar="JOB")
+        watch.add_argument("--once", action="store_true", help="one snapshot, then exit")
+        watch.add_argument("--json", action="store_true", help="one snapshot as JSON")
+        watch.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)")
+        watch.set_defaults(run=run_watch)
+    if only in (None, "stacks"):
+        stacks = sub.add_parser("stacks", help="every rank's Python stack in a running job, grouped",
+                                description="Ask every rank of a running job for its Python stack (through the job "
+                                "folder: no ssh) and print the identical stacks together.")
+        stacks.add_argument("job", metavar="JOB")
+        stacks.add_argument("--timeout", type=float, default=None,
+                            help="seconds to wait for the answers (default: two of the ranks' intervals and 2)")
+        stacks.set_defaults(run=run_stacks)
+    if only in (None, "monitor"):  # listed by --help; hpcdist.cli runs it without argparse
+        import argparse
+
+        from hpcdist.monitor import USAGE
+
+        usage, _, description = USAGE.partition("\n")
+        monitor = sub.add_parser("monitor", help="(in a job script) name stragglers and hangs in the job's log",
+                                 usage=usage.removeprefix("usage: "), description=description)
+        monitor.add_argument("argv", nargs=argparse.REMAINDER)
+        monitor.set_defaults(run=lambda args: run_by_hand("monitor", args.argv))
+
+
+def progress_dir(job) -> str:
+    from hpcdist import jobs
+
+    return os.path.join(job.path, jobs.PROGRESS)
+
+
+def _find(ref: str):
+    from hpcdist import jobs
+
+    try:
+        return jobs.find(ref)
+    except (jobs.JobNotFound, jobs.JobFolderError) as e:
+        raise CommandError(str(e)) from None
+
+
+def hang_floor(job) -> float:
+    """The job's hang floor, as its monitor has it (from the options it was submitted with)."""
+    from hpcdist import watch
+
+    try:
+        values = job.spec_values()
+    except (OSError, ValueError):
+        values = {}
+    return watch.floor_for(values.get("hang_floor_s"), values.get("hang_timeout_s"))
+
+
+def _state(job) -> str:
+    from hpcdist import submission as sub
+
+    try:
+        return sub.status(job).state
+    except sub.SubmitError as e:
+        return f"UNKNOWN ({e})"
+
+
+def screen(job, view, state: str) -> str:
+    """``watch``'s screen: a header, one row per rank by node, the slowest ranks, the hang line."""
+    nodes = sorted({r.get("node", "?") for r in view.ranks})
+    lines = [f"job {job.job_id} ({job.record['scheduler']}, {state.lower()}): {len(view.ranks)} rank(s) on "
+             f"{len(nodes)} node(s), {time.strftime('%H:%M:%S', time.localtime(view.now))}",
+             f"{'NODE':<16} {'RANK':>5} {'STEP':>8} {'STEPS/S':>8} {'WORK/STEP':>10} {'LAST STEP':>10}  PHASE"]
+    for r in sorted(view.ranks, key=lambda r: (r.get("node", ""), r["rank"])):
+        silent = f"  (silent {r['silent']:.0f} s)" if r in view.not_answering else ""
+        work = f"{r['work'] * 1000:.0f} ms" if r.get("work") is not None else "-"
+        rate = f"{r['rate']:.2f}" if r.get("rate") is not None else "-"
+        lines.append(f"{r.get('node', '?')[:16]:<16} {r['rank']:>5} {r.get('step', 0):>8} {rate:>8} "
+                     f"{work:>10} {r['since']:>8.1f} s  {r.get('phase', '?')}{silent}")
+    if len(nodes) > 1:
+        for node in nodes:
+            mine = [r for r in view.ranks if r.get("node", "?") == node]
+            lines.append(f"node {node}: {len(mine)} rank(s), steps {min(r.get('step', 0) for r in mine)}-"
+                         f"{max(r.get('step', 0) for r in mine)}")
+    if view.median_rate:
+        slow = "; ".join(f"rank {r['rank']} on {r.get('node', '?')}: {view.trailing(r)}" for r in view.slowest[:3])
+        lines.append(f"median {view.median_rate:.2f} steps/s; slowest: {slow or 'none trails the median'}")
+    if view.checkpointing:
+        lines.append(f"checkpointing: rank(s) {', '.join(map(str, view.checkpointing))}")
+    if view.hung:
+        lines.append(f"LOOKS HUNG: {view.hung.removeprefix('looks hung: ')}; `hpcdist stacks {job.job_id}` shows "
+                     f"where each rank waits")
+    elif view.not_answering:
+        from hpcdist.watch import silent_line
+
+        lines.append(silent_line(view.not_answering))
+    if not view.ranks:
+        lines.append("no rank has recorded its progress yet (ranks start through python -m hpcdist.rank, or call "
+                     "hpcdist.env.step())")
+    return "\n".join(lines) + "\n"
+
+
+def run_watch(args) -> int:
+    from hpcdist import watch
+
+    job = _find(args.job)
+    folder, floor = progress_dir(job), hang_floor(job)
+    while True:
+        state = _state(job)
+        view = watch.analyse(watch.read(folder), floor=floor)
+        if args.json:
+            import json
+
+            print(json.dumps({"job_id": job.job_id, "state": state, "time": view.now, "ranks": view.ranks,
+                              **view.summary()}, indent=2))
+            return 0
+        text = screen(job, view, state)
+        if args.once:
+            sys.stdout.write(text)
+            return 0
+        sys.stdout.write("\033[H\033[J" + text if sys.stdout.isatty() else text + "\n")
+        sys.stdout.flush()
+        if state not in ("RUNNING", "PENDING") and not state.startswith("UNKNOWN"):
+            return 0
+        try:
+            time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return 130
+
+
+def run_stacks(args) -> int:
+    from hpcdist import watch
+
+    job = _find(args.job)
+    folder = progress_dir(job)
+    ranks = [r for r in watch.read(folder) if r.get("phase") not in ("finished", "failed")]
+    if not ranks:
+        raise CommandError(f"job {job.job_id} has no running rank that records its progress ({folder})")
+    wait = args.timeout if args.timeout is not None else 2 * max(r.get("interval", 2.0) for r in ranks) + 2
+    try:
+        answers = watch.request_stacks(folder, [r["rank"] for r in ranks], wait)
+    except OSError as e:
+        raise CommandError(f"cannot ask the ranks for their stacks in {folder}: {e.strerror or e}") from None
+    print("\n".join(watch.group_stacks(answers)))
+    return 0
+
+
+def print_end_line(job, log_text: str | None = None) -> None:
+    """The job's step rate and slowest rank (``logs``, ``--wait``), where its ranks recorded them;
+    on stderr, after the log, as the first failure is. Not again where the job's monitor wrote it
+    into the log (``log_text``; read here when not given)."""
+    from hpcdist import submission as sub, watch
+
+    if log_text is None:
+        try:
+            log_text = sub.log_text(job) or ""
+        except (sub.SubmitError, OSError):
+            log_text = ""
+    line = watch.end_line(watch.read(progress_dir(job)))
+    if line and line not in log_text:
+        print(line, file=sys.stderr)
+
+
+def status_column(job, state: str) -> str:
+    """``hpcdist status``'s short progress of a running job, from the monitor's summary."""
+    if state != "RUNNING":
+        return ""
+    import json
+
+    from hpcdist.monitor import SUMMARY
+
+    try:
+        with open(os.path.join(progress_dir(job), SUMMARY), encoding="utf-8") as f:
+            summary = json.load(f)
+    except (OSError, ValueError):
+        return ""
+    if summary.get("hung"):
+        return f"HUNG {summary.get('stalled_s', 0):.0f}s"
+    if not summary.get("ranks"):
+        return ""
+    return f"step {summary.get('step_min', 0)} {summary.get('median_rate', 0):.1f}/s"

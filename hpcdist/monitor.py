@@ -1,0 +1,153 @@
+"""``hpcdist monitor``: the job's watcher, in the background of the job script on its first node.
+
+Every few seconds it reads the ranks' progress (:mod:`hpcdist.watch`) and writes into the job's log:
+
+- a straggler, once, with its figures, when it trails the median rate for three checks in a row;
+- a hang, once per hang: the line of :attr:`hpcdist.watch.View.hung`, then every rank's stack,
+  grouped (asked through the control file: no ssh to the nodes);
+- with ``--hang-timeout``: when no rank has made a step for that long (not while one checkpoints),
+  the cause and the grouped stacks, then the job is ended: TERM (and CONT, for a stopped rank) to the
+  batch shell's process group, which holds the launcher; the scheduler ends what runs elsewhere;
+- the job's step rate and slowest rank once every rank has finished.
+
+It also keeps ``summary.json`` there (one small file: ``hpcdist status`` reads it) and ends
+with the batch shell (``--pid``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+from hpcdist import watch
+
+USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--interval S]\n"
+         "Inside a job script: watch the ranks' progress; stragglers and hangs into the log.")
+SUMMARY = "summary.json"
+
+
+def parse(argv: list[str]) -> dict:
+    options = {"dir": None, "pid": None, "hang_floor": None, "hang_timeout": None,
+               "interval": 2.0}
+    args = list(argv)
+    while args:
+        name = args.pop(0).lstrip("-").replace("-", "_")
+        if name not in options or not args:
+            raise SystemExit(f"hpcdist monitor: unknown or incomplete argument --{name}\n{USAGE}")
+        value = args.pop(0)
+        options[name] = value if name == "dir" else float(value)
+    if not options["dir"] or options["pid"] is None:
+        raise SystemExit(f"hpcdist monitor: --dir and --pid are required\n{USAGE}")
+    return options
+
+
+def say(line: str) -> None:
+    print(f"hpcdist: {line}", file=sys.stderr, flush=True)
+
+
+def stacks_lines(folder: str, view) -> list[str]:
+    ranks = [r["rank"] for r in view.ranks if r.get("phase") not in ("finished", "failed")]
+    interval = max((r.get("interval", 2.0) for r in view.ranks), default=2.0)
+    return watch.group_stacks(watch.request_stacks(folder, ranks, wait_s=2 * interval + 2))
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` on this node (from /proc), nearest first."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    # The parent is the second field after the command, which may hold spaces.
+                    parent = int(f.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(0), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def end_job(pid: int) -> None:
+    """TERM, and CONT (a stopped process takes a TERM only once it runs again), to every process
+    the batch shell started on this node but this monitor: the launcher (srun, mpirun, torchrun's
+    agents) ends the ranks it started elsewhere; the shell then ends with the launcher's status and
+    records it. Not the shell's process group: a local job's runner is in it, and records the end."""
+    me = os.getpid()
+    for signal_number in (signal.SIGTERM, signal.SIGCONT):
+        for process in descendants(pid):
+            if process != me:
+                try:
+                    os.kill(process, signal_number)
+                except OSError:
+                    pass  # ended meanwhile
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def run(options: dict) -> int:
+    folder, pid = options["dir"], int(options["pid"])
+    timeout = options["hang_timeout"]
+    floor = watch.floor_for(options["hang_floor"], timeout)
+    os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
+    slow_checks: dict[int, int] = {}
+    named, hang_told = set(), False
+    while alive(pid):
+        view = watch.analyse(watch.read(folder), floor=floor)
+        _write_summary(folder, view)
+        for rank in list(slow_checks):
+            if rank not in {r["rank"] for r in view.slowest}:
+                del slow_checks[rank]
+        for r in view.slowest:
+            slow_checks[r["rank"]] = slow_checks.get(r["rank"], 0) + 1
+            if slow_checks[r["rank"]] >= 3 and r["rank"] not in named:
+                named.add(r["rank"])
+                say(view.straggler_line(r))
+        ending = timeout is not None and view.stalled_beyond(timeout)
+        if view.hung and not hang_told or ending:
+            hang_told = True
+            say(f"{view.hung or 'no rank has made a step for %.0f s' % view.stalled_s}; every rank's stack:")
+            for line in stacks_lines(folder, view):
+                print(f"hpcdist:   {line}", file=sys.stderr, flush=True)
+        elif view.hung is None:
+            hang_told = False
+        if ending:
+            say(f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout "
+                f"{timeout:.0f} s)")
+            end_job(pid)
+            return 0
+        if view.finished:
+            line = watch.end_line(view.ranks)
+            if line:
+                print(line, file=sys.stderr, flush=True)
+            return 0
+        time.sleep(options["interval"])
+    return 0
+
+
+def _write_summary(folder: str, view) -> None:
+    temporary = os.path.join(folder, f".{SUMMARY}.tmp")
+    try:
+        with open(temporary, "w") as f:
+            json.dump({"time": view.now, **view.summary()}, f)
+        os.replace(temporary, os.path.join(folder, SUMMARY))
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    return run(parse(argv))

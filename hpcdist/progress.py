@@ -1,0 +1,320 @@
+"""Each rank's progress, recorded for ``hpcdist watch``: steps, the last step's time, the step rate, the phase.
+
+``python -m hpcdist.rank`` starts a :class:`Recorder` in every rank when the job script sets
+``$HPCDIST_PROGRESS_DIR`` (a submitted job's ``progress/`` folder, :mod:`hpcdist.jobs`). A step is
+counted by a global optimizer step hook (``torch.optim.Optimizer.register_optimizer_step_post_hook``,
+installed once the script has imported torch: a plain training script needs no change), or by
+:func:`step` (``hpcdist.env.step()``) for a loop without an optimizer; once :func:`step` is
+called, the hook stops counting, so a script that does both counts each step once.
+:func:`phase` (``hpcdist.env.phase("checkpointing")``, also a ``with`` block) says what the rank
+is doing: a rank that checkpoints is never taken for a hung one.
+
+Nothing here can block a rank: a step adds one to a counter and reads the clock. A daemon thread
+writes the rank's state (``rank-N.json``, about 250 bytes, replaced whole) every
+``$HPCDIST_PROGRESS_INTERVAL`` seconds (default 2); a file system that hangs holds that thread,
+never the training. The same thread answers a request for stacks: when ``stacks.request`` (a
+number) changes, it writes the main thread's Python stack into ``stacks-N.txt``. A thread can do
+so while the main thread waits in a collective (it waits in C, without the GIL); a stopped rank
+(SIGSTOP) cannot, and ``watch`` says it did not answer.
+
+Why the job folder and not a node-local folder gathered by an agent: it is on the file system that
+the login node and every node of the job share already (the log and the exit code are there), so
+``watch`` needs nothing running but the ranks, under every launcher and scheduler (torchrun,
+mpirun and DeepSpeed start no agent of hpcdist's on the other nodes). The cost is one small file
+per rank per interval on the shared file system; at thousands of ranks, raise the interval.
+
+Light: only ``os``, ``sys`` and ``time`` at import (``hpcdist.env`` imports this module);
+``threading`` and ``json`` when a recorder starts.
+"""
+
+import os
+import sys
+import time
+
+DIR_VARIABLE = "HPCDIST_PROGRESS_DIR"
+INTERVAL_VARIABLE = "HPCDIST_PROGRESS_INTERVAL"
+#: The control file ``hpcdist stacks`` (and the monitor) writes: a number, new for each request.
+STACKS_REQUEST = "stacks.request"
+PHASES = ("starting", "rendezvous", "training", "checkpointing", "finished", "failed")
+#: (time, steps, waited) samples kept for the step rate: the last minute at the default interval.
+SAMPLES = 30
+#: ``0``: do not time torch.distributed's collectives (the straggler measure; the step hook stays).
+COLLECTIVES_VARIABLE = "HPCDIST_PROGRESS_COLLECTIVES"
+#: The collectives timed (blocking calls; an async_op call's wait is not seen).
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+               "broadcast", "barrier", "all_to_all", "all_to_all_single", "reduce", "gather", "scatter")
+
+#: This process's recorder, once started (one per rank).
+RECORDER = None
+
+
+def rank_file(folder: str, rank) -> str:
+    return os.path.join(folder, f"rank-{rank}.json")
+
+
+def stacks_file(folder: str, rank) -> str:
+    return os.path.join(folder, f"stacks-{rank}.txt")
+
+
+class Recorder:
+    """One rank's progress and the thread that writes it."""
+
+    def __init__(self, folder: str, rank: int, local_rank, node: str, interval: float):
+        self.folder, self.rank, self.local_rank, self.node, self.interval = folder, rank, local_rank, node, interval
+        self.steps = 0
+        self.last_step = self.first_step = None  # time.time() of the last and first steps
+        self.phase, self.phase_since = "starting", time.perf_counter()
+        self.explicit = False  # step() was called: the optimizer hook no longer counts
+        self.started = time.time()
+        self.samples = []
+        self.answered = None  # the stacks request last answered (its file's mtime)
+        # Seconds waited in torch.distributed's collectives, in all and at the last step: in
+        # synchronous training every rank steps at the slowest one's rate, and the straggler is
+        # the one that waits least (its own work takes longest).
+        self.waited = self.waited_at_step = 0.0
+        import threading
+
+        self._wake = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="hpcdist-progress", daemon=True)
+        self._thread.start()
+
+    # -- The training's side: no I/O, no lock ----------------------------------------------------
+
+    def step(self, n: int = 1) -> None:
+        self.explicit = True
+        self.hook_step(n)
+
+    def hook_step(self, n: int = 1) -> None:
+        self.steps += n
+        self.last_step = time.time()
+        self.waited_at_step = self.waited
+        if self.first_step is None:
+            self.first_step = self.last_step
+        if self.phase in ("starting", "rendezvous"):
+            self.phase = "training"
+
+    def _optimizer_stepped(self, optimizer, args, kwargs) -> None:
+        if not self.explicit:
+            self.hook_step()
+
+    def set_phase(self, name: str) -> None:
+        """A checkpoint's time is no work of a step: counted with the collectives' waits, so the
+        rank that checkpoints is not named a straggler for it."""
+        now = time.perf_counter()
+        if self.phase == "checkpointing":
+            self.waited += now - self.phase_since
+        self.phase, self.phase_since = name, now
+
+    def finish(self, status: int) -> None:
+        """The script ended (``status``): one last write, waited for at most a second."""
+        self.set_phase("finished" if status == 0 else "failed")
+        self._done = True
+        self._wake.set()
+        self._thread.join(1.0)
+
+    # -- The thread ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        hooked, next_write = False, 0.0
+        try:
+            os.makedirs(self.folder, 0o700, exist_ok=True)  # private, as the job folder
+        except OSError:
+            return  # no folder: nothing recorded, the training goes on
+        while True:
+            # Quick polls until torch is there to hook (a script builds its model after importing it).
+            self._wake.wait(self.interval if hooked or time.time() - self.started > 60 else 0.1)
+            if not hooked:
+                hooked = self._hook()
+            now = time.time()
+            if now >= next_write or self._done:
+                self._sample(now)
+                self._write(now)
+                next_write = now + self.interval
+                self._answer_stacks()
+            if self._done:
+                return
+
+    def _hook(self) -> bool:
+        """The global optimizer step hook, once torch has finished importing."""
+        torch = sys.modules.get("torch")
+        if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False):
+            return False
+        register = getattr(sys.modules.get("torch.optim.optimizer"), "register_optimizer_step_post_hook", None)
+        if register is None:
+            return False
+        register(self._optimizer_stepped)
+        if os.environ.get(COLLECTIVES_VARIABLE) != "0":
+            self._time_collectives()
+        return True
+
+    def _time_collectives(self) -> None:
+        """Count the time spent in torch.distributed's blocking collectives called from Python
+        (DDP's own, in C++, are not seen: a DDP rank's wait stays in its step's work)."""
+        import functools
+
+        modules = [sys.modules.get("torch.distributed"), sys.modules.get("torch.distributed.distributed_c10d")]
+        clock = time.perf_counter
+        for name in COLLECTIVES:
+            original = getattr(modules[1], name, None)
+            if original is None or getattr(original, "_hpcdist_timed", False):
+                continue
+
+            @functools.wraps(original)
+            def timed(*args, _original=original, **kwargs):
+                start = clock()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self.waited += clock() - start
+
+            timed._hpcdist_timed = True
+            for module in modules:
+                if module is not None and getattr(module, name, None) is original:
+                    setattr(module, name, timed)
+
+    def _sample(self, now: float) -> None:
+        # At the last step's time, not now: a stall does not lower the rate (it would raise the
+        # hang threshold, a multiple of the step time, as the stall goes on).
+        if self.last_step is not None and (not self.samples or self.samples[-1][1] != self.steps):
+            self.samples.append((self.last_step, self.steps, self.waited_at_step))
+            del self.samples[:-SAMPLES]
+
+    def work_per_step(self) -> float:
+        """Seconds per step outside the collectives, over the samples kept (None before two)."""
+        if len(self.samples) < 2:
+            return None
+        (t0, s0, w0), (t1, s1, w1) = self.samples[0], self.samples[-1]
+        return max(0.0, (t1 - t0) - (w1 - w0)) / (s1 - s0) if s1 > s0 else None
+
+    def rate(self):
+        """Steps per second while it stepped, over the samples kept (the last minute at the
+        default interval); None before two samples."""
+        if len(self.samples) < 2:
+            return None
+        (t0, s0, _), (t1, s1, _) = self.samples[0], self.samples[-1]
+        return round((s1 - s0) / (t1 - t0), 4) if t1 > t0 else None
+
+    def _write(self, now: float) -> None:
+        state = {"rank": self.rank, "local_rank": self.local_rank, "node": self.node, "pid": os.getpid(),
+                 "step": self.steps, "first_step": self.first_step, "last_step": self.last_step, "phase": self.phase,
+                 "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval}
+        _replace(rank_file(self.folder, self.rank), _json(state))
+
+    def _answer_stacks(self) -> None:
+        request = os.path.join(self.folder, STACKS_REQUEST)
+        try:
+            st = os.stat(request)
+            if st.st_mtime_ns == self.answered:
+                return
+            with open(request) as f:
+                number = f.read().strip()
+        except OSError:
+            return
+        self.answered = st.st_mtime_ns
+        _replace(stacks_file(self.folder, self.rank), f"request {number}\n" + main_stack())
+
+
+def _json(state: dict) -> str:
+    """``state`` (numbers, None, plain strings) as JSON, without importing json on every rank
+    (most of a short rank's cost of recording); json itself for a string it would escape."""
+    parts = []
+    for key, value in state.items():
+        if value is None:
+            text = "null"
+        elif isinstance(value, str):
+            if not value.isprintable() or '"' in value or "\\" in value:
+                import json
+
+                return json.dumps(state)
+            text = f'"{value}"'
+        else:
+            text = repr(value)
+        parts.append(f'"{key}": {text}')
+    return "{" + ", ".join(parts) + "}"
+
+
+def main_stack() -> str:
+    """The main thread's Python stack, outermost first, one ``FILE:LINE FUNCTION`` line per frame;
+    hpcdist.rank's own frames (which run the script) left out."""
+    import threading
+    import traceback
+
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    frames = traceback.extract_stack(frame) if frame is not None else []
+    ours = [i for i, f in enumerate(frames) if f.filename.endswith(os.path.join("hpcdist", "rank.py"))]
+    if ours:  # runpy's and hpcdist.rank's frames, which run the script
+        del frames[:ours[-1] + 1]
+    return "".join(f"{f.filename}:{f.lineno} {f.name}\n" for f in frames)
+
+
+def _replace(path: str, text: str) -> None:
+    """Write ``path`` whole (a reader sees the old file or the new one, never half of one)."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a full or gone file system: the next write tries again
+
+
+def start(environ=None):
+    """Start this rank's recorder where the job asks for one (``$HPCDIST_PROGRESS_DIR`` set, the
+    rank known from ``RANK``); the recorder, or None."""
+    global RECORDER
+    environ = os.environ if environ is None else environ
+    folder, rank = environ.get(DIR_VARIABLE), environ.get("RANK")
+    if RECORDER is not None or not folder or not (rank or "").isdigit():
+        return RECORDER
+    try:
+        interval = max(0.2, float(environ.get(INTERVAL_VARIABLE) or 2))
+    except ValueError:
+        interval = 2.0
+    local = environ.get("LOCAL_RANK")
+    # os.uname(), not socket.gethostname(): the same name, without importing socket on every rank.
+    RECORDER = Recorder(folder, int(rank), int(local) if (local or "").isdigit() else None,
+                        os.uname().nodename, interval)
+    return RECORDER
+
+
+_tried = False
+
+
+def _recorder():
+    """The recorder, started on first use for a script its launcher started directly (torchrun,
+    accelerate) that calls :func:`step` or :func:`phase` itself."""
+    global _tried
+    if RECORDER is None and not _tried:
+        _tried = True
+        start()
+    return RECORDER
+
+
+def step(n: int = 1) -> None:
+    """Count ``n`` steps of this rank (``hpcdist.env.step()``): for a loop without an optimizer.
+    Nothing when the job records no progress."""
+    recorder = RECORDER or _recorder()
+    if recorder is not None:
+        recorder.step(n)
+
+
+class phase:
+    """Say what this rank does now: ``phase("checkpointing")``, or as a ``with`` block, which puts
+    the phase before it back at its end. A rank in the phase ``checkpointing`` is never taken for
+    a hung one, however long it takes."""
+
+    def __init__(self, name: str):
+        if name not in PHASES:
+            raise ValueError(f"hpcdist phase {name!r}: expected one of {', '.join(PHASES)}")
+        recorder = _recorder()
+        self.before = recorder.phase if recorder is not None else None
+        if recorder is not None:
+            recorder.set_phase(name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if RECORDER is not None and self.before is not None:
+            RECORDER.set_phase(self.before)

@@ -1,0 +1,240 @@
+"""What the ranks' progress files say: per rank and node, the slowest ranks, a hang, grouped stacks.
+
+The ranks write their progress into the job folder's ``progress/`` (:mod:`hpcdist.progress`);
+this module reads it, from the login node (``hpcdist watch``, ``hpcdist stacks``, the progress
+column of ``hpcdist status``) and inside the job (``hpcdist monitor``, :mod:`hpcdist.monitor`):
+
+- :func:`read` the ranks' states; :func:`analyse` them into a :class:`View`: each rank's step,
+  steps per second, seconds since its last step and phase; the median rate and the ranks that trail
+  it by :data:`STRAGGLER_FACTOR`; whether the job looks hung (no rank has made a step for
+  max(:data:`HANG_MULTIPLE` x the recent step time, the floor), and no rank checkpoints), and which
+  ranks stopped writing (a stopped or dead process);
+- :func:`request_stacks` asks every rank for its stack through the control file and gathers the
+  answers; :func:`group_stacks` groups identical stacks ("ranks 0-2,4-7 in all_reduce at
+  train.py:88").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+from hpcdist.progress import STACKS_REQUEST, rank_file, stacks_file
+
+#: A job looks hung after this many of its recent step times without a step (and the floor).
+HANG_MULTIPLE = 10
+#: The floor's default: a slow step (a long evaluation) is no hang.
+HANG_FLOOR_S = 120
+#: A rank slower than the median rate by this factor is a straggler.
+STRAGGLER_FACTOR = 1.5
+#: A rank that has not written its file for this many of its intervals (and 5 s) is not answering.
+SILENT_INTERVALS = 3
+
+
+def read(folder: str) -> list[dict]:
+    """The ranks' states (their ``rank-N.json``), by rank; files that cannot be read are skipped."""
+    ranks = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for name in names:
+        if name.startswith("rank-") and name.endswith(".json"):
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    state = json.load(f)
+                if isinstance(state, dict) and isinstance(state.get("rank"), int):
+                    ranks.append(state)
+            except (OSError, ValueError):
+                pass
+    return sorted(ranks, key=lambda r: r["rank"])
+
+
+class View:
+    """The job at one moment: :attr:`ranks` (each with ``since``, seconds since its last step or its
+    start, and ``silent``, seconds since it last wrote), :attr:`median_rate`, :attr:`slowest`,
+    :attr:`hung` (a line, or None), :attr:`stalled_s` and :attr:`not_answering`."""
+
+    def __init__(self, ranks: list[dict], now: float, floor: float, factor: float):
+        self.ranks, self.now = ranks, now
+        for r in ranks:
+            r["since"] = now - (r.get("last_step") or r.get("started") or now)
+            r["silent"] = now - r.get("written", now)
+        live = [r for r in ranks if r.get("phase") not in ("finished", "failed")]
+        rates = [r["rate"] for r in live if r.get("rate") is not None]
+        self.median_rate = statistics.median(rates) if rates else 0.0
+        self.not_answering = [r for r in live if r["silent"] > max(5.0, SILENT_INTERVALS * r.get("interval", 2.0))]
+        # A rank that does not answer is no straggler: its figures are as old as its file.
+        answering = [r for r in live if r.get("step") and r not in self.not_answering]
+        works = [r["work"] for r in answering if r.get("work") is not None]
+        self.median_work = statistics.median(works) if works else None
+        self.slowest = [r for r in answering if self._trails(r, factor)]
+        self.slowest.sort(key=lambda r: -self.slowness(r))
+        self.finished = bool(ranks) and not live
+        stepped = [r["last_step"] for r in ranks if r.get("last_step")]
+        self.stalled_s = now - max(stepped) if stepped else 0.0
+        step_time = 1 / self.median_rate if self.median_rate else 0.0
+        self.threshold_s = max(HANG_MULTIPLE * step_time, floor)
+        self.checkpointing = [r["rank"] for r in live if r.get("phase") == "checkpointing"]
+        #: No step for long, and nothing that explains it: stalled_beyond() holds for any time.
+        self.stuck = bool(live and stepped and not self.checkpointing)
+        self.hung = None
+        if self.stalled_beyond(self.threshold_s):
+            self.hung = (f"looks hung: no rank has made a step for {self.stalled_s:.0f} s (threshold "
+                         f"{self.threshold_s:.0f} s: {HANG_MULTIPLE}x the recent step time {step_time:.2f} s, "
+                         f"floor {floor:.0f} s)")
+            if self.not_answering:
+                self.hung += "; " + silent_line(self.not_answering)
+
+    def stalled_beyond(self, seconds: float) -> bool:
+        """No rank has made a step for ``seconds``, none checkpoints, and some have not finished."""
+        return self.stuck and self.stalled_s >= seconds
+
+    def _trails(self, r: dict, factor: float) -> bool:
+        """Fewer steps per second than the median by ``factor``, or (synchronous training, where
+        every rank steps together) more work per step outside the collectives by ``factor`` and
+        by 5 ms at least."""
+        if self.median_rate > 0 and r.get("rate") is not None and r["rate"] * factor < self.median_rate:
+            return True
+        work = r.get("work")
+        return bool(work is not None and self.median_work is not None and work > factor * self.median_work
+                    and work - self.median_work > 0.005)
+
+    def slowness(self, r: dict) -> float:
+        """How many times slower than the median ``r`` is, by the measure that says it trails."""
+        by_rate = self.median_rate / r["rate"] if r.get("rate") else float("inf")
+        by_work = r["work"] / self.median_work if r.get("work") and self.median_work else 1.0
+        return max(by_rate if self._slow_rate(r) else 1.0, by_work)
+
+    def _slow_rate(self, r: dict) -> bool:
+        return self.median_rate > 0 and r.get("rate") is not None and r["rate"] * STRAGGLER_FACTOR < self.median_rate
+
+    def trailing(self, r: dict) -> str:
+        """How ``r`` trails the median, in a few words."""
+        if self._slow_rate(r):
+            return (f"{r.get('rate', 0):.2f} steps/s, {r.get('rate', 0) / self.median_rate:.2f}x the median "
+                    f"{self.median_rate:.2f} steps/s")
+        return (f"{r['work'] * 1000:.0f} ms of its own work per step, {self.slowness(r):.1f}x the median "
+                f"{self.median_work * 1000:.0f} ms (the others wait for it in their collectives)")
+
+    def straggler_line(self, r: dict) -> str:
+        return f"straggler: rank {r['rank']} on {r.get('node', '?')}: {self.trailing(r)} (step {r.get('step', 0)})"
+
+    def summary(self) -> dict:
+        """The few figures ``hpcdist status`` shows (and ``--json`` gives)."""
+        steps = [r.get("step", 0) for r in self.ranks]
+        return {"ranks": len(self.ranks), "step_min": min(steps, default=0), "step_max": max(steps, default=0),
+                "median_rate": round(self.median_rate, 3), "stalled_s": round(self.stalled_s, 1),
+                "hung": self.hung, "slowest": [r["rank"] for r in self.slowest],
+                "not_answering": [r["rank"] for r in self.not_answering]}
+
+
+def silent_line(ranks: list[dict]) -> str:
+    return ", ".join(f"rank {r['rank']} on {r.get('node', '?')} (pid {r.get('pid', '?')}) has not answered for "
+                     f"{r['silent']:.0f} s" for r in ranks) + " (stopped, or its process is gone)"
+
+
+def floor_for(floor_s: float | None, timeout_s: float | None) -> float:
+    """The hang floor of a job with ``--hang-floor`` and ``--hang-timeout`` (None: not given): a
+    timeout below the floor is the floor (a job is called hung before it is ended)."""
+    floor = HANG_FLOOR_S if floor_s is None else floor_s
+    return min(floor, timeout_s) if timeout_s is not None else floor
+
+
+def analyse(ranks: list[dict], now: float | None = None, floor: float = HANG_FLOOR_S,
+            factor: float = STRAGGLER_FACTOR) -> View:
+    return View(ranks, time.time() if now is None else now, floor, factor)
+
+
+# -- Stacks -------------------------------------------------------------------------------------
+
+def request_stacks(folder: str, ranks: list[int], wait_s: float) -> dict[int, list[str] | None]:
+    """Ask every rank for its stack (the control file) and wait up to ``wait_s`` for the answers:
+    rank -> its frames (``FILE:LINE FUNCTION``, outermost first), None where no answer came."""
+    number = str(time.time_ns())
+    temporary = os.path.join(folder, f".{STACKS_REQUEST}.{os.getpid()}")
+    with open(temporary, "w") as f:
+        f.write(number + "\n")
+    os.replace(temporary, os.path.join(folder, STACKS_REQUEST))
+    answers: dict[int, list[str] | None] = {rank: None for rank in ranks}
+    deadline = time.time() + wait_s
+    while True:
+        for rank in [r for r, a in answers.items() if a is None]:
+            try:
+                with open(stacks_file(folder, rank), encoding="utf-8") as f:
+                    first, *frames = f.read().splitlines()
+            except (OSError, ValueError):
+                continue
+            if first == f"request {number}":
+                answers[rank] = frames
+        if all(a is not None for a in answers.values()) or time.time() >= deadline:
+            return answers
+        time.sleep(0.2)
+
+
+def _is_library(path: str) -> bool:
+    return any(part in path for part in ("site-packages", "dist-packages", "/lib/python", os.sep + "hpcdist" + os.sep))
+
+
+def where(frames: list[str]) -> str:
+    """A stack in a few words: the innermost function, and the innermost line of the user's own code."""
+    if not frames:
+        return "no Python frame (outside Python code)"
+    inner_file, _, inner_function = frames[-1].rpartition(" ")
+    own = next((f.rpartition(" ")[0] for f in reversed(frames) if not _is_library(f.rpartition(" ")[0])), inner_file)
+    path, _, line = own.rpartition(":")
+    return f"in {inner_function} at {os.path.basename(path)}:{line}"
+
+
+def ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 4]`` as ``0-2,4``."""
+    out, numbers = [], sorted(numbers)
+    start = prev = numbers[0]
+    for n in numbers[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ",".join(out)
+
+
+def group_stacks(answers: dict[int, list[str] | None]) -> list[str]:
+    """One line per distinct stack, the largest group first, then the ranks that gave none; each
+    group's full stack (innermost last) under its line."""
+    groups: dict[tuple, list[int]] = {}
+    for rank, frames in answers.items():
+        if frames is not None:
+            groups.setdefault(tuple(frames), []).append(rank)
+    lines = []
+    for frames, members in sorted(groups.items(), key=lambda g: (-len(g[1]), g[1][0])):
+        label = "rank" if len(members) == 1 else "ranks"
+        lines.append(f"{label} {ranges(members)} {where(list(frames))}")
+        lines += [f"    {frame}" for frame in frames[-8:]]
+    silent = [rank for rank, frames in answers.items() if frames is None]
+    if silent:
+        lines.append(f"{'rank' if len(silent) == 1 else 'ranks'} {ranges(silent)}: no answer (stopped, or gone)")
+    return lines
+
+
+def end_line(ranks: list[dict]) -> str | None:
+    """The job's step rate and its slowest rank, from each rank's first step to its last (the
+    end of ``hpcdist logs`` and ``--wait``); None where no rank made a step."""
+    rates = {r["rank"]: (r["step"] - 1) / (r["last_step"] - r["first_step"]) for r in ranks
+             if r.get("step", 0) > 1 and r.get("first_step") and r.get("last_step", 0) > r["first_step"]}
+    if not rates:
+        return None
+    # In synchronous training every rank steps together: the slowest is the one with the most
+    # work of its own per step (the others wait for it), where that was measured.
+    works = {r["rank"]: r["work"] for r in ranks if r.get("work") is not None}
+    slowest = max(works, key=works.get) if works else min(rates, key=rates.get)
+    node = next(r.get("node", "?") for r in ranks if r["rank"] == slowest)
+    steps = [r.get("step", 0) for r in ranks]
+    median_work = statistics.median(works.values()) if works else 0
+    work = f", {works[slowest] * 1000:.0f} ms of its own work per step (median {median_work * 1000:.0f} ms)" if works else ""
+    return (f"hpcdist: progress: {len(ranks)} rank(s), {min(steps)}-{max(steps)} steps, "
+            f"{statistics.median(rates.values()):.2f} steps/s (the median rank); slowest: rank {slowest} on {node} "
+            f"at {rates[slowest]:.2f} steps/s{work}")

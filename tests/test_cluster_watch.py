@@ -1,0 +1,109 @@
+"""Issue 31 on the real 2-host test cluster: hangs, stragglers and `hpcdist watch` under Slurm and
+its PBS personality, for torchrun, srun, mpirun and DeepSpeed (gloo, 2 nodes of 2 ranks).
+
+The same training and faults as tests/test_watch.py (tests/jobs/watch_training.py): rank 1 stops
+itself with SIGSTOP at step 20 (node1: the monitor's node), rank 3 (node2) does the same, and
+rank 2 waits in a collective of a group whose other rank never reaches it; with
+``--hang-timeout 20s`` each job ends within the timeout and a few seconds, its log holding the
+hang line, the grouped stacks and the cause. A run with a straggler and a checkpoint longer than
+the floor names the straggler once and no hang. The real OpenPBS rows are not written yet (NOTES).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import testcluster
+
+ROOT = testcluster.ROOT
+TRAIN = str(ROOT / "tests" / "jobs" / "watch_training.py")
+WHERE = {"slurm": ["--scheduler", "slurm"], "pbs-torque": ["--scheduler", "pbs", "--dialect", "torque"]}
+LAUNCHERS = {"torchrun": [], "srun": ["--launcher", "srun"], "mpirun": ["--launcher", "mpirun"],
+             "deepspeed": ["--launcher", "deepspeed"]}
+ROWS = [(w, la) for w in WHERE for la in LAUNCHERS if not (w != "slurm" and la == "srun")]
+
+
+def hpcdist(*args, cwd, env, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpcdist", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def submit(tmp_path, env, where, launcher, *flags) -> dict:
+    proc = hpcdist("submit", *WHERE[where], *LAUNCHERS[launcher], "--nodes", "2", "--procs-per-node", "2",
+                   *flags, "--json", TRAIN, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def wait_end(job, tmp_path, env, timeout) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        (row,) = json.loads(hpcdist("status", "--json", job["job_id"], cwd=tmp_path, env=env).stdout)
+        if row["state"] not in ("RUNNING", "PENDING"):
+            return row
+        time.sleep(1)
+    pytest.fail(f"job {job['job_id']} still running after {timeout} s:\n{testcluster.queue(tmp_path)}")
+
+
+def log(job) -> str:
+    return open(job["log"], errors="replace").read() if os.path.exists(job["log"]) else ""
+
+
+@pytest.mark.parametrize("where,launcher", ROWS, ids=[f"{w}-{la}" for w, la in ROWS])
+@pytest.mark.parametrize("fault,rank", [("stop", "1"), ("stop", "3"), ("collective", "2")],
+                         ids=["stop-node1", "stop-node2", "collective"])
+def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, launcher, fault, rank, cluster,
+                                                                       tmp_path):
+    fault_file = tmp_path / "fault"
+    env = testcluster.client_env(cluster)
+    job = submit(tmp_path, env, where, launcher, "--hang-floor", "5s", "--hang-timeout", "20s",
+                 "--env", f"FAULT={fault}", "--env", f"FAULT_RANK={rank}", "--env", f"FAULT_FILE={fault_file}",
+                 "--env", "HPCDIST_PROGRESS_INTERVAL=1")
+    deadline = time.monotonic() + 240
+    while not fault_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert fault_file.exists(), log(job)
+    fault_at = float(fault_file.read_text())
+    screen, first_hang = "", None
+    while time.monotonic() < deadline:
+        screen = hpcdist("watch", "--once", job["job_id"], cwd=tmp_path, env=env).stdout
+        if "LOOKS HUNG" in screen or "job " in screen and "running" not in screen.splitlines()[0]:
+            first_hang = time.time() - fault_at
+            break
+        time.sleep(1)
+    row = wait_end(job, tmp_path, env, 120)
+    text = log(job)
+    print(f"{where} {launcher} {fault} rank {rank}: first hang line in watch after {first_hang} s\n{screen}")
+    assert "LOOKS HUNG" in screen, screen + text[-3000:]
+    assert row["state"] != "COMPLETED", row
+    assert "hpcdist: looks hung: no rank has made a step for" in text, text[-3000:]
+    assert "hpcdist: ending the job: no rank has made a step for" in text, text[-3000:]
+    if fault == "stop":
+        assert f"hpcdist:   rank {rank}: no answer (stopped, or gone)" in text, text[-3000:]
+    else:
+        assert "hpcdist:   rank 2 in all_reduce at watch_training.py:" in text, text[-3000:]
+    ended_after = os.path.getmtime(os.path.join(row["folder"], "exit_code")) - fault_at
+    assert ended_after < 20 + 20, ended_after
+
+
+@pytest.mark.parametrize("where,launcher", ROWS, ids=[f"{w}-{la}" for w, la in ROWS])
+def test_a_straggler_on_node2_is_named_once_and_a_long_checkpoint_is_no_hang(where, launcher, cluster, tmp_path):
+    env = testcluster.client_env(cluster)
+    job = submit(tmp_path, env, where, launcher, "--hang-floor", "5s", "--env", "FAULT=slow", "--env",
+                 "FAULT_RANK=3", "--env", "STEPS=120", "--env", "CHECKPOINT_S=12", "--env",
+                 "HPCDIST_PROGRESS_INTERVAL=1")
+    row = wait_end(job, tmp_path, env, 400)
+    text = log(job)
+    assert row["state"] == "COMPLETED", text[-3000:]
+    stragglers = [line for line in text.splitlines() if line.startswith("hpcdist: straggler:")]
+    assert len(stragglers) == 1 and stragglers[0].startswith("hpcdist: straggler: rank 3 on node2"), text[-3000:]
+    assert "looks hung" not in text, text[-3000:]
+    logs = hpcdist("logs", job["job_id"], cwd=tmp_path, env=env)
+    assert "hpcdist: progress: 4 rank(s), 120-120 steps" in logs.stdout + logs.stderr
+    assert "slowest: rank 3 on node2" in logs.stdout + logs.stderr
