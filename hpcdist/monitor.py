@@ -90,13 +90,19 @@ def end_job(pid: int) -> None:
 
 
 def alive(pid: int) -> bool:
+    """The batch shell runs on; one that has ended but that its parent has not collected yet (a
+    zombie: `bash job.sh` under a parent that reads its output first) has ended too."""
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[:1] != ["Z"]
+    except (OSError, IndexError):
+        return True  # no /proc: as kill says
 
 
 def run(options: dict) -> int:

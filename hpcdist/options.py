@@ -446,30 +446,15 @@ OPTIONS = (
 )
 
 
-def _ssh_host(x, o, _):
-    """An ssh destination, as ``ssh`` takes it: ``user@login.cluster``, or a ``Host`` of ~/.ssh/config."""
-    x = v.check_word(str(x), o.flag)
-    if any(c.isspace() for c in x):
-        raise v.ValidationError(o.flag, x, "an ssh destination is one word.",
-                                'Give user@host, or a Host name from your ~/.ssh/config: remote = "me@login.cluster".')
-    return x
-
-
-def _remote_folder(x, o, _):
-    """A folder on the cluster: relative to the home there, absolute, ``~/...`` or ``$VAR/...`` (expanded there)."""
-    x = v.check_word(str(x), o.flag)
-    if x.startswith("$"):
-        v.check_env_name(x[1:].split("/", 1)[0].strip("{}"), o.flag)
-    return x
-
-
 #: Where a job goes when it is sent from a laptop: :mod:`hpcdist.remote` owns them (they are not the
 #: job's: the login node's hpcdist never sees them). A profile sets them, or the flags below.
 REMOTE_OPTIONS = (
-    Option("remote", str, None, REMOTE, check=_ssh_host, metavar="HOST", owner="remote",
+    Option("remote", str, None, REMOTE, check=lambda x, o, _: v.check_ssh_destination(str(x), o.flag),
+           metavar="HOST", owner="remote",
            help="run the command on this cluster's login node over ssh: user@host or a Host of your ~/.ssh/config "
                 "(open the connection once with `hpcdist connect`)"),
-    Option("remote_folder", str, "hpcdist", REMOTE, check=_remote_folder, metavar="DIR", owner="remote",
+    Option("remote_folder", str, "hpcdist", REMOTE, metavar="DIR",
+           check=lambda x, o, _: v.check_remote_folder(str(x), o.flag), owner="remote",
            help="where hpcdist keeps code snapshots and job folders on the cluster: relative to your home there, "
                 "absolute, or $VAR/... (default: hpcdist; a folder the compute nodes see, e.g. $SCRATCH/hpcdist)"),
     Option("remote_hpcdist", str, "hpcdist", REMOTE, check=_text, metavar="COMMAND", owner="remote",

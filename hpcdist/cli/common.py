@@ -117,6 +117,8 @@ HELP_ENDS = {
                   "guide/walltime.md#when-a-rank-dies"),
     "requeue": (["hpcdist requeue --scheduler slurm --max 2 --script job.sh    # as a --requeue job script does"],
                 "guide/walltime.md#walltime-and-preemption-checkpoint-then-requeue"),
+    "watch": (["hpcdist watch JOB", "hpcdist watch --once --json JOB    # for tools"], "watch.md#hpcdist-watch"),
+    "stacks": (["hpcdist stacks JOB"], "watch.md#hangs-detected-shown-ended"),
     "connect": (["hpcdist connect mycluster    # a profile with remote = \"me@login.cluster\"",
                  "hpcdist submit --profile mycluster --nodes 2 train.py    # then, over that connection"],
                 "remote.md#2-connect"),

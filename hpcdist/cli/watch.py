@@ -26,10 +26,13 @@ def run_by_hand(name: str, argv: list[str]) -> int:
 
 
 def add_parsers(sub, only: str | None, command: str | None) -> None:
+    from hpcdist.cli.common import help_end  # the parser's, which `hpcdist status` builds none of
+
     if only in (None, "watch"):
         watch = sub.add_parser("watch", help="each rank's progress in a running job; stragglers and hangs",
                                description="Per node and rank: step, steps/s, seconds since the last step, phase; "
-                               "the slowest ranks; a line when the job looks hung. Refreshes until the job ends.")
+                               "the slowest ranks; a line when the job looks hung. Refreshes until the job ends.",
+                               **help_end("watch"))
         watch.add_argument("job", metavar="JOB")
         watch.add_argument("--once", action="store_true", help="one snapshot, then exit")
         watch.add_argument("--json", action="store_true", help="one snapshot as JSON")
@@ -38,7 +41,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
     if only in (None, "stacks"):
         stacks = sub.add_parser("stacks", help="every rank's Python stack in a running job, grouped",
                                 description="Ask every rank of a running job for its Python stack (through the job "
-                                "folder: no ssh) and print the identical stacks together.")
+                                "folder: no ssh) and print the identical stacks together.", **help_end("stacks"))
         stacks.add_argument("job", metavar="JOB")
         stacks.add_argument("--timeout", type=float, default=None,
                             help="seconds to wait for the answers (default: two of the ranks' intervals and 2)")
@@ -170,19 +173,20 @@ def run_stacks(args) -> int:
     return 0
 
 
-def print_end_line(job, log_text: str | None = None) -> None:
+def print_end_line(job) -> None:
     """The job's step rate and slowest rank (``logs``, ``--wait``), where its ranks recorded them;
     on stderr, after the log, as the first failure is. Not again where the job's monitor wrote it
-    into the log (``log_text``; read here when not given)."""
-    from hpcdist import submission as sub, watch
+    at the end of the last log (its last 64 KiB read: a log may hold gigabytes)."""
+    from hpcdist import logfiles, watch
 
-    if log_text is None:
-        try:
-            log_text = sub.log_text(job) or ""
-        except (sub.SubmitError, OSError):
-            log_text = ""
     line = watch.end_line(watch.read(progress_dir(job)))
-    if line and line not in log_text:
+    if not line:
+        return
+    try:
+        tail = logfiles.read_tail(job.logs[-1][1], 64 << 10) if job.logs else ""
+    except OSError:
+        tail = ""
+    if line not in tail:
         print(line, file=sys.stderr)
 
 

@@ -288,3 +288,20 @@ def check_choice(value: str, field: str, choices) -> str:
     if close:
         fix = f"Did you mean {next(c for c in choices if c.lower() == close[0])}?"
     raise ValidationError(field, value, f"must be one of {listed}.", fix)
+
+
+def check_ssh_destination(value: str, field: str) -> str:
+    """An ssh destination, as ``ssh`` takes it: ``user@login.cluster``, or a ``Host`` of ~/.ssh/config."""
+    value = check_word(value, field)
+    if any(c.isspace() for c in value):
+        raise ValidationError(field, value, "an ssh destination is one word.",
+                              'Give user@host, or a Host name from your ~/.ssh/config: remote = "me@login.cluster".')
+    return value
+
+
+def check_remote_folder(value: str, field: str) -> str:
+    """A folder on the cluster: relative to the home there, absolute, ``~/...`` or ``$VAR/...`` (expanded there)."""
+    value = check_word(value, field)
+    if value.startswith("$"):
+        check_env_name(value[1:].split("/", 1)[0].strip("{}"), field)
+    return value
