@@ -17,6 +17,17 @@ from hpcdist.schedulers.local_job import JOB_ID_VARIABLES
 from hpcdist.schedulers.slurm import JOB_NAMES as SLURM_JOB_NAMES
 from hpcdist.shell import command_lines
 
+#: What a shell inside another job holds (an salloc or ``qsub -I`` shell, an srun step, another
+#: hpcdist job, or stale exports): left out of a local job's environment, which runs on this host
+#: alone. Open MPI's mpirun would read Slurm's allocation and refuse the job's hostfile, or start
+#: its daemons on the allocation's nodes; a rank would take Slurm's task variables for its own.
+#: A trailing ``_`` is a prefix. Kept: how to reach a scheduler (``SLURM_CONF``, ``PBS_CONF_FILE``,
+#: ``PBS_SERVER``), for a job that submits others.
+OUTER_JOB = ("SLURM_", "PBS_", "LSB_", "PMI_", "PMIX_", "PALS_", "FLUX_JOB_ID", "HPCDIST_JOB_ID",
+             "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE", "HPCDIST_PASS", "HPCDIST_RESTART_COUNT",
+             "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+             "GROUP_RANK", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_")
+KEPT = ("SLURM_CONF", "PBS_CONF_FILE", "PBS_SERVER")
 #: The most processes the local backend starts (--nodes x --procs-per-node): each "node" is a
 #: background agent on this host, and more than this is a typo, not a workstation's load.
 MAX_LOCAL_PROCESSES = 1024
@@ -86,7 +97,8 @@ class Local(Scheduler):
         exit_file = jobs.exit_code_file(folder)
         # The job id is the runner's pid: numeric, so ports derive from it as from a Slurm id.
         runner = 'bash "$1" > "$2" 2>&1; status=$?; ' + jobs.write_exit_code_shell("$3")
-        env = dict(os.environ)
+        env = {name: value for name, value in os.environ.items() if name in KEPT or not (
+            name.startswith(tuple(p for p in OUTER_JOB if p.endswith("_"))) or name in OUTER_JOB)}
         # The job uses the Python environment hpcdist runs from, activated or not.
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         proc = subprocess.Popen(

@@ -1,0 +1,71 @@
+"""The local backend runs on this host, whatever shell it is submitted from (issue 29 items 4, 10).
+
+Real local jobs, a real Open MPI mpirun. The shell around the submission is a stand-in: the
+variables an ``salloc`` shell on a 2-node allocation and a ``qsub -I`` shell export (as Slurm
+and PBS document them, with their node lists naming hosts that are not here), set by hand,
+since no allocation can be had where these tests run without the cluster fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from test_submit import hpcdist
+
+from launch import clean_env
+
+#: A rank that says what it was given.
+REPORT = """
+import os
+import hpcdist.env
+env = hpcdist.env.resolve()
+seen = {name: os.environ.get(name) for name in ("SLURM_JOB_ID", "PBS_NODEFILE", "PMI_RANK")}
+print(f"rank {env.rank} of {env.world_size} master {env.master_addr}:{env.master_port} saw {seen}", flush=True)
+"""
+
+
+def _inside_an_allocation(tmp_path) -> dict:
+    nodefile = tmp_path / "pbs_nodefile"
+    nodefile.write_text("pbsnode1\npbsnode2\n")
+    return clean_env(
+        OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        # salloc --nodes 2 (slurm.schedmd.com/salloc.html, "OUTPUT ENVIRONMENT VARIABLES")
+        SLURM_JOB_ID="777", SLURM_JOBID="777", SLURM_JOB_NODELIST="node[1-2]", SLURM_NODELIST="node[1-2]",
+        SLURM_JOB_NUM_NODES="2", SLURM_NNODES="2", SLURM_TASKS_PER_NODE="1(x2)", SLURM_NTASKS="2",
+        SLURM_JOB_CPUS_PER_NODE="1(x2)", PMI_RANK="0",
+        # qsub -I: PBS_NODEFILE, PBS_JOBID
+        PBS_JOBID="9.pbshead", PBS_NODEFILE=str(nodefile), PBS_ENVIRONMENT="PBS_INTERACTIVE",
+        # and a tutorial's master (item 10)
+        MASTER_ADDR="localhost", MASTER_PORT="29500")
+
+
+def test_a_local_mpirun_job_submitted_inside_an_allocation_runs_on_this_host(tmp_path):
+    """From an salloc / qsub -I shell: Open MPI's mpirun would read Slurm's allocation and refuse
+    the job's hostfile ("a hostfile ... contains at least one node not present in the
+    allocation"). The job runs its 2 ranks here, on a master of its own."""
+    (tmp_path / "report.py").write_text(REPORT)
+    proc = hpcdist("submit", "--launcher", "mpirun", "--procs-per-node", "2", "--wait", "--json", "report.py",
+                   cwd=tmp_path, env=_inside_an_allocation(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = json.loads(proc.stdout.splitlines()[0])
+    log = open(job["log"]).read()
+    assert "hpcdist: nodes: " + os.uname().nodename + "; master: 127.0.0.1:" in log, log
+    port = log.split("; master: 127.0.0.1:", 1)[1].split("\n", 1)[0]
+    assert port != "29500"
+    empty = "{'SLURM_JOB_ID': None, 'PBS_NODEFILE': None, 'PMI_RANK': None}"
+    assert sorted(line for line in log.splitlines() if line.startswith("rank ")) == [
+        f"rank {rank} of 2 master 127.0.0.1:{port} saw {empty}" for rank in (0, 1)], log
+
+
+def test_a_local_torchrun_job_inside_an_allocation_meets_on_this_host(tmp_path):
+    """The same shell, two torchrun "nodes": both agents meet at 127.0.0.1 on the job's own
+    port, not at the tutorial's localhost:29500 nor on the allocation's nodes."""
+    (tmp_path / "report.py").write_text(REPORT)
+    proc = hpcdist("submit", "--nodes", "2", "--wait", "--json", "report.py", cwd=tmp_path,
+                   env=_inside_an_allocation(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = open(json.loads(proc.stdout.splitlines()[0])["log"]).read()
+    ranks = sorted(line.split(" master ")[0] for line in log.splitlines() if line.startswith("rank "))
+    assert ranks == ["rank 0 of 2", "rank 1 of 2"], log
+    assert ":29500" not in log.split("hpcdist: nodes: ", 1)[1].split("\n", 1)[0], log
