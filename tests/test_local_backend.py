@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from test_submit import hpcdist
 
 from launch import clean_env
@@ -69,3 +71,43 @@ def test_a_local_torchrun_job_inside_an_allocation_meets_on_this_host(tmp_path):
     ranks = sorted(line.split(" master ")[0] for line in log.splitlines() if line.startswith("rank "))
     assert ranks == ["rank 0 of 2", "rank 1 of 2"], log
     assert ":29500" not in log.split("hpcdist: nodes: ", 1)[1].split("\n", 1)[0], log
+
+
+@pytest.mark.parametrize("flags,flag", [
+    (["--walltime", "1h"], "--walltime '1h'"),
+    (["--array", "0-3"], "--array '0-3'"),
+    (["--dependency", "afterok:123"], "--dependency 'afterok:123'"),
+    (["--queue", "gpu"], "--queue 'gpu'"),
+    (["--account", "proj1"], "--account 'proj1'"),
+    (["--qos", "high"], "--qos 'high'"),
+    (["--exclusive"], "--exclusive"),
+    (["--mail", "me@example.org"], "--mail 'me@example.org'"),
+    (["--output", "run-%u.log"], "--output 'run-%u.log'"),
+])
+def test_what_the_local_backend_cannot_do_is_refused_by_name(tmp_path, flags, flag):
+    """An array run once, a dependency not waited for (a chain out of order), a walltime never
+    enforced, a queue or account nobody reads: refused in one line naming the flag and the way
+    out, before anything is written or run."""
+    (tmp_path / "train.py").write_text("open('ran', 'w').close()\n")
+    proc = hpcdist("submit", "--launcher", "none", *flags, "train.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"hpcdist submit: error: {flag}") and "the local backend" in line, line
+    assert "or submit with --scheduler slurm or pbs" in line or "Use those" in line, line
+    assert proc.stdout == "" and not (tmp_path / ".hpcdist").exists() and not (tmp_path / "ran").exists()
+
+
+def test_an_output_with_percent_j_is_the_log_the_job_writes_and_hpcdist_reads(tmp_path):
+    """``--output 'logs/run-%x-%j.log'``: the job writes logs/run-train-<id>.log (not a file named
+    run-%j.log that every such job shares), and ``--wait`` and ``hpcdist logs`` show it."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "train.py").write_text("print('the training speaks')\n")
+    proc = hpcdist("submit", "--launcher", "none", "--job-name", "train", "--output", "logs/run-%x-%j.log", "--wait",
+                   "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job_id = proc.stdout.splitlines()[0]
+    assert "the training speaks" in proc.stdout
+    assert sorted(os.listdir(tmp_path / "logs")) == [f"run-train-{job_id}.log"]
+    assert "the training speaks" in (tmp_path / "logs" / f"run-train-{job_id}.log").read_text()
+    logs = hpcdist("logs", job_id, cwd=tmp_path)
+    assert logs.returncode == 0 and "the training speaks" in logs.stdout, logs.stdout + logs.stderr

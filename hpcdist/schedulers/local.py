@@ -28,6 +28,19 @@ OUTER_JOB = ("SLURM_", "PBS_", "LSB_", "PMI_", "PMIX_", "PALS_", "FLUX_JOB_ID", 
              "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
              "GROUP_RANK", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_")
 KEPT = ("SLURM_CONF", "PBS_CONF_FILE", "PBS_SERVER")
+#: What the local backend cannot do, refused by name rather than dropped: ``(option key, flag,
+#: why)``. A chain run out of order (--dependency) could overwrite its own input; an array run
+#: once is not what was asked.
+UNSUPPORTED = (
+    ("walltime", "--walltime", "runs the job until it ends: nothing enforces a walltime"),
+    ("array", "--array", "runs one job: it has no array"),
+    ("dependency", "--dependency", "starts the job at once: it waits for no other job"),
+    ("queue", "--queue", "has no queue"),
+    ("account", "--account", "charges no account"),
+    ("qos", "--qos", "has no quality of service"),
+    ("exclusive", "--exclusive", "shares this host with whatever runs on it"),
+    ("mail_user", "--mail", "sends no mail"),
+)
 #: The most processes the local backend starts (--nodes x --procs-per-node): each "node" is a
 #: background agent on this host, and more than this is a typo, not a workstation's load.
 MAX_LOCAL_PROCESSES = 1024
@@ -66,6 +79,14 @@ class Local(Scheduler):
             raise v.ValidationError(flag, str(value), f"the local backend would start {nodes * procs} processes "
                                     f"on this host ({nodes} node(s) x {procs}); it starts at most {MAX_LOCAL_PROCESSES}.",
                                     "Ask for fewer, or submit with --scheduler slurm or pbs.")
+        for key, flag, why in UNSUPPORTED:
+            if given.get(key) not in (None, False, "", [], ()):
+                raise v.ValidationError(flag, str(given[key]), f"the local backend {why}.",
+                                        f"Leave {flag} out, or submit with --scheduler slurm or pbs.")
+        output = values.get("output") or ""
+        if "%" in output.replace("%j", "").replace("%x", ""):
+            raise v.ValidationError("--output", output, "the local backend replaces only %j (the job id) and %x "
+                                    "(the job name) in the log's name.", "Use those, or a name without %.")
         if values.get("requeue") or "signal_margin_s" in values:
             flag = "--requeue" if values.get("requeue") else "--signal-margin"
             raise v.ValidationError(flag, str(given.get("requeue") or given.get("signal_margin")),
@@ -95,8 +116,14 @@ class Local(Scheduler):
 
         folder = os.path.dirname(script)
         exit_file = jobs.exit_code_file(folder)
+        if "%x" in log:  # the job name, as the record names the log
+            import json
+
+            with open(os.path.join(folder, jobs.SPEC), encoding="utf-8") as f:
+                log = log.replace("%x", json.load(f)["job_name"])
         # The job id is the runner's pid: numeric, so ports derive from it as from a Slurm id.
-        runner = 'bash "$1" > "$2" 2>&1; status=$?; ' + jobs.write_exit_code_shell("$3")
+        # The log's %j is the runner's pid, as the record names it (check_values refused other patterns).
+        runner = 'log=${2//"%j"/$$}; bash "$1" > "$log" 2>&1; status=$?; ' + jobs.write_exit_code_shell("$3")
         env = {name: value for name, value in os.environ.items() if name in KEPT or not (
             name.startswith(tuple(p for p in OUTER_JOB if p.endswith("_"))) or name in OUTER_JOB)}
         # The job uses the Python environment hpcdist runs from, activated or not.
