@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -111,3 +112,78 @@ def test_an_output_with_percent_j_is_the_log_the_job_writes_and_hpcdist_reads(tm
     assert "the training speaks" in (tmp_path / "logs" / f"run-train-{job_id}.log").read_text()
     logs = hpcdist("logs", job_id, cwd=tmp_path)
     assert logs.returncode == 0 and "the training speaks" in logs.stdout, logs.stdout + logs.stderr
+
+
+#: A job that does what makes a cancel hard: it ignores SIGTERM, and leaves a process behind in a
+#: session of its own (setsid), as a daemonising tool or a double fork would.
+STUBBORN = """
+import os, signal, subprocess, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+away = subprocess.Popen(["sleep", "300"], start_new_session=True)
+with open("pids", "w") as f:
+    f.write(f"{os.getpid()} {away.pid}\\n")
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_cancel_ends_every_process_of_the_job_even_one_that_ignores_sigterm_or_left_its_group(tmp_path):
+    """``hpcdist cancel`` returns once the job's processes are gone: SIGTERM, then SIGKILL after the
+    grace (as Slurm's KillWait) for the one that ignores it, and the one in a session of its own
+    is found and ended too. It says what it is doing meanwhile."""
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    proc = hpcdist("submit", "--launcher", "none", "stubborn.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.split()[0]
+    for _ in range(300):
+        if (tmp_path / "pids").exists() and (tmp_path / "pids").read_text().endswith("\n"):
+            break
+        time.sleep(0.1)
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    try:
+        cancel = hpcdist("cancel", job_id, cwd=tmp_path)
+        assert cancel.returncode == 0, cancel.stderr
+        left = [pid for pid in pids if _alive(pid)]
+        assert left == [], f"processes of job {job_id} still run after `hpcdist cancel` returned: {left}"
+        assert f"hpcdist cancel: cancelling job {job_id}: " in cancel.stderr, cancel.stderr
+        assert "s after SIGTERM: sending SIGKILL" in cancel.stderr, cancel.stderr
+        (status,) = json.loads(hpcdist("status", "--json", job_id, cwd=tmp_path).stdout)
+        assert status["state"] == "CANCELLED"
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, 9)
+
+
+def test_cancel_of_a_job_whose_runner_ended_ends_the_processes_it_left(tmp_path):
+    """A job whose launcher was killed (the OOM killer ending a torchrun agent) ends, failed,
+    while a process it started runs on: ``hpcdist cancel`` ends that process and says so, instead
+    of "already ended"."""
+    (tmp_path / "left.py").write_text(
+        "import os, subprocess\n"
+        "away = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "open('pids', 'w').write(f'{away.pid}\\n')\n"
+        "os.kill(os.getpid(), 9)\n")
+    proc = hpcdist("submit", "--launcher", "none", "--wait", "left.py", cwd=tmp_path)
+    assert proc.returncode == 137, proc.stdout + proc.stderr
+    job_id = proc.stdout.split()[0]
+    (pid,) = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    try:
+        assert _alive(pid)
+        cancel = hpcdist("cancel", job_id, cwd=tmp_path)
+        assert cancel.returncode == 0, cancel.stderr
+        assert (f"hpcdist cancel: job {job_id} has ended (failed, exit 137), but 1 of its processes still run: "
+                "ending them") in cancel.stderr, cancel.stderr
+        assert not _alive(pid)
+        again = hpcdist("cancel", job_id, cwd=tmp_path)
+        assert again.returncode == 1 and "has already ended (failed, exit 137): nothing to cancel" in again.stderr
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)

@@ -41,6 +41,10 @@ UNSUPPORTED = (
     ("exclusive", "--exclusive", "shares this host with whatever runs on it"),
     ("mail_user", "--mail", "sends no mail"),
 )
+#: The variable every process of a local job inherits from its runner: the job folder (unique).
+JOB_MARK = "HPCDIST_JOB_FOLDER"
+#: Seconds a cancelled job's processes get after SIGTERM before SIGKILL (Slurm's KillWait is 30).
+KILL_WAIT_S = 10.0
 #: The most processes the local backend starts (--nodes x --procs-per-node): each "node" is a
 #: background agent on this host, and more than this is a typo, not a workstation's load.
 MAX_LOCAL_PROCESSES = 1024
@@ -128,6 +132,7 @@ class Local(Scheduler):
             name.startswith(tuple(p for p in OUTER_JOB if p.endswith("_"))) or name in OUTER_JOB)}
         # The job uses the Python environment hpcdist runs from, activated or not.
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        env[JOB_MARK] = os.path.realpath(folder)  # every process of the job inherits it: job_processes()
         proc = subprocess.Popen(
             ["bash", "-c", 'export HPCDIST_JOB_ID=$$; ' + runner, "hpcdist-local", script, log, exit_file],
             cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
@@ -168,18 +173,89 @@ class Local(Scheduler):
         return pid if started == now else None
 
     def cancel(self, job) -> None:
-        import signal  # as submit()'s subprocess
-
         state = self.status(job)
         pid = self._live_runner(job)
         if state.finished or pid is None:  # its pid may already be another process's: nothing is signalled
             code = "" if state.exit_code is None else f", exit {state.exit_code}"
-            raise SubmitError(f"job {job.job_id} has already ended ({state.state.lower()}{code}): nothing to cancel")
+            left = job_processes(job)
+            if not left:
+                raise SubmitError(f"job {job.job_id} has already ended ({state.state.lower()}{code}): nothing to cancel")
+            # Its runner ended (a killed torchrun agent's workers live on): its processes are ended.
+            print(f"hpcdist cancel: job {job.job_id} has ended ({state.state.lower()}{code}), but {len(left)} of its "
+                  f"processes still run: ending them", file=sys.stderr, flush=True)
+            end_processes(job, None)
+            return
         job.update(cancelled=True)
+        end_processes(job, pid)
+
+
+def job_processes(job) -> list:
+    """The pids of the job's processes still alive, found by the variable its runner gave them
+    (:data:`JOB_MARK`), which they inherit whatever group or session they are in: a process that
+    left the runner's group (setsid, a double fork), torchrun's workers (a session each). Only the
+    job's owner's processes, and not this one."""
+    mark = f"{JOB_MARK}={os.path.realpath(job.path)}".encode()
+    owner = os.stat(job.path).st_uid
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
         try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
+            if os.stat(f"/proc/{name}").st_uid != owner:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                marked = mark in f.read().split(b"\0")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        if marked and process_start(int(name)) is not None:  # a zombie has ended
+            found.append(int(name))
+    return found
+
+
+def end_processes(job, group: "int | None") -> None:
+    """SIGTERM to the runner's group and every process of the job; SIGKILL to those left after
+    :data:`KILL_WAIT_S` (as Slurm's KillWait); returns once none is left, saying so meanwhile."""
+    import signal
+    import time
+
+    def alive() -> list:
+        left = job_processes(job)
+        try:
+            if group is not None:
+                os.killpg(group, 0)  # a job started before the mark: its group is all there is
+                left = left or [group]
+        except (ProcessLookupError, PermissionError):
             pass
+        return left
+
+    def send(signum) -> None:
+        for pid in ([-group] if group is not None else []) + job_processes(job):
+            try:
+                os.kill(pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    send(signal.SIGTERM)
+    start = time.monotonic()
+    said = False
+    while alive() and time.monotonic() < start + KILL_WAIT_S:
+        if not said and time.monotonic() > start + 1:
+            said = True
+            print(f"hpcdist cancel: cancelling job {job.job_id}: {len(alive())} process(es) still running; "
+                  f"SIGKILL {KILL_WAIT_S:g} s after the SIGTERM", file=sys.stderr, flush=True)
+        time.sleep(0.2)
+    left = alive()
+    if left:
+        print(f"hpcdist cancel: job {job.job_id}: {len(left)} process(es) still running {KILL_WAIT_S:g} s after "
+              f"SIGTERM: sending SIGKILL", file=sys.stderr, flush=True)
+        send(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    left = alive()
+    if left:
+        print(f"hpcdist cancel: job {job.job_id}: processes {' '.join(map(str, left))} outlived SIGKILL "
+              f"(stuck in the kernel: uninterruptible I/O?)", file=sys.stderr, flush=True)
 
 
 def scheduler(dialect: str | None = None) -> Local:
