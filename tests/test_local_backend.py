@@ -187,3 +187,50 @@ def test_cancel_of_a_job_whose_runner_ended_ends_the_processes_it_left(tmp_path)
     finally:
         if _alive(pid):
             os.kill(pid, 9)
+
+
+def _on_login2(tmp_path, *args: str, timeout: float = 120):
+    """``hpcdist ARGS`` as on a second login node sharing this folder: a host name of its own
+    (a UTS namespace) and its own processes (a pid namespace: this host's runner is not there)."""
+    import subprocess
+    import sys
+
+    inner = f'hostname login2 && exec "$@"'
+    return subprocess.run(["unshare", "--uts", "--pid", "--fork", "--mount-proc", "bash", "-c", inner, "bash",
+                           sys.executable, "-m", "hpcdist", *args], cwd=tmp_path, env=clean_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_local_job_seen_from_another_login_node_is_not_called_failed(tmp_path):
+    """The home folder is shared by login1 and login2: a job running on login1 reads, on login2,
+    "unknown: running on login1; cannot be checked from login2", not "failed (the runner ended
+    without an exit code)"; cancel there says where to cancel it, and once the job has ended,
+    its exit code reads the same on both."""
+    if os.geteuid() != 0:
+        pytest.fail("this test needs root for its UTS and pid namespaces (unshare)")
+    (tmp_path / "train.py").write_text("import time\nwhile not __import__('os').path.exists('stop'):\n"
+                                       "    time.sleep(0.2)\nprint('done')\n")
+    proc = hpcdist("submit", "--launcher", "none", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.split()[0]
+    here = os.uname().nodename
+    try:
+        status = _on_login2(tmp_path, "status", "--json", job_id)
+        (row,) = json.loads(status.stdout)
+        assert (row["state"], row["reason"]) == ("UNKNOWN", f"running on {here}; cannot be checked from login2"), row
+        cancel = _on_login2(tmp_path, "cancel", job_id)
+        assert cancel.returncode == 1
+        assert cancel.stderr.strip() == (
+            f"hpcdist cancel: error: job {job_id} is a local job of {here}: running on {here}; cannot be checked "
+            f"from login2. Cancel it there (ssh {here} hpcdist cancel {job_id})")
+        (row,) = json.loads(hpcdist("status", "--json", job_id, cwd=tmp_path).stdout)
+        assert row["state"] == "RUNNING"  # and on its own host, it runs
+    finally:
+        (tmp_path / "stop").touch()
+    for _ in range(100):
+        (row,) = json.loads(hpcdist("status", "--json", job_id, cwd=tmp_path).stdout)
+        if row["state"] != "RUNNING":
+            break
+        time.sleep(0.2)
+    (row,) = json.loads(_on_login2(tmp_path, "status", "--json", job_id).stdout)
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), row

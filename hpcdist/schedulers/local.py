@@ -138,7 +138,7 @@ class Local(Scheduler):
             cwd=workdir, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        jobs.write_runner(folder, proc.pid, process_start(proc.pid))
+        jobs.write_runner(folder, proc.pid, process_start(proc.pid), *this_host())
         return JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
     def is_job_id(self, text) -> bool:
@@ -151,8 +151,13 @@ class Local(Scheduler):
             return JobStatus(state="RUNNING", exit_code=None, raw="running", reason=None)
         if job.record.get("cancelled"):
             return JobStatus(state="CANCELLED", exit_code=code, raw="cancelled", reason="hpcdist cancel")
+        elsewhere = elsewhere_words(job) if code is None else None
+        if elsewhere and not elsewhere.startswith(RESTARTED):
+            # Its pid means nothing here: not "failed" (--wait would record it so).
+            return JobStatus(state="UNKNOWN", exit_code=None, raw="elsewhere", reason=elsewhere)
         if code is None:
-            return JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit code")
+            return JobStatus(state="FAILED", exit_code=None, raw="gone", reason="the runner ended without an exit "
+                             "code" + (f" ({elsewhere})" if elsewhere else ""))
         return JobStatus(state="COMPLETED" if code == 0 else "FAILED", exit_code=code, raw=f"exit {code}",
                          reason=signal_words(code).removesuffix("; ") or None)
 
@@ -173,6 +178,11 @@ class Local(Scheduler):
         return pid if started == now else None
 
     def cancel(self, job) -> None:
+        elsewhere = elsewhere_words(job)
+        if elsewhere and not elsewhere.startswith(RESTARTED) and jobs.read_exit_code(job.path) is None:
+            host = jobs.runner_host(job.path)[0]
+            raise SubmitError(f"job {job.job_id} is a local job of {host}: {elsewhere}. Cancel it there "
+                              f"(ssh {host} hpcdist cancel {job.job_id})")
         state = self.status(job)
         pid = self._live_runner(job)
         if state.finished or pid is None:  # its pid may already be another process's: nothing is signalled
@@ -187,6 +197,35 @@ class Local(Scheduler):
             return
         job.update(cancelled=True)
         end_processes(job, pid)
+
+
+#: How elsewhere_words() begins for a job whose host has restarted since: its runner is gone.
+RESTARTED = "this host restarted"
+
+
+def this_host() -> tuple[str, str]:
+    """``(host name, boot id)`` of this machine: a local job's pid means something only there,
+    and only until it restarts. The boot id is Linux's; elsewhere "-"."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip() or "-"
+    except OSError:
+        boot = "-"
+    return os.uname().nodename, boot
+
+
+def elsewhere_words(job) -> "str | None":
+    """Why the job's runner cannot be looked at from here, or None when it can (or the folder
+    does not say where it runs): the home folder is shared by the login nodes of a cluster."""
+    where = jobs.runner_host(job.path)
+    if where is None:
+        return None
+    host, boot = this_host()
+    if where[0] != host:
+        return f"running on {where[0]}; cannot be checked from {host}"
+    if where[1] != boot and "-" not in (where[1], boot):
+        return f"{RESTARTED} since the job started"
+    return None
 
 
 def job_processes(job) -> list:
