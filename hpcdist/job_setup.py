@@ -201,21 +201,22 @@ def choose_port(master: str, given: "int | None" = None) -> int:
 def bind_problem(port: int) -> "str | None":
     """Why ``port`` cannot be listened on at every address of this host, as torch's store
     listens (IPv6 and IPv4), or None when it can."""
-    import socket
+    import _socket  # socket.py's own imports (enum, selectors) would double job-setup's cost
 
-    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+    for family, address in ((_socket.AF_INET6, "::"), (_socket.AF_INET, "0.0.0.0")):
         try:
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock = _socket.socket(family, _socket.SOCK_STREAM)
         except OSError:  # no IPv6 on this host
             continue
-        with sock:
+        try:
             # As torch's store: a closed connection's TIME_WAIT on the port is no listener.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((address, port))
-                sock.listen(1)
-            except OSError as e:
-                return e.strerror or str(e)
+            sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+            sock.bind((address, port))
+            sock.listen(1)
+        except OSError as e:
+            return e.strerror or str(e)
+        finally:
+            sock.close()
     return None
 
 
@@ -224,9 +225,7 @@ def _is_this_host(master: str) -> bool:
     full, as node lists write either)."""
     if master in ("localhost", "::1") or master.startswith("127."):
         return True
-    import socket
-
-    name = socket.gethostname()
+    name = os.uname().nodename  # gethostname(), without importing socket
     return master == name or master.split(".", 1)[0] == name.split(".", 1)[0]
 
 
