@@ -18,7 +18,8 @@ Beside them, ``python -c pass``: target (issue 27) at most 2x that at 2 nodes. I
 ``valgrind --tool=callgrind`` (Ir, the whole process), each command twice, the mean; a case's
 count is the sum over its interpreters. Each tree on its own ``PYTHONPATH`` with its bytecode
 cached (a warm-up run fills it; its files are checked: the same node list and hostfile from both
-trees, and this tree's port is the base's). Prints a markdown section. Not a test.
+trees; this tree's port is drawn at random, the base's was the job id's: only its range is
+checked). Prints a markdown section. Not a test.
 """
 
 from __future__ import annotations
@@ -123,12 +124,12 @@ def main() -> int:
                 counts[tree_name] = (len(argvs), sum(statistics.mean(instructions(argv, env, tmp / "empty", log)
                                                                      for _ in range(2)) for argv in argvs))
             base_files, this_files = files["base"], files["this"]
-            same = (base_files[0] == this_files[0] and base_files[2] == this_files[2]
+            same = (base_files[0] == this_files[0] and 20000 <= int(this_files[2]) < 30000
                     and (not hostfile or base_files[1] == this_files[1]))
             if not same:
                 raise SystemExit(f"{name}: the trees disagree on the node list, the hostfile or the port")
-            checks.append(f"{name}: the same node list{', hostfile' if hostfile else ''} and port "
-                          f"({this_files[2]}) from both trees")
+            checks.append(f"{name}: the same node list{', hostfile' if hostfile else ''} from both trees; "
+                          f"port {this_files[2]} drawn (the base's: {base_files[2]})")
             rows.append((label, nodes, counts))
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.base],
                             capture_output=True, text=True).stdout.strip()

@@ -57,13 +57,10 @@ def _gpus() -> list[str] | str | None:
 
 
 def port_problem(port: int) -> str | None:
-    """Why the master port cannot be bound here, or None when it is free."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("", port))
-        except OSError as e:
-            return e.strerror or str(e)
-    return None
+    """Why the master port cannot be listened on here, or None when it is free (job-setup's check)."""
+    from hpcdist.job_setup import bind_problem
+
+    return bind_problem(port)
 
 
 def _ssh(port: int | None, timeout: int = 10) -> list[str]:

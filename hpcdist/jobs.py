@@ -16,7 +16,8 @@ Its files:
 - ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
   trap and by the local runner; ``hpcdist status`` reads it when the scheduler keeps no record.
   An array's subjobs each write ``exit_code.<index>``, and a log of their own (:mod:`hpcdist.subjobs`).
-- ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time>`` of the runner process.
+- ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time> <host> <boot id>`` of the
+  runner process (the last two: where it runs; older folders have the first two alone).
 
 A folder whose record cannot be read, is not of the shape hpcdist writes, or that another user
 could have written (:mod:`hpcdist.folders`) is no job: :func:`scan` gives it as a
@@ -389,23 +390,35 @@ def restart_log(log: str, restart: int) -> str:
 
 # -- The local runner --------------------------------------------------------------------------
 
-def write_runner(folder: str, pid: int, started: str | None) -> None:
-    """``<pid> <start time>`` of a local job's runner: its pid alone could name another process
-    once the runner has ended (pids are reused)."""
+def write_runner(folder: str, pid: int, started: str | None, host: str = "", boot: str = "") -> None:
+    """``<pid> <start time> <host> <boot id>`` of a local job's runner: its pid alone could name
+    another process once the runner has ended (pids are reused), or one on another host."""
     # 0600 whatever the umask: a runner file others could write would name the pid cancel signals.
     with open(os.open(os.path.join(folder, RUNNER), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-        f.write(f"{pid} {started}\n")
+        f.write(" ".join([str(pid), str(started)] + ([host, boot] if host and boot else [])) + "\n")
 
 
 def read_runner(folder: str) -> tuple[str, str] | None:
     """``(pid, start time)`` as :func:`write_runner` wrote them (the time "None" when it was not
     known); None when the file is missing or not two words."""
+    words = _runner_words(folder)
+    return (words[0], words[1]) if words else None
+
+
+def runner_host(folder: str) -> tuple[str, str] | None:
+    """``(host, boot id)`` where a local job's runner runs, as :func:`write_runner` wrote them;
+    None when the file does not say (a folder of an older hpcdist)."""
+    words = _runner_words(folder)
+    return (words[2], words[3]) if words and len(words) == 4 else None
+
+
+def _runner_words(folder: str) -> list | None:
     try:
         with open(os.path.join(folder, RUNNER)) as f:
-            pid, started = f.read().split()
-    except (OSError, ValueError):
+            words = f.read().split()
+    except OSError:
         return None
-    return pid, started
+    return words if len(words) in (2, 4) else None
 
 
 # -- What the job script needs (the rest is hpcdist/job_files.py's) --------------------------------

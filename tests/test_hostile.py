@@ -103,6 +103,10 @@ def _name(p: Payload) -> bool:
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p.value) is not None
 
 
+def _stray_percent(p: Payload) -> bool:
+    return "%" in p.value.replace("%j", "").replace("%x", "")
+
+
 def _pdsh_env(values: dict) -> bool:
     """DeepSpeed's pdsh runner re-exports variables inside double quotes (see spec.py)."""
     return (values.get("launcher") == "deepspeed" and not values.get("no_ssh")
@@ -162,18 +166,23 @@ FIELDS = [
           must_refuse=lambda p, v: not _word(p)),
     Field("venv", "--venv", _set("venv"), must_accept=lambda p, v: _word(p),
           must_refuse=lambda p, v: not _word(p)),
-    Field("queue", "--queue", _set("queue")),
-    Field("account", "--account", _set("account")),
-    Field("qos", "--qos", _set("qos"), schedulers=("slurm", "local")),
+    # The local backend refuses what it cannot do (tests/test_local_backend.py): no queue, account,
+    # qos, array, dependency or mail there.
+    Field("queue", "--queue", _set("queue"), schedulers=("slurm", "pbs")),
+    Field("account", "--account", _set("account"), schedulers=("slurm", "pbs")),
+    Field("qos", "--qos", _set("qos"), schedulers=("slurm",)),
     Field("directive-value", "--directive", _directive_value, must_accept=lambda p, v: _line(p),
           schedulers=("slurm", "pbs")),
     Field("directive-raw", "--directive", _add("directives"), schedulers=("slurm", "pbs")),
     # sbatch reads "double quotes" in #SBATCH lines: a '"' cannot be carried there.
+    # The local backend replaces %j and %x in it, and refuses any other %.
     Field("output", "--output", _set("output"),
-          must_accept=lambda p, v: _line(p) and not (v.get("scheduler") == "slurm" and '"' in p.value)),
-    Field("array", "--array", _set("array")),
-    Field("dependency", "--dependency", _set("dependency")),
-    Field("mail", "--mail", _set("mail_user")),
+          must_accept=lambda p, v: _line(p) and not (v.get("scheduler") == "slurm" and '"' in p.value)
+          and not (v.get("scheduler") == "local" and _stray_percent(p)),
+          must_refuse=lambda p, v: not _line(p) or (v.get("scheduler") == "local" and _stray_percent(p))),
+    Field("array", "--array", _set("array"), schedulers=("slurm", "pbs")),
+    Field("dependency", "--dependency", _set("dependency"), schedulers=("slurm", "pbs")),
+    Field("mail", "--mail", _set("mail_user"), schedulers=("slurm", "pbs")),
     Field("python", "--python", _set("python"), must_accept=lambda p, v: _program(p),
           must_refuse=lambda p, v: not _program(p), launch=True,
           launchers=("mpirun-openmpi", "mpirun-mpich", "srun")),

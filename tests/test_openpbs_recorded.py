@@ -273,7 +273,8 @@ def test_a_users_own_master_port_is_set_again_by_the_resubmitted_script(tmp_path
         assert "export MASTER_PORT=29511\n" in (tmp_path / "job.env").read_text()
         assert hpcdist(*argv, cwd=tmp_path, env=env).returncode == 0
         written = (tmp_path / "job.env").read_text()
-        assert "export MASTER_PORT=20012\n" in written and "export MASTER_ADDR=n1\n" in written
+        port = int(written.split("export MASTER_PORT=", 1)[1].split("\n", 1)[0])
+        assert 20000 <= port < 30000 and "export MASTER_ADDR=n1\n" in written  # drawn by job-setup, not 4242
 
 
 def test_a_walltime_kill_ends_wait_with_124_and_says_the_walltime_killed_it(tmp_path):

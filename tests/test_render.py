@@ -105,10 +105,18 @@ def test_hostile_values_are_carried_literally(payload, scheduler, tmp_path):
     text = render(spec, command_line="hpcdist submit " + shlex.quote(value), workdir=str(tmp_path))
     assert subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True).returncode == 0
     # The launch line hands the script exactly these arguments: run with each command that may
-    # start it printing its arguments instead.
+    # start it printing its arguments instead; a starter whose command is `bash -c ...` (a
+    # torchrun agent's words, for its $NODE_RANK) runs that, as its node 0 would.
     launch = text.split("\n# Start ", 1)[1].split("\n", 1)[1]
-    stubs = "".join(f"{name}() {{ printf '%s\\0' \"$@\"; }}; " for name in ("srun", "mpirun", "python", "torchrun"))
-    words = subprocess.run(["bash", "-c", stubs + launch], capture_output=True).stdout.decode().split("\0")[:-1]
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    starter = 'for ((i = 1; i <= $#; i++)); do [ "${!i}" != bash ] || exec "${@:i}"; done; '
+    for name in ("srun", "mpirun", "python", "torchrun"):
+        (stubs / name).write_text(f"#!/bin/bash\n{starter if name != 'torchrun' else ''}printf '%s\\0' \"$@\"\n")
+        (stubs / name).chmod(0o755)
+    node0 = dict(NODE_RANK="0", SLURM_NODEID="0", OMPI_COMM_WORLD_RANK="0")
+    words = subprocess.run(["bash", "-c", launch], capture_output=True, env={
+        **os.environ, **node0, "PATH": f"{stubs}:{os.environ['PATH']}"}).stdout.decode().split("\0")[:-1]
     assert words[-4:] == ["train.py", value, "--x", value], words
     assert not sentinel.exists()
     # Running the environment part sets the value and executes none of the payload.
@@ -209,7 +217,9 @@ def test_deepspeed_env_file_leaves_out_values_it_would_expand(tmp_path):
 def test_the_deepspeed_config_reaches_the_script_under_every_launcher(launcher):
     spec = build_spec(dict(scheduler="slurm", script="train.py", script_args=["--lr", "1"], launcher=launcher,
                            deepspeed_config="ds.json"), check_files=False)
-    assert "train.py --lr 1 --deepspeed_config ds.json\n" in render(spec)
+    # (torchrun's agent runs in bash -c '...' for its $NODE_RANK: the line ends the quote)
+    ending = "'\n" if launcher == "torchrun" else "\n"
+    assert "train.py --lr 1 --deepspeed_config ds.json" + ending in render(spec)
 
 
 #: Walltime and preemption: the warning, the trap, the launch in the background, the requeue.

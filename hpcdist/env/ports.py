@@ -1,7 +1,8 @@
 """The master port when nobody chose one, for a process the job's set-up did not start (a job
-script of the user's own): derived from the job id, by the job's set-up's rule
-(:func:`hpcdist.job_setup.port_for_job`), so that two jobs sharing a node do not both listen on
-torch's default 29500. An explicit ``MASTER_PORT`` always wins over this.
+script of the user's own): derived from the job id (:func:`hpcdist.job_setup.port_for_job`), so
+that two jobs sharing a node do not both listen on torch's default 29500. An explicit
+``MASTER_PORT`` always wins over this; hpcdist's own scripts set one (a free port drawn at random
+by the job's set-up: :func:`hpcdist.job_setup.choose_port`).
 """
 
 from hpcdist.env.model import DistEnvError, is_text, shown

@@ -18,7 +18,7 @@ Words a user supplied (script, arguments, paths) are shell-quoted; values that
 exist only inside the running job are references to shell variables the job's
 set-up exports before the launch (:mod:`hpcdist.job_setup`): ``HPCDIST_HOSTFILE``
 (the hostfile in this launcher's format), ``MASTER_ADDR``, ``MASTER_PORT``
-(the first host, and the port derived from the job id), ``HPCDIST_JOB_ID``;
+(the first host, and a free port drawn at random there), ``HPCDIST_JOB_ID``;
 ``NODE_RANK`` is set per node where the agents are spread. :data:`~hpcdist.shell.BREAK`
 marks where a long launch line goes on on the next line.
 

@@ -36,8 +36,14 @@ class Torchrun(Launcher):
         # Elastic: MIN:MAX nodes; the training goes on (after a restart) with those left.
         nnodes = f"{spec.min_nodes}:{spec.nodes}" if spec.elastic else str(spec.nodes)
         restarts = [f"--max-restarts={spec.max_restarts}"] if spec.max_restarts else []
+        # The first node's agent hosts the store, and only it: left to guess, torch lets an agent
+        # on the master's host that cannot listen on the port join whatever listens there
+        # (another job's store, another user's program), and on the local backend every agent is
+        # on the master's host. An elastic job's two srun steps each count their nodes from 0:
+        # hpcdist agents --elastic says which agent hosts (hpcdist.schedulers.slurm_job).
+        host = [] if spec.elastic else [Shell('--rdzv-conf=is_host="$(( $NODE_RANK == 0 ))"')]
         return [BREAK, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
-                "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'),
+                "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'), *host,
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"'),
                 # Each worker through hpcdist.rank (torchrun's --module): its progress for `hpcdist watch`.
                 # The script is then an argument: a `--` after it is not torchrun's to swallow.

@@ -123,9 +123,13 @@ def start_elastic(command: list, options: dict) -> int:
     if nodes < 2:
         raise SystemExit("hpcdist agents --elastic: SLURM_JOB_NUM_NODES is not 2 or more: this runs inside a "
                          "Slurm job of several nodes")
+    # Which agent hosts the rendezvous store: the first node's alone (torchrun reads its
+    # --rdzv-conf from PET_RDZV_CONF; srun passes the environment on). Left to guess, an agent on
+    # the master's host that cannot listen on the port joins whatever listens there.
     others = subprocess.Popen(["srun", f"--nodes={nodes - 1}", f"--ntasks={nodes - 1}", "--relative=1",
-                               "--no-kill", *command[1:]])
-    first = subprocess.Popen(["srun", "--nodes=1", "--ntasks=1", "--relative=0", "--no-kill", *command[1:]])
+                               "--no-kill", *command[1:]], env={**os.environ, "PET_RDZV_CONF": "is_host=0"})
+    first = subprocess.Popen(["srun", "--nodes=1", "--ntasks=1", "--relative=0", "--no-kill", *command[1:]],
+                             env={**os.environ, "PET_RDZV_CONF": "is_host=1"})
     forward_signals([first, others])
     code = exit_status(first.wait())
     if code != 0:

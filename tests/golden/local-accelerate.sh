@@ -15,7 +15,7 @@ trap 'rm -rf "$run_dir"' EXIT
 
 export NCCL_DEBUG=INFO
 
-# The nodes; the master is this host, its port from the job id.
+# The nodes; the master is this host, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler local --dir "$run_dir"
 source "$run_dir/job.env"
 

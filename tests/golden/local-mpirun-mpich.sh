@@ -15,7 +15,7 @@ trap 'rm -rf "$run_dir"' EXIT
 
 export NCCL_DEBUG=INFO
 
-# The nodes and a hostfile for mpirun; the master is this host, its port from the job id.
+# The nodes and a hostfile for mpirun; the master is this host, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler local --dir "$run_dir" --hostfile mpich:4
 source "$run_dir/job.env"
 

@@ -15,12 +15,14 @@ trap 'rm -rf "$run_dir"' EXIT
 
 export NCCL_DEBUG=INFO
 
-# The nodes; the master is this host, its port from the job id.
+# The nodes; the master is this host, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler local --dir "$run_dir"
 source "$run_dir/job.env"
 
 # Start torchrun on every node as agents on this host: 2 processes each, meeting at the master.
 python -m hpcdist agents --local --nodes 2 -- \
-  torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
-  train.py --lr 0.1
+  bash -c '
+    exec torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \
+      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
+      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+      train.py --lr 0.1'

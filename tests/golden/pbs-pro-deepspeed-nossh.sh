@@ -26,7 +26,8 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes and a hostfile for deepspeed; the master is the first node, its port from the job id.
+# The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
   --mpi-env --pass NCCL_DEBUG
 source "$run_dir/job.env"

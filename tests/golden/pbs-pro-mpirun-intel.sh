@@ -26,7 +26,8 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes and a hostfile for mpirun; the master is the first node, its port from the job id.
+# The nodes and a hostfile for mpirun; the master is the first node, its port a free one drawn at
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile nodes:4
 source "$run_dir/job.env"
 

@@ -26,13 +26,16 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 
 # Start torchrun on every node with Intel MPI's launcher: 4 processes each, meeting at the master.
 mpiexec -f "$HPCDIST_NODEFILE" -n 2 -ppn 1 -genv MASTER_ADDR "$MASTER_ADDR" \
   -genv MASTER_PORT "$MASTER_PORT" \
-  torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
-  train.py --lr 0.1
+  bash -c '
+    export NODE_RANK="$PMI_RANK"
+    exec torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
+      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
+      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+      train.py --lr 0.1'

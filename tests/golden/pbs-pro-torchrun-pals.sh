@@ -26,12 +26,15 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 
 # Start torchrun on every node with Cray PALS's launcher: 4 processes each, meeting at the master.
 mpiexec --hostfile "$HPCDIST_NODEFILE" -n 2 --ppn 1 --cpu-bind none --envall \
-  torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
-  train.py --lr 0.1
+  bash -c '
+    export NODE_RANK="$PALS_NODEID"
+    exec torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
+      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
+      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+      train.py --lr 0.1'

@@ -26,12 +26,14 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --pass NCCL_DEBUG
 source "$run_dir/job.env"
 
 # Start torchrun on every node with pbsdsh: 4 processes each, meeting at the master.
 python -m hpcdist agents --pbsdsh --dir "$run_dir" -- \
-  torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
-  train.py --lr 0.1
+  bash -c '
+    exec torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
+      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
+      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+      train.py --lr 0.1'

@@ -34,7 +34,8 @@ export CCL_ZE_CACHE_OPEN_IPC_HANDLES_THRESHOLD=1024
 export CCL_KVS_USE_MPI_RANKS=1
 set -u
 
-# The nodes and a hostfile for mpirun; the master is the first node, its port from the job id.
+# The nodes and a hostfile for mpirun; the master is the first node, its port a free one drawn at
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile nodes:12
 source "$run_dir/job.env"
 

@@ -38,7 +38,7 @@ export MIOPEN_CUSTOM_CACHE_DIR="${MIOPEN_USER_DB_PATH}"
 mkdir -p ${MIOPEN_USER_DB_PATH}
 set -u
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 

@@ -20,12 +20,14 @@ cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 
 # Start torchrun on every node with pbsdsh: 4 processes each, meeting at the master.
 python -m hpcdist agents --pbsdsh --dir "$run_dir" -- \
-  torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" \
-  train.py
+  bash -c '
+    exec torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
+      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
+      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+      train.py'

@@ -27,7 +27,7 @@ module purge
 module load pytorch-gpu/py3
 set -u
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 

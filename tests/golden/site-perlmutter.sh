@@ -22,7 +22,7 @@ cd "$SLURM_SUBMIT_DIR"
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 shifter python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 

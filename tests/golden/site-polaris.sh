@@ -39,7 +39,8 @@ export FI_MR_CACHE_MONITOR=userfaultfd
 export FI_CXI_DEFAULT_CQ_SIZE=131072
 set -u
 
-# The nodes and a hostfile for mpirun; the master is the first node, its port from the job id.
+# The nodes and a hostfile for mpirun; the master is the first node, its port a free one drawn at
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile nodes:4
 source "$run_dir/job.env"
 

@@ -28,7 +28,7 @@ eval "$(conda shell.bash hook)"
 conda activate torch-env
 set -u
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 

@@ -61,7 +61,8 @@ trap 'killed_by=143; stop_training "SIGTERM"' TERM
 ( sleep 4800 && kill -USR2 $$ ) >/dev/null 2>&1 &
 deadline_pid=$!
 
-# The nodes and a hostfile for deepspeed; the master is the first node, its port from the job id.
+# The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
   --deepspeed-env --pass NCCL_DEBUG
 source "$run_dir/job.env"

@@ -56,7 +56,8 @@ trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
 # No --walltime, so no deadline to warn of: `qsig -s USR2 <job>` asks for the stop by hand.
 
-# The nodes and a hostfile for mpirun; the master is the first node, its port from the job id.
+# The nodes and a hostfile for mpirun; the master is the first node, its port a free one drawn at
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile openmpi:4 \
   --mpi-env --pass NCCL_DEBUG
 source "$run_dir/job.env"

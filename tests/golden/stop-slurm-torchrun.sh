@@ -62,7 +62,7 @@ stop_training() {
 trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
 
-# The nodes; the master is the first node, its port from the job id.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir"
 source "$run_dir/job.env"
 
