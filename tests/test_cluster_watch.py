@@ -27,6 +27,15 @@ WHERE = {"slurm": ["--scheduler", "slurm"], "pbs-torque": ["--scheduler", "pbs",
 LAUNCHERS = {"torchrun": [], "srun": ["--launcher", "srun"], "mpirun": ["--launcher", "mpirun"],
              "deepspeed": ["--launcher", "deepspeed"]}
 ROWS = [(w, la) for w in WHERE for la in LAUNCHERS if not (w != "slurm" and la == "srun")]
+FAULTS = {"stop-node1": ("stop", "1"), "stop-node2": ("stop", "3"), "collective": ("collective", "2")}
+#: The suite's rows (each a 2-node job of about a minute): every launcher, every fault and both
+#: schedulers at least once. HPCDIST_WATCH_MATRIX=full runs every launcher x fault x scheduler
+#: (28 jobs, about 20 minutes here).
+FULL = os.environ.get("HPCDIST_WATCH_MATRIX") == "full"
+HANGS = [(w, la, f) for w, la in ROWS for f in FAULTS] if FULL else [
+    ("slurm", "torchrun", "stop-node2"), ("slurm", "srun", "collective"), ("slurm", "mpirun", "stop-node1"),
+    ("slurm", "deepspeed", "stop-node2"), ("pbs-torque", "torchrun", "collective")]
+STRAGGLERS = ROWS if FULL else [("slurm", "torchrun"), ("pbs-torque", "mpirun")]
 
 
 def hpcdist(*args, cwd, env, timeout=300) -> subprocess.CompletedProcess:
@@ -55,11 +64,9 @@ def log(job) -> str:
     return open(job["log"], errors="replace").read() if os.path.exists(job["log"]) else ""
 
 
-@pytest.mark.parametrize("where,launcher", ROWS, ids=[f"{w}-{la}" for w, la in ROWS])
-@pytest.mark.parametrize("fault,rank", [("stop", "1"), ("stop", "3"), ("collective", "2")],
-                         ids=["stop-node1", "stop-node2", "collective"])
-def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, launcher, fault, rank, cluster,
-                                                                       tmp_path):
+@pytest.mark.parametrize("where,launcher,case", HANGS, ids=[f"{w}-{la}-{f}" for w, la, f in HANGS])
+def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, launcher, case, cluster, tmp_path):
+    fault, rank = FAULTS[case]
     fault_file = tmp_path / "fault"
     env = testcluster.client_env(cluster)
     job = submit(tmp_path, env, where, launcher, "--hang-floor", "5s", "--hang-timeout", "20s",
@@ -92,7 +99,7 @@ def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, lau
     assert ended_after < 20 + 20, ended_after
 
 
-@pytest.mark.parametrize("where,launcher", ROWS, ids=[f"{w}-{la}" for w, la in ROWS])
+@pytest.mark.parametrize("where,launcher", STRAGGLERS, ids=[f"{w}-{la}" for w, la in STRAGGLERS])
 def test_a_straggler_on_node2_is_named_once_and_a_long_checkpoint_is_no_hang(where, launcher, cluster, tmp_path):
     env = testcluster.client_env(cluster)
     job = submit(tmp_path, env, where, launcher, "--hang-floor", "5s", "--env", "FAULT=slow", "--env",
