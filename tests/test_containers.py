@@ -28,7 +28,18 @@ def words_of(line: str) -> list[str]:
 
 
 def last_words(**values) -> list[str]:
-    return words_of(launch_lines(spec(**values))[-1])
+    return launch_words(spec(**values))
+
+
+def launch_words(s) -> list[str]:
+    """The launch line's words; where srun starts torchrun through ``bash -c '... exec CMD'`` (each
+    node's NODE_RANK first, for torchrun's is_host: tests/test_ports.py), srun's words then CMD's."""
+    words = words_of(launch_lines(s)[-1])
+    at = words.index("bash") if "bash" in words else -1
+    if at >= 0 and words[at + 1] == "-c" and "torchrun" in words[at + 2]:
+        inner = words_of(words[at + 2])
+        words = words[:at] + inner[inner.index("exec") + 1:]
+    return words
 
 
 #: The image, as the launch lines name it: the script sets it once, at its top.
@@ -126,7 +137,7 @@ def test_shifter_directive_and_words():
     script = render(s, workdir="/tmp")
     # The image and its GPU module are the job's (NERSC's srun shifter python ...).
     assert "#SBATCH --image=docker:nersc/pytorch:24.06\n#SBATCH --module=gpu\n" in script
-    words = words_of(launch_lines(s)[-1])
+    words = launch_words(s)
     at = words.index("shifter")
     assert words[at:at + 3] == ["shifter", "--volume=/global/cfs/p:/data", "torchrun"]
     # A --module directive of the user's (Perlmutter's gpu,nccl-plugin) is not doubled.
