@@ -45,4 +45,4 @@ def write_output(path: str, text: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         return
-    write_text_atomic(os.path.realpath(path), text, 0o600 if st is None else stat.S_IMODE(st.st_mode))
+    write_text_atomic(os.path.realpath(path), text)  # private, whatever the file was (a hostfile names the job's hosts)

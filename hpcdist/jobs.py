@@ -414,7 +414,7 @@ def runner_host(folder: str) -> tuple[str, str] | None:
 
 def _runner_words(folder: str) -> list | None:
     try:
-        with open(os.path.join(folder, RUNNER)) as f:
+        with open(os.path.join(folder, RUNNER), errors="replace") as f:  # a broken one: not two words
             words = f.read().split()
     except OSError:
         return None
