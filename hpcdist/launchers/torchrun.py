@@ -44,15 +44,24 @@ class Torchrun(Launcher):
         host = [] if spec.elastic else [Shell('--rdzv-conf=is_host="$(( $NODE_RANK == 0 ))"')]
         return [BREAK, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'), *host,
-                Shell('--rdzv-id="$HPCDIST_JOB_ID"'),
-                # Each worker through hpcdist.rank (torchrun's --module): its progress for `hpcdist watch`.
-                # The script is then an argument: a `--` after it is not torchrun's to swallow.
-                "-m", "hpcdist.rank"] + program(spec)
+                Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + workers(spec)
 
     def failures(self, text, agents, nodes):
         return [(m.start(), failure(exit_why(int(m["code"])), rank=int(m["rank"]), local_rank=int(m["local"]),
                                     host=m["host"], source="torchrun"))
                 for m in re.finditer(ROOT_CAUSE, text)]
+
+
+def workers(spec) -> list:
+    """What torchrun starts: each worker through hpcdist.rank (its --module), which records its
+    progress for `hpcdist watch`; the script is then an argument (a `--` after it is not torchrun's
+    to swallow). In a container the script itself, as before: the image need not hold hpcdist
+    (tests/test_matrix.py trains in one that does not)."""
+    from hpcdist import containers
+
+    if containers.get(spec) is not None:
+        return program(spec, argparse_launcher=True)
+    return ["-m", "hpcdist.rank"] + program(spec)
 
 
 LAUNCHER = Torchrun()
