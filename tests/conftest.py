@@ -108,9 +108,12 @@ CLUSTER_GROUPS = {"cluster": "slurm-cluster", "openpbs_cluster": "openpbs-cluste
 
 
 def pytest_collection_modifyitems(config, items):
+    """A test in a cluster's group: it takes the cluster's fixture, or is marked ``slurm_cluster``
+    (a row that asks for the cluster with request.getfixturevalue: in the other process it would
+    wait for the cluster's lock until the first one's session ends)."""
     for item in items:
         for fixture, group in CLUSTER_GROUPS.items():
-            if fixture in item.fixturenames:
+            if fixture in item.fixturenames or fixture == "cluster" and item.get_closest_marker("slurm_cluster"):
                 item.add_marker(pytest.mark.xdist_group(group))
 
 

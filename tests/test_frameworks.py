@@ -23,6 +23,9 @@ import testcluster
 from launch import check_framework_views
 from test_matrix import environment, submit
 
+#: Every cell is on the Slurm cluster, which environment() asks for: the cluster's test process.
+pytestmark = pytest.mark.slurm_cluster
+
 VIEW = testcluster.ROOT / "tests" / "jobs" / "framework_view.py"
 
 #: (framework, scheduler, launcher) as test_matrix names schedulers and launchers.

@@ -108,7 +108,14 @@ def state_of(job_id, cwd, env) -> str:
     return row["state"]
 
 
-@pytest.mark.parametrize("scheduler,launcher", ROWS, ids=IDS)
+def rows(params: list, ids: list) -> list:
+    """Each row a pytest.param; those that ask for the Slurm cluster (all but local's) marked
+    ``slurm_cluster``, for the test process that holds it (tests/conftest.py, CLUSTER_GROUPS)."""
+    return [pytest.param(*p, id=i, marks=() if p[0] == "local" else pytest.mark.slurm_cluster)
+            for p, i in zip(params, ids)]
+
+
+@pytest.mark.parametrize("scheduler,launcher", rows(ROWS, IDS))
 def test_trains_on_two_nodes_of_two_processes(scheduler, launcher, request, tmp_path):
     env = environment(scheduler, request)
     shutil.copy(QUICKSTART, tmp_path)
@@ -213,7 +220,7 @@ FAILURES = [(s, launcher, "raise") for s, launcher in ROWS
     (s, launcher, "kill") for s, launcher in ROWS if s in ("slurm", "local")]
 
 
-@pytest.mark.parametrize("scheduler,launcher,how", FAILURES, ids=[f"{s}-{l}-{h}" for s, l, h in FAILURES])
+@pytest.mark.parametrize("scheduler,launcher,how", rows(FAILURES, [f"{s}-{l}-{h}" for s, l, h in FAILURES]))
 def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, request, tmp_path):
     env = environment(scheduler, request)
     shutil.copy(FAILING, tmp_path)

@@ -253,7 +253,7 @@ def test_hpcdist_profiles_lists_the_presets_and_shows_one_with_its_sources(tmp_p
     assert unknown.returncode == 1 and "site presets: aurora, derecho, frontier, gadi, jeanzay, lumi, perlmutter, polaris, torque, university" in unknown.stderr
 
 
-def test_a_gadi_shaped_job_wide_request_runs_through_qsub(request, tmp_path):
+def test_a_gadi_shaped_job_wide_request_runs_through_qsub(cluster, tmp_path):
     """A job-wide request (``-l ncpus=``, ``-l storage=``, ``-l jobfs=``, no select) with
     torchrun started by pbsdsh, submitted with ``qsub`` and trained to its end.
 
@@ -264,7 +264,7 @@ def test_a_gadi_shaped_job_wide_request_runs_through_qsub(request, tmp_path):
     project is left out here (the render test above checks the ``#PBS -P`` line)."""
     import testcluster
 
-    env = testcluster.client_env(request.getfixturevalue("cluster"))
+    env = testcluster.client_env(cluster)
     shutil.copy(os.path.join(testcluster.ROOT, "examples", "quickstart.py"), tmp_path)
     proc = subprocess.run(
         [sys.executable, "-m", "hpcdist", "submit", "--scheduler", "pbs", "--request", "job-wide",
