@@ -115,6 +115,22 @@ def pytest_collection_modifyitems(config, items):
         for fixture, group in CLUSTER_GROUPS.items():
             if fixture in item.fixturenames or fixture == "cluster" and item.get_closest_marker("slurm_cluster"):
                 item.add_marker(pytest.mark.xdist_group(group))
+    if getattr(config.option, "loadgroup", False):  # in a test process of --dist loadgroup
+        _group_suffix(items)
+
+
+def _group_suffix(items) -> None:
+    """``NODEID@GROUP``, by which xdist's controller keeps a group in one process. pytest-xdist 3.8
+    writes it into ``item._nodeid``, which pytest 9 no longer reads (its node ids are ``_id``): its
+    groups were spread over both processes, and one waited for the other's cluster lock."""
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # an older pytest: xdist's own suffix works there
+        return
+    for item in items:
+        names = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args})
+        if names and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
 
 
 @pytest.fixture(scope="session")
