@@ -60,8 +60,9 @@ PODMAN_ENV = ("SLURM_*", "PBS_*", "OMPI_*", "PMI_*", "PMIX_*", "PALS_*", "HPCDIS
               "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
               "HIP_VISIBLE_DEVICES")
 PWD = Shell('"$PWD"')
-#: The image, as the words name it: the script sets ``image`` once, at its top (:func:`values`).
-IMAGE = Shell('"$image"')
+#: The image, as the words name it: the script exports it once, at its top (:func:`named_image`);
+#: exported, for the agents that each node's starter runs in ``bash -c``.
+IMAGE = Shell('"$HPCDIST_IMAGE"')
 
 
 def gpu(spec) -> str:
@@ -200,7 +201,7 @@ class Pyxis(Runtime):
     def srun_flags(self, spec):
         mounts = ",".join(["$PWD:$PWD", *spec.container_binds])
         # In double quotes, for $PWD to expand: the binds hold no $ ` " or backslash (check_bind).
-        return [Shell('--container-image="$image"'), Shell(f'--container-mounts="{mounts}"'),
+        return [Shell('--container-image="$HPCDIST_IMAGE"'), Shell(f'--container-mounts="{mounts}"'),
                 Shell('--container-workdir="$PWD"')]
 
 
@@ -220,8 +221,8 @@ def wrap(spec, command: list) -> list:
 
 
 def named_image(spec) -> str | None:
-    """The image the script sets once, at its top, as ``image``: the words name it ``$image``
-    (:data:`IMAGE`). None without one, and for Shifter, whose image is a directive of the job."""
+    """The image the script exports once, at its top, as ``HPCDIST_IMAGE`` (the words name it so,
+    :data:`IMAGE`). None without one, and for Shifter, whose image is a directive of the job."""
     runtime = get(spec)
     return spec.container_image if runtime is not None and runtime.name != "shifter" else None
 

@@ -32,8 +32,9 @@ runs in every job, where its cost is felt.
 import os
 import sys
 
-#: What every node needs from the batch shell, where set: the environment the job activated.
-PASSED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX")
+#: What every node needs from the batch shell, where set: the environment the job activated, the
+#: container's image (a node's agent starts it: hpcdist.containers).
+PASSED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "HPCDIST_IMAGE")
 #: What the set-up (and the stop block) export: the other nodes need them too.
 OWN = ("MASTER_ADDR", "MASTER_PORT", "HPCDIST_JOB_ID", "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE",
        "HPCDIST_PROGRESS_DIR")

@@ -265,7 +265,11 @@ def _job_files(job_dir: str | None, spec, scheduler):
         monitor += ["--hang-floor", str(spec.hang_floor_s)]
     if spec.hang_timeout_s is not None:
         monitor += ["--hang-timeout", str(spec.hang_timeout_s)]
-    return {**files, "monitor": Shell(command_lines(monitor) + " &")}
+    line = command_lines(monitor) + " &"
+    if containers.get(spec) is not None and monitor[0] == "hpcdist":
+        # The host's hpcdist, which a container job may not have (the image's cannot see this shell).
+        line = "command -v hpcdist >/dev/null && " + line
+    return {**files, "monitor": Shell(line), "monitor_if_found": line.startswith("command -v")}
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
@@ -366,6 +370,6 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         setup=user_setup(spec),
         # The allocation's files where the image sees them (hpcdist.containers).
         container_lines=[Shell(line) for line in containers.script_lines(spec, scheduler.allocation_files)],
-        # The image, set once at the top: the lines below name it "$image".
+        # The image, exported once at the top: the lines below name it "$HPCDIST_IMAGE".
         image=containers.named_image(spec),
     )

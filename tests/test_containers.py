@@ -43,7 +43,7 @@ def launch_words(s) -> list[str]:
 
 
 #: The image, as the launch lines name it: the script sets it once, at its top.
-IMAGE = "$image"
+IMAGE = "$HPCDIST_IMAGE"
 
 
 def test_torchrun_runs_inside_apptainer_spread_by_srun():
@@ -52,7 +52,7 @@ def test_torchrun_runs_inside_apptainer_spread_by_srun():
     assert words[0] == "srun" and "torchrun" not in words[:at]
     assert words[at:at + 4] == ["apptainer", "exec", "--nv", IMAGE]
     assert words[at + 4] == "torchrun"
-    assert "\nimage=/images/pt.sif\n" in render(spec(container_image="/images/pt.sif", gpus_per_node=4), workdir="/tmp")
+    assert "\nexport HPCDIST_IMAGE=/images/pt.sif\n" in render(spec(container_image="/images/pt.sif", gpus_per_node=4), workdir="/tmp")
 
 
 def test_gpu_auto_is_none_without_gpus_and_rocm_when_asked():
@@ -148,7 +148,7 @@ def test_shifter_directive_and_words():
 
 def test_without_hpcdist_on_the_batch_host_the_jobs_set_up_runs_in_the_image():
     script = render(spec(container_image="/images/torch.sif", container_runtime="apptainer"), workdir="/tmp")
-    assert '\napptainer exec "$image" python -m hpcdist job-setup --scheduler slurm' in script
+    assert '\napptainer exec "$HPCDIST_IMAGE" python -m hpcdist job-setup --scheduler slurm' in script
     # pyxis reaches its image only through srun's tasks: the set-up runs on the host.
     pyxis = render(spec(container_image="nvcr.io#nvidia/pytorch:24.01-py3", container_runtime="pyxis"),
                    workdir="/tmp")
@@ -159,7 +159,7 @@ def test_pyxis_is_srun_flags_for_the_agents_and_the_ranks():
     for launcher in ("torchrun", "srun"):
         words = last_words(launcher=launcher, container_image="nvcr.io#nvidia/pytorch:24.01-py3",
                            container_runtime="pyxis", container_binds=["/data"])
-        assert "--container-image=$image" in words
+        assert "--container-image=$HPCDIST_IMAGE" in words
         assert "--container-mounts=$PWD:$PWD,/data" in words and "--container-workdir=$PWD" in words
         assert words.index("--container-workdir=$PWD") < words.index(launcher if launcher == "torchrun" else "python")
 
@@ -215,8 +215,8 @@ def test_a_hostile_image_name_stays_one_word(runtime, tmp_path):
     script = render(s, workdir=str(tmp_path))
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     # Set once, as one word; every command names it.
-    (line,) = [line for line in script.splitlines() if line.startswith("image=")]
-    shown = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$image"'], cwd=tmp_path, capture_output=True, text=True)
+    (line,) = [line for line in script.splitlines() if line.startswith("export HPCDIST_IMAGE=")]
+    shown = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$HPCDIST_IMAGE"'], cwd=tmp_path, capture_output=True, text=True)
     assert shown.stdout == hostile
     assert all(IMAGE in words_of(line) for line in launch_lines(s))
     assert not (tmp_path / "pwned").exists()

@@ -81,9 +81,9 @@ SITES = {
             ("the ranks bound to their GCD's cores", "srun --cpu-bind=v,mask_cpu=$CPU_BIND_MASKS",
              _srun("--cpu-bind=v,mask_cpu=")),
             # Set once at the top, as the guide does, and named where it is used.
-            ("the LUMI AI container", f"SIF={LUMI_SIF}", f"\nimage={LUMI_SIF}\n"),
+            ("the LUMI AI container", f"SIF={LUMI_SIF}", f"\nexport HPCDIST_IMAGE={LUMI_SIF}\n"),
             ("the ranks start in it by singularity, with the GPUs", "singularity run $SIF",
-             re.compile(r'^srun [^\n]*singularity (run|exec) [^\n]*--rocm "\$image" '
+             re.compile(r'^srun [^\n]*singularity (run|exec) [^\n]*--rocm "\$HPCDIST_IMAGE" '
                         r"[^\n]*python -m hpcdist\.rank train\.py$", re.M)),
         ],
         env=[],
