@@ -256,7 +256,9 @@ def test_pbs_script_warns_itself_before_the_walltime_and_resubmits_only_a_stoppe
 def worker_pids(script: str) -> dict[str, int]:
     """RANK -> pid of each training worker of ``script`` running on the cluster (one pid space)."""
     found = {}
-    for line in subprocess.run(["pgrep", "-f", "--", f"-u {script}"], capture_output=True, text=True).stdout.split():
+    # Each worker is `python -u -m hpcdist.rank SCRIPT` (torchrun's workers record their progress).
+    pattern = f"-u (-m hpcdist\\.rank )?{re.escape(script)}"
+    for line in subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True).stdout.split():
         try:
             with open(f"/proc/{line}/environ", "rb") as f:
                 environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
