@@ -51,7 +51,8 @@ def pbs_setup(pbs, folder: str):
     wrapper = os.path.join(os.path.dirname(folder), "pbs-head-hpcdist")  # one word: remote_hpcdist is a command line
     with open(wrapper, "w") as f:
         f.write(f"#!/bin/sh\n# hpcdist run on the PBS head, in this folder, with what hpcdist set for it.\n"
-                f"here=$PWD\nexec bash {openpbs.OPENPBS_SH} exec {openpbs.HEAD} env "
+                f"here=$PWD\nPBSX_ROOT={openpbs.STATE} PBS_EXEC={openpbs.PBS_EXEC} "
+                f"exec bash {openpbs.OPENPBS_SH} exec {openpbs.HEAD} env "
                 f"HPCDIST_JOBS_DIR=\"${{HPCDIST_JOBS_DIR:-}}\" "
                 f"HPCDIST_NO_DEFAULT_PROFILE=\"${{HPCDIST_NO_DEFAULT_PROFILE:-}}\" "
                 f"HPCDIST_EXPECT_VERSION=\"${{HPCDIST_EXPECT_VERSION:-}}\" "
@@ -113,7 +114,8 @@ def training_from_the_laptop(project, on_head, nodes, login):
     def laptop(*args, timeout=120):
         return hpcdist(project, *args, user=login.laptop.pw_name, timeout=timeout)
 
-    assert laptop("connect", "cluster").returncode == 0
+    connected = laptop("connect", "cluster")
+    assert connected.returncode == 0, connected.err
     logins = open(login.log.name).read().count("Accepted publickey")
 
     submitted = laptop("submit", "--nodes", "2", "--walltime", "10m", "quickstart.py", "--steps", "20")
