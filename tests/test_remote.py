@@ -248,6 +248,49 @@ def test_cancel_from_the_laptop(project, login):
     assert re.search(rf"^{job} +train +local +cancelled", status.out, re.M), status.out + status.err
 
 
+#: A loop that counts its steps for `hpcdist watch` (hpcdist.env.step(): no optimizer, no launcher).
+WATCHED = """import os, time
+os.environ.setdefault("RANK", "0")
+from hpcdist import env
+for i in range(600):
+    env.step()
+    time.sleep(0.1)
+"""
+
+
+def test_watch_and_stacks_from_the_laptop(project, login):
+    """`watch --once`, `watch --json` and `stacks` of a job sent from here: the login node's
+    commands, each over the one connection, the job named as the laptop knows it."""
+    login.write(LAPTOP_USER, f"{project}/watched.py", WATCHED)
+    git(project, "add", "watched.py")
+    git(project, "commit", "-qm", "watched")
+    connect(project)
+    before = accepted(login)
+    job = submitted(hpcdist(project, "submit", "--env", "HPCDIST_PROGRESS_INTERVAL=0.5", "watched.py"))
+    deadline = time.monotonic() + 60
+    while True:
+        shown = hpcdist(project, "watch", "--json", job)
+        assert shown.returncode == 0, shown.err
+        ranks = json.loads(shown.out)["ranks"]
+        if ranks and ranks[0].get("step", 0) > 0:
+            break
+        assert time.monotonic() < deadline, shown.out
+        time.sleep(0.5)
+    once = hpcdist(project, "watch", "--once", job)
+    assert once.returncode == 0, once.err
+    assert re.match(rf"job {job} \(local, running\): 1 rank\(s\) on 1 node\(s\)", once.out), once.out
+    assert re.search(r"^\S+ +0 +\d+ .* training$", once.out, re.M), once.out
+    stacks = hpcdist(project, "stacks", job)
+    assert stacks.returncode == 0, stacks.err
+    assert "watched.py" in stacks.out and "rank 0" in stacks.out, stacks.out
+    assert hpcdist(project, "cancel", job).returncode == 0
+    # Live (not a terminal here: one screen after another), until the job has ended.
+    live = hpcdist(project, "watch", "--interval", "0.5", job, timeout=60)
+    assert live.returncode == 0, live.err
+    assert re.search(rf"^job {job} \(local, cancelled\)", live.out, re.M), live.out
+    assert accepted(login) == before
+
+
 def test_nothing_of_the_laptop_reaches_the_login_node(project, login):
     connect(project)
     job = submitted(hpcdist(project, "submit", "train.py", "1", env={"LAPTOP_SECRET": "s3cret"}))

@@ -1,10 +1,11 @@
 """The commands from a laptop: ``connect`` and ``disconnect``, and ``submit``, ``render``,
-``status``, ``logs`` and ``cancel`` sent to a cluster's login node (:mod:`hpcdist.remote`).
+``status``, ``logs``, ``cancel``, ``watch`` and ``stacks`` sent to a cluster's login node
+(:mod:`hpcdist.remote`).
 
 A command goes to a cluster when ``--remote HOST`` is given, when its profile has ``remote =
-"user@host"`` (submit, render), or when the job it names was sent from here (status, logs,
-cancel: the laptop's ``.hpcdist/remote/jobs``). The login node's hpcdist does the work, in one ssh
-round trip per command: it renders the script there, from the code snapshot sent with the job.
+"user@host"`` (submit, render), or when the job it names was sent from here (the others: the
+laptop's ``.hpcdist/remote/jobs``). The login node's hpcdist does the work, in one ssh round trip
+per command: it renders the script there, from the code snapshot sent with the job.
 The laptop's profile goes as flags; its own paths, user name and environment do not go.
 """
 
@@ -16,7 +17,9 @@ import time
 
 #: The commands of this module, and those it may send to a cluster instead of running here.
 COMMANDS = ("connect", "disconnect")
-SENT = ("submit", "render", "status", "logs", "cancel")
+SENT = ("submit", "render", "status", "logs", "cancel", "watch", "stacks")
+#: The flags of the sent commands that take a value (besides the job options').
+VALUED = ("--from", "--interval", "--timeout")
 HELP = {"connect": "open the ssh connection to a cluster that the other commands use (the only one that may prompt)",
         "disconnect": "close the ssh connection to a cluster"}
 #: How long ``logs -f`` waits for a dropped connection to be opened again before it stops.
@@ -51,7 +54,7 @@ def main(argv: list[str]) -> int:
             return _connect(command, argv[1])
         if command in ("submit", "render"):
             return _send_job(argv)
-        return {"status": _status, "logs": _logs, "cancel": _cancel}[command](argv)
+        return {"status": _status, "logs": _logs, "cancel": _cancel, "watch": _watch, "stacks": _watch}[command](argv)
     except remote.RemoteError as e:
         print(f"hpcdist {command}: error: {e}", file=sys.stderr)
         return 1
@@ -86,7 +89,7 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
             laptop[word[2:]] = True
         else:
             forwarded.append(word)
-            takes_value = word in FLAGS_WITH_A_VALUE or word == "--from"
+            takes_value = word in FLAGS_WITH_A_VALUE or word in VALUED
             if word.startswith("-") and not eq and takes_value and k + 1 < len(argv):
                 k += 1
                 forwarded.append(argv[k])
@@ -98,7 +101,7 @@ def _refs(argv: list[str]) -> list[str]:
     _, words = _split(argv)
     refs, k = [], 0
     while k < len(words):
-        if words[k] == "--from":
+        if words[k] in VALUED:
             k += 1
         elif not words[k].startswith("-"):
             refs.append(words[k])
@@ -397,9 +400,10 @@ def _follow(target, job: str, offset: int) -> int:
             time.sleep(1)
 
 
-def _stream(target, argv: list[str], offset: int, job: str) -> tuple[int, int, str]:
+def _stream(target, argv: list[str], offset: int, job: str, redraw: bool = False) -> tuple[int, int, str]:
     """Run ``argv``: its stdout to ours as it comes (counted from ``offset``), its stderr shown line
-    by line, said where from. Returns the exit status, the offset reached and the stderr."""
+    by line, said where from. Returns the exit status, the offset reached and the stderr.
+    ``redraw``: the screen is cleared before each of `watch`'s screens (a line "job ...")."""
     import subprocess
     import threading
 
@@ -419,9 +423,11 @@ def _stream(target, argv: list[str], offset: int, job: str) -> tuple[int, int, s
     thread.start()
     try:
         while True:
-            chunk = os.read(process.stdout.fileno(), 1 << 16)
+            chunk = process.stdout.readline() if redraw else os.read(process.stdout.fileno(), 1 << 16)
             if not chunk:
                 break
+            if redraw and chunk.startswith(b"job "):
+                sys.stdout.buffer.write(b"\033[H\033[J")
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
             offset += len(chunk)
@@ -433,6 +439,25 @@ def _stream(target, argv: list[str], offset: int, job: str) -> tuple[int, int, s
         raise
     thread.join(5)
     return returncode, offset, "\n".join(said)
+
+
+def _watch(argv: list[str]) -> int:
+    """``watch`` and ``stacks`` from the laptop: the login node's, in one round trip. A live
+    ``watch`` there prints a screen at each refresh; on a terminal here each is drawn over the last."""
+    from hpcdist import remote
+
+    _, words = _split(argv)
+    target, job = _job_target(argv)
+    remote.require_open(target)
+    ref, command = _refs(argv)[0], argv[0]
+    words = [job if w == ref else w for w in words]
+    live = command == "watch" and not {"--once", "--json"} & set(words) and sys.stdout.isatty()
+    ssh = remote.command_argv(target, remote.script(target, [command, *words]))
+    returncode, _, stderr = _stream(target, ssh, 0, job, redraw=live)
+    problem = remote.explain(target, returncode, stderr)
+    if problem is not None:
+        raise problem
+    return returncode
 
 
 # -- connect, disconnect ------------------------------------------------------------------------

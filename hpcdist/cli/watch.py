@@ -139,8 +139,9 @@ def run_watch(args) -> int:
         if args.json:
             import json
 
-            print(json.dumps({"job_id": job.job_id, "state": state, "time": view.now, "ranks": view.ranks,
-                              **view.summary()}, indent=2))
+            # Each rank's row under "ranks" (the summary's "ranks" is their count: len() says it).
+            print(json.dumps({"job_id": job.job_id, "state": state, "time": view.now, **view.summary(),
+                              "ranks": view.ranks}, indent=2))
             return 0
         text = screen(job, view, state)
         if args.once:
