@@ -291,6 +291,51 @@ def test_watch_and_stacks_from_the_laptop(project, login):
     assert accepted(login) == before
 
 
+def test_each_command_is_one_round_trip_over_the_one_login(project, login):
+    """Issue 32's budget: every command but `connect` logs in no more, and runs one ssh session
+    (besides ssh -O check, which asks the local master and crosses no network). An ssh on the
+    laptop's PATH counts the sessions. The times of `status` on both sides are printed (pytest
+    -s), not asserted."""
+    shim = os.path.join(login.laptop.pw_dir, "shim")
+    counted = os.path.join(login.laptop.pw_dir, "ssh-calls")
+    as_user(LAPTOP_USER, ["mkdir", "-p", shim]).check_returncode()
+    login.write(LAPTOP_USER, f"{shim}/ssh", f'#!/bin/sh\necho "$*" >> {counted}\nexec /usr/bin/ssh "$@"\n')
+    os.chmod(f"{shim}/ssh", 0o755)
+    env = {"PATH": f"{shim}:/usr/local/bin:/usr/bin:/bin"}
+    connect(project)
+    before = accepted(login)
+    job = ""
+
+    def sessions(*args) -> int:
+        login.write(LAPTOP_USER, counted, "")
+        done = hpcdist(project, *args, env=env)
+        # logs -f ends with the job's own exit status: 143, cancelled just before.
+        assert done.returncode == (143 if "-f" in args else 0), done.err
+        with open(counted) as f:
+            calls = f.read().splitlines()
+        return done, sum(" -O " not in f" {call} " for call in calls)
+
+    done, n = sessions("submit", "train.py", "50", "0.2")
+    job = done.out.strip()
+    counts = {"submit": n}
+    for args in (("status",), ("status", job), ("logs", job), ("watch", "--once", job), ("cancel", job),
+                 ("logs", "-f", job)):
+        counts[" ".join(args)] = sessions(*args)[1]
+    print("ssh sessions per command:", counts)
+    assert set(counts.values()) == {1}, counts
+    assert accepted(login) == before
+    laptop, there = [], []
+    for _ in range(5):
+        start = time.perf_counter()
+        assert hpcdist(project, "status", job).returncode == 0
+        laptop.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        assert on_login("status", job).returncode == 0
+        there.append(time.perf_counter() - start)
+    print(f"status {job}: from the laptop {min(laptop) * 1000:.0f} ms, on the login node {min(there) * 1000:.0f} ms "
+          f"(best of 5; both include runuser's start)")
+
+
 def test_nothing_of_the_laptop_reaches_the_login_node(project, login):
     connect(project)
     job = submitted(hpcdist(project, "submit", "train.py", "1", env={"LAPTOP_SECRET": "s3cret"}))
