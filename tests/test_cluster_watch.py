@@ -6,7 +6,7 @@ itself with SIGSTOP at step 20 (node1: the monitor's node), rank 3 (node2) does 
 rank 2 waits in a collective of a group whose other rank never reaches it; with
 ``--hang-timeout 20s`` each job ends within the timeout and a few seconds, its log holding the
 hang line, the grouped stacks and the cause. A run with a straggler and a checkpoint longer than
-the floor names the straggler once and no hang. The real OpenPBS rows are not written yet (NOTES).
+the floor names the straggler once and no hang. On the real OpenPBS: two of the hang rows.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ def submit(tmp_path, env, where, launcher, *flags) -> dict:
     return json.loads(proc.stdout)
 
 
-def wait_end(job, tmp_path, env, timeout) -> dict:
+def wait_end(run, job, timeout) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        (row,) = json.loads(hpcdist("status", "--json", job["job_id"], cwd=tmp_path, env=env).stdout)
+        (row,) = json.loads(run("status", "--json", job["job_id"]).stdout)
         if row["state"] not in ("RUNNING", "PENDING"):
             return row
         time.sleep(1)
-    pytest.fail(f"job {job['job_id']} still running after {timeout} s:\n{testcluster.queue(tmp_path)}")
+    pytest.fail(f"job {job['job_id']} still running after {timeout} s:\n{run('status').stdout}")
 
 
 def log(job) -> str:
@@ -66,12 +66,37 @@ def log(job) -> str:
 
 @pytest.mark.parametrize("where,launcher,case", HANGS, ids=[f"{w}-{la}-{f}" for w, la, f in HANGS])
 def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, launcher, case, cluster, tmp_path):
+    env = testcluster.client_env(cluster)
+
+    def run(*args, timeout=300):
+        return hpcdist(*args, cwd=tmp_path, env=env, timeout=timeout)
+    a_hang_is_named_and_ended(run, tmp_path, WHERE[where], launcher, case)
+
+
+#: The real OpenPBS (tests/openpbs.py): a rank of node 2 stopped, and one waiting in a collective.
+PBS_HANGS = [("torchrun", "stop-node2"), ("mpirun", "collective")]
+
+
+@pytest.mark.parametrize("launcher,case", PBS_HANGS, ids=[f"{la}-{f}" for la, f in PBS_HANGS])
+def test_a_hang_on_the_real_openpbs_is_named_and_ended(launcher, case, openpbs_cluster, tmp_path):
+    """The same on a real PBS server: its moms start the job's processes (no Slurm wrapper), the
+    monitor runs in the MOM's batch shell, `watch` on the head reads the job folder."""
+    def run(*args, timeout=300):
+        return openpbs_cluster.hpcdist(*args, cwd=tmp_path, timeout=timeout)
+    a_hang_is_named_and_ended(run, tmp_path, ["--scheduler", "pbs", "--venv", sys.prefix], launcher, case)
+
+
+def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: str) -> None:
+    """A fault at step 20 (FAULTS[case]); ``watch --once`` until it says LOOKS HUNG (printed, with
+    the seconds from the fault: pytest -s shows them), then the job's end and its log."""
     fault, rank = FAULTS[case]
     fault_file = tmp_path / "fault"
-    env = testcluster.client_env(cluster)
-    job = submit(tmp_path, env, where, launcher, "--hang-floor", "5s", "--hang-timeout", "20s",
-                 "--env", f"FAULT={fault}", "--env", f"FAULT_RANK={rank}", "--env", f"FAULT_FILE={fault_file}",
-                 "--env", "HPCDIST_PROGRESS_INTERVAL=1")
+    proc = run("submit", *where, *LAUNCHERS[launcher], "--nodes", "2", "--procs-per-node", "2",
+               "--hang-floor", "5s", "--hang-timeout", "20s",
+               "--env", f"FAULT={fault}", "--env", f"FAULT_RANK={rank}", "--env", f"FAULT_FILE={fault_file}",
+               "--env", "HPCDIST_PROGRESS_INTERVAL=1", "--json", TRAIN)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = json.loads(proc.stdout)
     deadline = time.monotonic() + 240
     while not fault_file.exists() and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -79,14 +104,14 @@ def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, lau
     fault_at = float(fault_file.read_text())
     screen, first_hang = "", None
     while time.monotonic() < deadline:
-        screen = hpcdist("watch", "--once", job["job_id"], cwd=tmp_path, env=env).stdout
+        screen = run("watch", "--once", job["job_id"]).stdout
         if "LOOKS HUNG" in screen or "job " in screen and "running" not in screen.splitlines()[0]:
             first_hang = time.time() - fault_at
             break
         time.sleep(1)
-    row = wait_end(job, tmp_path, env, 120)
+    row = wait_end(run, job, 120)
     text = log(job)
-    print(f"{where} {launcher} {fault} rank {rank}: first hang line in watch after {first_hang} s\n{screen}")
+    print(f"{' '.join(where)} {launcher} {fault} rank {rank}: first hang line in watch after {first_hang} s\n{screen}")
     assert "LOOKS HUNG" in screen, screen + text[-3000:]
     assert row["state"] != "COMPLETED", row
     assert "hpcdist: looks hung: no rank has made a step for" in text, text[-3000:]
@@ -96,6 +121,7 @@ def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, lau
     else:
         assert "hpcdist:   rank 2 in all_reduce at watch_training.py:" in text, text[-3000:]
     ended_after = os.path.getmtime(os.path.join(row["folder"], "exit_code")) - fault_at
+    print(f"ended {ended_after:.1f} s after the fault (--hang-timeout 20s)")
     assert ended_after < 20 + 20, ended_after
 
 
@@ -105,7 +131,7 @@ def test_a_straggler_on_node2_is_named_once_and_a_long_checkpoint_is_no_hang(whe
     job = submit(tmp_path, env, where, launcher, "--hang-floor", "5s", "--env", "FAULT=slow", "--env",
                  "FAULT_RANK=3", "--env", "STEPS=120", "--env", "CHECKPOINT_S=12", "--env",
                  "HPCDIST_PROGRESS_INTERVAL=1")
-    row = wait_end(job, tmp_path, env, 400)
+    row = wait_end(lambda *a: hpcdist(*a, cwd=tmp_path, env=env), job, 400)
     text = log(job)
     assert row["state"] == "COMPLETED", text[-3000:]
     stragglers = [line for line in text.splitlines() if line.startswith("hpcdist: straggler:")]
