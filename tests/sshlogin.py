@@ -19,6 +19,8 @@ import sysconfig
 import tempfile
 import time
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAPTOP_USER, LOGIN_USER = "hpcd-laptop", "hpcd-login"
 #: The python the two users run: the system's (the test's own may lie in root's private home),
@@ -62,6 +64,19 @@ def as_user(user: str, argv: list[str], *, cwd: str | None = None, env: dict | N
                           cwd=cwd or home, timeout=timeout, capture_output=True, **kwargs)
 
 
+def closed_folder() -> str | None:
+    """The first folder above this checkout that other users cannot enter (``mktemp -d`` makes
+    one), or None."""
+    path = ROOT
+    while True:
+        if not os.stat(path).st_mode & 0o001:
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
 class LoginNode:
     """sshd on 127.0.0.1:``port``, letting ``laptop_user``'s key in as ``user`` (the login user,
     or root for the test clusters, which run root's jobs: its key is in a file of the test's own).
@@ -73,6 +88,11 @@ class LoginNode:
     under a PAM service of this sshd's own name (sshd uses its program's name)."""
 
     def __init__(self, user: str = LOGIN_USER, laptop_user: str = LAPTOP_USER, otp: bool = False):
+        closed = closed_folder()
+        if closed:  # else every command of the two users fails with "No module named hpcdist"
+            pytest.fail(f"{closed} is closed to other users (mode {os.stat(closed).st_mode & 0o777:o}): the "
+                        f"laptop's and the login node's users run this checkout's hpcdist ({ROOT}). Clone it "
+                        f"under folders every user can enter (chmod o+x {closed}).")
         self.user = user
         self.laptop, self.login = _user(laptop_user), _user(user)
         self.dir = tempfile.mkdtemp(prefix="hpcdist-sshd-")
