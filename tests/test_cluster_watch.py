@@ -131,9 +131,19 @@ def test_a_straggler_on_node2_is_named_once_and_a_long_checkpoint_is_no_hang(whe
     job = submit(tmp_path, env, where, launcher, "--hang-floor", "5s", "--env", "FAULT=slow", "--env",
                  "FAULT_RANK=3", "--env", "STEPS=120", "--env", "CHECKPOINT_S=12", "--env",
                  "HPCDIST_PROGRESS_INTERVAL=1")
-    row = wait_end(lambda *a: hpcdist(*a, cwd=tmp_path, env=env), job, 400)
+    named = ""  # the first screen of `watch` that names the straggler (printed: pytest -s)
+
+    def run(*args):
+        nonlocal named
+        if not named:
+            screen = hpcdist("watch", "--once", job["job_id"], cwd=tmp_path, env=env).stdout
+            named = screen if "slowest: rank 3 on node2" in screen else ""
+        return hpcdist(*args, cwd=tmp_path, env=env)
+    row = wait_end(run, job, 400)
     text = log(job)
+    print(f"{where} {launcher} straggler (rank 3 sleeps in its data loader):\n{named}")
     assert row["state"] == "COMPLETED", text[-3000:]
+    assert named, "no screen of `hpcdist watch` named rank 3 on node2 as the slowest"
     stragglers = [line for line in text.splitlines() if line.startswith("hpcdist: straggler:")]
     assert len(stragglers) == 1 and stragglers[0].startswith("hpcdist: straggler: rank 3 on node2"), text[-3000:]
     assert "looks hung" not in text, text[-3000:]
