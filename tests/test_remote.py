@@ -288,6 +288,11 @@ def test_watch_and_stacks_from_the_laptop(project, login):
     live = hpcdist(project, "watch", "--interval", "0.5", job, timeout=60)
     assert live.returncode == 0, live.err
     assert re.search(rf"^job {job} \(local, cancelled\)", live.out, re.M), live.out
+    # On a terminal (script(1) gives it one) each screen is drawn over the last.
+    on_tty = as_user(LAPTOP_USER, ["script", "-qec", f"{PYTHON} -m hpcdist watch --interval 0.5 {job}", "/dev/null"],
+                     cwd=project, env={"PYTHONPATH": sshlogin.ROOT}, timeout=60)
+    assert on_tty.returncode == 0, on_tty.stdout
+    assert f"\033[H\033[Jjob {job} (local, cancelled)".encode() in on_tty.stdout, on_tty.stdout
     assert accepted(login) == before
 
 
