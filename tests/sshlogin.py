@@ -193,27 +193,36 @@ class LoginNode:
         as_user(user, ["sh", "-c", 'umask 077 && cat > "$0"', path], input=text.encode()).check_returncode()
 
     def sessions(self) -> list[int]:
-        """The pids of sshd's per-connection processes for the login user (`sshd: hpcd-login ...`)."""
-        found = []
+        """The pids of this sshd's per-connection processes for the login user (`sshd: hpcd-login
+        ...`), and only this sshd's: the test clusters' own sshds serve root too (pdsh's ranks)."""
+        parents, lines = {}, {}
         for pid in os.listdir("/proc"):
             if pid.isdigit():
                 try:
+                    with open(f"/proc/{pid}/stat", "rb") as f:
+                        parents[int(pid)] = int(f.read().rsplit(b")", 1)[1].split()[1])
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        line = f.read().replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
+                        lines[int(pid)] = f.read().replace(b"\0", b" ").decode(errors="replace").split()
+                except (OSError, IndexError, ValueError):
                     continue
-                words = line.split()
-                if words[:1] == ["sshd:"] and len(words) > 1 and words[1].split("@")[0] == self.user:
-                    found.append(int(pid))
-        return found
+
+        def ours(pid: int) -> bool:
+            while pid > 1:
+                pid = parents.get(pid, 0)
+                if pid == self.process.pid:
+                    return True
+            return False
+        return [pid for pid, words in lines.items()
+                if words[:1] == ["sshd:"] and len(words) > 1 and words[1].split("@")[0] == self.user and ours(pid)]
 
     def stop(self) -> None:
         as_user(self.laptop.pw_name, ["ssh", "-O", "exit", "-o", "ControlPath=~/.cache/hpcdist-ssh/%C", "login"])
         if self.pam_service:
             os.unlink(f"/etc/pam.d/{self.pam_service}")
+        sessions = self.sessions()  # before the listener goes: then they are its children no more
         self.process.terminate()
         self.process.wait(10)
-        for pid in self.sessions():
+        for pid in sessions:
             try:
                 os.kill(pid, 15)
             except ProcessLookupError:
