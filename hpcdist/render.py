@@ -265,11 +265,10 @@ def _job_files(job_dir: str | None, spec, scheduler):
         monitor += ["--hang-floor", str(spec.hang_floor_s)]
     if spec.hang_timeout_s is not None:
         monitor += ["--hang-timeout", str(spec.hang_timeout_s)]
-    line = command_lines(monitor) + " &"
-    if containers.get(spec) is not None and monitor[0] == "hpcdist":
-        # The host's hpcdist, which a container job may not have (the image's cannot see this shell).
-        line = "command -v hpcdist >/dev/null && " + line
-    return {**files, "monitor": Shell(line), "monitor_if_found": line.startswith("command -v")}
+    # In a container job: the host's hpcdist, which it may not have (the image's cannot see this shell).
+    if_found = containers.get(spec) is not None
+    line = ("command -v hpcdist >/dev/null && " if if_found else "") + command_lines(monitor) + " &"
+    return {**files, "monitor": Shell(line), "monitor_if_found": if_found}
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
