@@ -11,7 +11,8 @@ stderr::
 
 ``hpcdist supervise -- deepspeed ...`` runs the launcher, passes its stderr
 through unchanged, and on that line ends the launch: it kills the runner and
-its pdsh, then runs ``pkill`` over pdsh on every node for this launch's own
+its pdsh and pdsh's ssh clients (each in a session of its own), then runs
+``pkill`` over pdsh on every node for this launch's own
 ``deepspeed.launcher.launch`` (matched by its ``--world_info``), whose
 clean-up stops its ranks. (DeepSpeed's runner, sent SIGTERM, would do the
 same with a pattern that also matches every other DeepSpeed launcher of the
@@ -49,21 +50,39 @@ def failed_node(line: bytes) -> tuple[str, int] | None:
     return m.group(1).decode(errors="replace"), int(m.group(2))
 
 
-def pdsh_launch(root: int) -> tuple[str, str] | None:
-    """``(hosts, world_info)`` of the pdsh that DeepSpeed's runner started below ``root``."""
+def _process_tree() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    todo = list(children.get(root, []))
-    while todo:  # breadth first: the runner's own pdsh, not a host's helper below it
+            stat = _stat(int(entry))
+            if stat:
+                children.setdefault(int(stat[1]), []).append(int(entry))
+    return children
+
+
+def _stat(pid: int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command's name: state, ppid, ... (empty: gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _below(root: int, children: dict[int, list[int]]) -> list[int]:
+    """Every process below ``root``, breadth first."""
+    found, todo = [], list(children.get(root, []))
+    while todo:
         pid = todo.pop(0)
+        found.append(pid)
         todo += children.get(pid, [])
+    return found
+
+
+def pdsh_launch(root: int) -> tuple[str, str] | None:
+    """``(hosts, world_info)`` of the pdsh that DeepSpeed's runner started below ``root``."""
+    for pid in _below(root, _process_tree()):  # breadth first: the runner's own pdsh, not a host's helper
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
@@ -74,6 +93,28 @@ def pdsh_launch(root: int) -> tuple[str, str] | None:
             if m:
                 return _hosts(argv), m.group(1)
     return None
+
+
+def launched_processes(root: int) -> list[tuple[int, bytes]]:
+    """``(pid, start time)`` of every process below ``root``, those in sessions of their own
+    included: pdsh starts each ssh with setsid(), out of the launcher's process group, and an ssh
+    left running keeps its node's launcher attached to a job that has ended."""
+    found = []
+    for pid in _below(root, _process_tree()):
+        stat = _stat(pid)
+        if len(stat) > 19:
+            found.append((pid, stat[19]))  # field 22, the start time: a pid reused since is not ours
+    return found
+
+
+def _kill_processes(found: list[tuple[int, bytes]]) -> None:
+    for pid, started in found:
+        stat = _stat(pid)
+        if len(stat) > 19 and stat[19] == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _hosts(pdsh_argv: list[str]) -> str:
@@ -111,6 +152,7 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
 
     child = None
     pending: list[int] = []
+    launched: list[tuple[int, bytes]] = []  # what ran below the launcher when a node failed
 
     def forward(signum, _frame):
         if child is None:
@@ -130,11 +172,15 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
             f"hpcdist supervise: the launcher on {node} exited with code {code}; "
             f"ending the launch on every node\n".encode())
         sys.stderr.buffer.flush()
+        launched.extend(launched_processes(child.pid))
         launch = pdsh_launch(child.pid)
         if launch is not None:
             hosts, world_info = launch
             _kill_group(child.pid)
-            pattern = shlex.quote("--world_info=" + re.escape(world_info))
+            _kill_processes(launched)
+            # "[-]-": a pattern that does not match the command lines carrying it (this pdsh, its
+            # ssh, a node's shell), which pkill would otherwise end before it reached the launcher.
+            pattern = shlex.quote("[-]-world_info=" + re.escape(world_info))
             try:
                 subprocess.run(["pdsh", "-S", "-w", hosts, f"pkill -f -- {pattern}"], timeout=grace,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -168,6 +214,7 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
         for ender in enders:  # its clean-up on the other nodes runs after the launcher is gone
             ender.join(timeout=grace + 5)
         _kill_group(child.pid)  # what the ended launcher left behind (ssh, pdsh threads)
+        _kill_processes(launched)
     # A grandchild may hold the pipe open: drain what is there, without waiting on it.
     relay_thread.join(timeout=2)
     if code < 0:

@@ -150,6 +150,22 @@ def test_supervise_ends_the_launch_when_pdsh_reports_a_failed_node():
     assert "launcher got TERM" in proc.stdout
 
 
+def test_supervise_ends_what_the_launcher_started_in_a_session_of_its_own(tmp_path):
+    """pdsh starts each ssh with setsid(): out of the launcher's process group. Left running, an
+    ssh kept its node's ranks attached after the job's end (the real OpenPBS's DeepSpeed row)."""
+    pid_file = tmp_path / "pid"
+    proc, took = supervise(f"setsid sleep 300 >/dev/null 2>&1 & echo $! > {pid_file}; "
+                           'echo "pdsh@node1: node2: ssh exited with exit code 1" >&2; sleep 50 & wait')
+    pid = int(pid_file.read_text())
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z"), f"the launcher's setsid child {pid} is still running ({state})"
+    assert took < 20 and proc.returncode == 128 + signal.SIGTERM
+
+
 def test_supervise_kills_a_launcher_that_ignores_the_request():
     from hpcdist.supervise import supervise as run
 
