@@ -128,8 +128,11 @@ def test_a_signal_while_sbatch_runs_waits_for_the_id_records_it_then_stops(sig, 
     _stand_in(tmp_path / "bin", "sbatch", f"touch {tmp_path}/started\n"
               f"for i in $(seq 600); do [ -e {tmp_path}/go ] && break; sleep 0.05; done\necho 4242")
     (tmp_path / "s.py").write_text("")
+    # As a terminal starts it: the signal not ignored (a suite run under nohup, or in the background
+    # of a script, would pass on SIGHUP's or SIGINT's SIG_IGN, which hpcdist honours).
     proc = subprocess.Popen([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm", "s.py"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
