@@ -80,8 +80,10 @@ def _below(root: int, children: dict[int, list[int]]) -> list[int]:
     return found
 
 
-def pdsh_launch(root: int) -> tuple[str, str] | None:
-    """``(hosts, world_info)`` of the pdsh that DeepSpeed's runner started below ``root``."""
+def pdsh_launch(root: int) -> tuple[str, str, dict[str, str]] | None:
+    """``(hosts, world_info, environment)`` of the pdsh that DeepSpeed's runner started below
+    ``root``: the clean-up's pdsh needs its environment, where the runner set PDSH_RCMD_TYPE=ssh
+    (pdsh's own default is often rsh, which reaches no node) and its ssh port."""
     for pid in _below(root, _process_tree()):  # breadth first: the runner's own pdsh, not a host's helper
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -91,8 +93,17 @@ def pdsh_launch(root: int) -> tuple[str, str] | None:
         if argv and os.path.basename(argv[0]) == "pdsh" and "-w" in argv[:-1]:
             m = re.search(r"--world_info=(\S+)", " ".join(argv))
             if m:
-                return _hosts(argv), m.group(1)
+                return _hosts(argv), m.group(1), _environment(pid)
     return None
+
+
+def _environment(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            pairs = [item.decode(errors="replace").split("=", 1) for item in f.read().split(b"\0") if b"=" in item]
+        return dict(pairs)
+    except OSError:  # gone, or not ours to read: what the runner sets, on this process's own
+        return dict(os.environ, PDSH_RCMD_TYPE="ssh")
 
 
 def launched_processes(root: int) -> list[tuple[int, bytes]]:
@@ -175,17 +186,23 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
         launched.extend(launched_processes(child.pid))
         launch = pdsh_launch(child.pid)
         if launch is not None:
-            hosts, world_info = launch
+            hosts, world_info, environment = launch
             _kill_group(child.pid)
             _kill_processes(launched)
             # "[-]-": a pattern that does not match the command lines carrying it (this pdsh, its
             # ssh, a node's shell), which pkill would otherwise end before it reached the launcher.
             pattern = shlex.quote("[-]-world_info=" + re.escape(world_info))
             try:
-                subprocess.run(["pdsh", "-S", "-w", hosts, f"pkill -f -- {pattern}"], timeout=grace,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+                done = subprocess.run(["pdsh", "-S", "-w", hosts, f"pkill -f -- {pattern}"], timeout=grace,
+                                      env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE)
+                # pkill's 1 is a node with nothing left to end; anything else is said.
+                said = [line for line in done.stderr.splitlines() if not line.endswith(b"exit code 1")]
+            except (OSError, subprocess.TimeoutExpired) as e:
+                said = [str(e).encode()]
+            for line in said:
+                sys.stderr.buffer.write(b"hpcdist supervise: ending the launch: " + line + b"\n")
+            sys.stderr.buffer.flush()
             return
         child.terminate()
         if child_exited.wait(grace):
