@@ -44,6 +44,9 @@ SLOW = "import time\nfor i in range(60):\n    print(f'step {i}', flush=True)\n  
 
 @pytest.fixture
 def pbs(openpbs_cluster):
+    """The server as it is shipped, job history off (a row that wants it on says so): what a row
+    before it set does not decide what this one sees."""
+    openpbs_cluster.history(False)
     return openpbs_cluster
 
 
@@ -61,11 +64,14 @@ def row_of(pbs, cwd, job_id) -> dict:
     return row
 
 
-@pytest.mark.parametrize("row", list(ROWS))
-def test_trains_on_both_moms(row, pbs, tmp_path):
+@pytest.mark.parametrize("row,history", [*((row, False) for row in ROWS), ("torchrun", True)],
+                         ids=[*ROWS, "torchrun-history-on"])
+def test_trains_on_both_moms(row, history, pbs, tmp_path):
     """2 nodes x 2 ranks: ranks 0-3 on pbsn1 and pbsn2, local ranks 0 and 1 on each, the loss
-    identical on every rank, the job completed. The folder has a space in its name (but for
+    identical on every rank, the job completed (with job history off, the server's default, and
+    on: qstat then keeps the finished job). The folder has a space in its name (but for
     DeepSpeed's pdsh runner, which refuses one: tests/test_bad_input.py)."""
+    pbs.history(history)
     cwd = tmp_path / ("runs" if row == "deepspeed-pdsh" else "my runs")
     cwd.mkdir()
     shutil.copy(QUICKSTART, cwd)
@@ -81,10 +87,8 @@ def test_trains_on_both_moms(row, pbs, tmp_path):
     assert row_of(pbs, cwd, job_id)["state"] == "COMPLETED"
 
 
-# DeepSpeed's pdsh row is not here: on this server its failed job left a rank of the first node
-# and pdsh's ssh running after the job's end (NOTES.md); it runs on the Slurm cluster
-# (tests/test_matrix.py).
-@pytest.mark.parametrize("row", ["torchrun", "torchrun-pbsdsh", "mpirun", "deepspeed-no-ssh", "accelerate"])
+@pytest.mark.parametrize("row", ["torchrun", "torchrun-pbsdsh", "mpirun", "deepspeed-pdsh", "deepspeed-no-ssh",
+                                 "accelerate"])
 def test_a_failed_rank_fails_the_job_and_is_named(row, pbs, tmp_path):
     """Rank 3 (on pbsn2) raises at step 5 while the others sleep: the job ends within 60 s, reads
     failed, and `hpcdist logs` names rank 3 on pbsn2. (Real pbsdsh exits 0 whatever its task did:
@@ -243,8 +247,10 @@ def test_a_job_resubmits_itself_from_its_node_or_says_why_not(flatuid, pbs, tmp_
 def test_a_ddp_training_stopped_by_the_scripts_own_warning_goes_on_from_its_checkpoint(pbs, tmp_path):
     """The DDP example on 2 nodes x 2 ranks, --requeue: the script's own timer warns it 30 s before
     the walltime, every rank stops at one step after a checkpoint, the job resubmits itself from
-    pbsn1 (-W depend=afterany) and the new job goes on from that step to the end. (That the result
-    equals an uninterrupted run bit for bit is proven on the Slurm cluster: tests/test_preemption.py.)"""
+    pbsn1 (-W depend=afterany) and the new job goes on from that step to the end; job history on,
+    as sites that requeue keep it. (That the result equals an uninterrupted run bit for bit is
+    proven on the Slurm cluster: tests/test_preemption.py.)"""
+    pbs.history(True)
     proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "--requeue", "3",
                           "--walltime", "1m", "--signal-margin", "30s", str(ROOT / "examples" / "ddp" / "train.py"), "--steps", "40",
                           "--save-every", "5", "--log-every", "1", "--deterministic", "--resume",
