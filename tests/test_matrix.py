@@ -79,8 +79,13 @@ NOT_A_PATH = {
     ("local", "srun"): "srun is Slurm's own launcher",
     ("local", "deepspeed-no-ssh"): "one host: DeepSpeed starts every process without ssh anyway (the deepspeed row)",
 }
+#: Paths run elsewhere, and where (docs/testing.md says the same). A Torque script differs from
+#: PBS Pro's in its request lines only (tests/golden/pbs-torque-*.sh): its DeepSpeed and
+#: accelerate bodies run on the real OpenPBS, and the personality keeps torchrun and mpirun.
+ELSEWHERE = {("pbs-torque", launcher): "the same script body runs on a real OpenPBS (tests/test_openpbs.py)"
+             for launcher in ("deepspeed-pdsh", "deepspeed-no-ssh", "accelerate")}
 ROWS = [(s, launcher) for s in SCHEDULERS for launcher in LAUNCHERS
-        if (s, launcher) not in NOT_A_PATH and launcher not in PBS_SPREADS and s != "pbs-pro"] + [
+        if (s, launcher) not in {**NOT_A_PATH, **ELSEWHERE} and launcher not in PBS_SPREADS and s != "pbs-pro"] + [
     ("pbs-pro", launcher) for launcher in PBS_SPREADS]
 IDS = [f"{s}-{launcher}" for s, launcher in ROWS]
 

@@ -9,7 +9,7 @@ deterministic settings. Each job is interrupted mid-training:
 - Slurm, DeepSpeed (pdsh): the walltime warning, sent the way Slurm's
   ``--signal=B:USR2@margin`` sends it (``scancel --batch --signal=USR2``:
   the batch shell only); the script requeues the job (``scontrol requeue``);
-- PBS (the cluster's PBS personality), DDP and DeepSpeed: the warning
+- PBS (the cluster's PBS personality, Torque's dialect), DDP: the warning
   mid-training (as ``qsig -s USR2`` sends it); the script resubmits itself
   with ``-W depend=afterany:``. The script's own timer (PBS sends no
   warning: it warns itself ``--signal-margin`` before the walltime) is
@@ -169,9 +169,11 @@ def test_slurm_walltime_warning_checkpoints_and_requeues_deepspeed(cluster, unin
     assert "the job was requeued (restart 1 of at most 2)" in log
 
 
-# PBS Pro's resubmission runs on a real OpenPBS (tests/test_openpbs.py); here the DeepSpeed example
-# goes on from its checkpoint through the Slurm personality's qsub, as Torque's dialect writes it.
-@pytest.mark.parametrize("example,dialect", [("deepspeed", "torque")])
+# PBS Pro's resubmission runs on a real OpenPBS (tests/test_openpbs.py); here the DDP example goes
+# on from its checkpoint through the Slurm personality's qsub, as Torque's dialect writes it, and
+# ends bit for bit as the uninterrupted run. (DeepSpeed's stop and resume: the Slurm row above; a
+# DeepSpeed job costs ~40 s more to start, twice in a chain.)
+@pytest.mark.parametrize("example,dialect", [("ddp", "torque")])
 def test_pbs_walltime_warning_resubmits_and_it_finishes_unchanged(example, dialect, cluster, uninterrupted,
                                                                  tmp_path):
     """The warning mid-training: the script resubmits itself, the new job goes on from the checkpoint.
