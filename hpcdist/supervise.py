@@ -50,17 +50,6 @@ def failed_node(line: bytes) -> tuple[str, int] | None:
     return m.group(1).decode(errors="replace"), int(m.group(2))
 
 
-def _process_tree() -> dict[int, list[int]]:
-    """Each process's children, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat:
-                children.setdefault(int(stat[1]), []).append(int(entry))
-    return children
-
-
 def _stat(pid: int) -> list[bytes]:
     """The fields of /proc/PID/stat after the command's name: state, ppid, ... (empty: gone)."""
     try:
@@ -70,21 +59,32 @@ def _stat(pid: int) -> list[bytes]:
         return []
 
 
-def _below(root: int, children: dict[int, list[int]]) -> list[int]:
-    """Every process below ``root``, breadth first."""
+def launched_processes(root: int) -> list[tuple[int, bytes]]:
+    """``(pid, start time)`` of every process below ``root``, breadth first, those in sessions of
+    their own included: pdsh starts each ssh with setsid(), out of the launcher's process group,
+    and an ssh left running keeps its node's launcher attached to a job that has ended. (The start
+    time, field 22: a pid reused since is not ours.)"""
+    children: dict[int, list[int]] = {}
+    started: dict[int, bytes] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if len(stat) > 19:
+                children.setdefault(int(stat[1]), []).append(int(entry))
+                started[int(entry)] = stat[19]
     found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop(0)
-        found.append(pid)
+        found.append((pid, started[pid]))
         todo += children.get(pid, [])
     return found
 
 
-def pdsh_launch(root: int) -> tuple[str, str, dict[str, str]] | None:
-    """``(hosts, world_info, environment)`` of the pdsh that DeepSpeed's runner started below
-    ``root``: the clean-up's pdsh needs its environment, where the runner set PDSH_RCMD_TYPE=ssh
-    (pdsh's own default is often rsh, which reaches no node) and its ssh port."""
-    for pid in _below(root, _process_tree()):  # breadth first: the runner's own pdsh, not a host's helper
+def pdsh_launch(launched: list[tuple[int, bytes]]) -> tuple[str, str, dict[str, str]] | None:
+    """``(hosts, world_info, environment)`` of the pdsh that DeepSpeed's runner started, among
+    its ``launched`` processes: the clean-up's pdsh needs its environment, where the runner set
+    PDSH_RCMD_TYPE=ssh (pdsh's own default is often rsh, which reaches no node) and its ssh port."""
+    for pid, _ in launched:  # breadth first: the runner's own pdsh, not a host's helper
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
@@ -104,18 +104,6 @@ def _environment(pid: int) -> dict[str, str]:
         return dict(pairs)
     except OSError:  # gone, or not ours to read: what the runner sets, on this process's own
         return dict(os.environ, PDSH_RCMD_TYPE="ssh")
-
-
-def launched_processes(root: int) -> list[tuple[int, bytes]]:
-    """``(pid, start time)`` of every process below ``root``, those in sessions of their own
-    included: pdsh starts each ssh with setsid(), out of the launcher's process group, and an ssh
-    left running keeps its node's launcher attached to a job that has ended."""
-    found = []
-    for pid in _below(root, _process_tree()):
-        stat = _stat(pid)
-        if len(stat) > 19:
-            found.append((pid, stat[19]))  # field 22, the start time: a pid reused since is not ours
-    return found
 
 
 def _kill_processes(found: list[tuple[int, bytes]]) -> None:
@@ -184,7 +172,7 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
             f"ending the launch on every node\n".encode())
         sys.stderr.buffer.flush()
         launched.extend(launched_processes(child.pid))
-        launch = pdsh_launch(child.pid)
+        launch = pdsh_launch(launched)
         if launch is not None:
             hosts, world_info, environment = launch
             _kill_group(child.pid)
