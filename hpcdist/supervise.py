@@ -13,14 +13,16 @@ stderr::
 through unchanged, and on that line ends the launch: it kills the runner and
 its pdsh and pdsh's ssh clients (each in a session of its own), then runs
 ``pkill`` over pdsh on every node for this launch's own
-``deepspeed.launcher.launch`` (matched by its ``--world_info``), whose
-clean-up stops its ranks. (DeepSpeed's runner, sent SIGTERM, would do the
-same with a pattern that also matches every other DeepSpeed launcher of the
-same Python on those nodes: another job's, on a shared node.) When the pdsh
-command cannot be found, the runner gets SIGTERM and does its own clean-up;
-if it is still there after a grace period, its process group is killed. Signals the supervisor receives (scancel, qdel, Ctrl-C) go to the
-launcher. The exit status is the launcher's, or the failed node's when the
-launcher, once ended, says 0.
+``deepspeed.launcher.launch`` (matched by its ``--world_info`` and
+``--master_port``), whose clean-up stops its ranks. A signal that ends the
+job (scancel, qdel, Ctrl-C: SIGTERM, SIGINT, SIGHUP) ends a pdsh launch the
+same way: DeepSpeed's runner, sent one, would pkill with a pattern that
+matches every DeepSpeed launcher of the same Python on those nodes (another
+job's, on a shared node). When no pdsh is found below the launcher, it gets
+SIGTERM and does its own clean-up; if it is still there after a grace
+period, its process group is killed. Other signals go to the launcher. The
+exit status is the launcher's, or the failed node's when the launcher, once
+ended, says 0.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ FAILED_NODE = re.compile(rb"^pdsh@[^:\s]+: ([^:\s]+): \S+ exited with exit code 
 GRACE_SECONDS = 20.0
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+#: Of those, the ones that end a job: a pdsh launch is ended by supervise itself.
+_ENDING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def failed_node(line: bytes) -> tuple[str, int] | None:
@@ -81,9 +85,13 @@ def launched_processes(root: int) -> list[tuple[int, bytes]]:
 
 
 def pdsh_launch(launched: list[tuple[int, bytes]]) -> tuple[str, str, dict[str, str]] | None:
-    """``(hosts, world_info, environment)`` of the pdsh that DeepSpeed's runner started, among
-    its ``launched`` processes: the clean-up's pdsh needs its environment, where the runner set
-    PDSH_RCMD_TYPE=ssh (pdsh's own default is often rsh, which reaches no node) and its ssh port."""
+    """``(hosts, pattern, environment)`` of the pdsh that DeepSpeed's runner started, among its
+    ``launched`` processes. The pattern matches this launch's ``deepspeed.launcher.launch`` by its
+    ``--world_info`` (the hosts and slots: the same for every job of that shape) and its
+    ``--master_port`` (this job's own), and not the command lines that carry the pattern ("[-]-":
+    this pdsh, its ssh, a node's shell, which pkill would end first). The clean-up's pdsh needs
+    the runner's environment, where it set PDSH_RCMD_TYPE=ssh (pdsh's own default is often rsh,
+    which reaches no node) and its ssh port."""
     for pid, _ in launched:  # breadth first: the runner's own pdsh, not a host's helper
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -91,9 +99,10 @@ def pdsh_launch(launched: list[tuple[int, bytes]]) -> tuple[str, str, dict[str, 
         except OSError:
             continue
         if argv and os.path.basename(argv[0]) == "pdsh" and "-w" in argv[:-1]:
-            m = re.search(r"--world_info=(\S+)", " ".join(argv))
+            m = re.search(r"--world_info=(\S+) .*--master_port=(\d+)", " ".join(argv))
             if m:
-                return _hosts(argv), m.group(1), _environment(pid)
+                pattern = f"[-]-world_info={re.escape(m.group(1))} .*--master_port={m.group(2)}( |$)"
+                return _hosts(argv), pattern, _environment(pid)
     return None
 
 
@@ -157,6 +166,10 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
         if child is None:
             pending.append(signum)  # arrived before the launcher started
         elif child.poll() is None:
+            launch = pdsh_below() if signum in _ENDING and not ended.is_set() else None
+            if launch is not None:  # DeepSpeed's runner would pkill every DeepSpeed launcher of its Python
+                start_ender(end_pdsh_launch, launch)
+                return
             child.send_signal(signum)
 
     for signum in _FORWARDED:
@@ -166,31 +179,38 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
     for signum in pending:
         child.send_signal(signum)
 
-    def end_launch(node: str, code: int) -> None:
-        sys.stderr.buffer.write(
-            f"hpcdist supervise: the launcher on {node} exited with code {code}; "
-            f"ending the launch on every node\n".encode())
-        sys.stderr.buffer.flush()
+    def pdsh_below():
+        """The pdsh launch below the launcher, if any; what runs below it is kept in ``launched``."""
         launched.extend(launched_processes(child.pid))
-        launch = pdsh_launch(launched)
+        return pdsh_launch(launched)
+
+    def start_ender(end, launch) -> None:
+        """``end`` in a thread of its own: the main thread waits for the launcher."""
+        ender = threading.Thread(target=end, args=(launch,), daemon=True)
+        enders.append(ender)
+        ended.set()
+        ender.start()
+
+    def end_pdsh_launch(launch) -> None:
+        """The runner, its pdsh and their ssh ended here, this launch's launchers on every node."""
+        hosts, pattern, environment = launch
+        _kill_group(child.pid)
+        _kill_processes(launched)
+        try:
+            done = subprocess.run(["pdsh", "-S", "-w", hosts, f"pkill -f -- {shlex.quote(pattern)}"], timeout=grace,
+                                  env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE)
+            # pkill's 1 is a node with nothing left to end; anything else is said.
+            said = [line for line in done.stderr.splitlines() if not line.endswith(b"exit code 1")]
+        except (OSError, subprocess.TimeoutExpired) as e:
+            said = [str(e).encode()]
+        for line in said:
+            sys.stderr.buffer.write(b"hpcdist supervise: ending the launch: " + line + b"\n")
+        sys.stderr.buffer.flush()
+
+    def end_failed_launch(launch) -> None:
         if launch is not None:
-            hosts, world_info, environment = launch
-            _kill_group(child.pid)
-            _kill_processes(launched)
-            # "[-]-": a pattern that does not match the command lines carrying it (this pdsh, its
-            # ssh, a node's shell), which pkill would otherwise end before it reached the launcher.
-            pattern = shlex.quote("[-]-world_info=" + re.escape(world_info))
-            try:
-                done = subprocess.run(["pdsh", "-S", "-w", hosts, f"pkill -f -- {pattern}"], timeout=grace,
-                                      env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE)
-                # pkill's 1 is a node with nothing left to end; anything else is said.
-                said = [line for line in done.stderr.splitlines() if not line.endswith(b"exit code 1")]
-            except (OSError, subprocess.TimeoutExpired) as e:
-                said = [str(e).encode()]
-            for line in said:
-                sys.stderr.buffer.write(b"hpcdist supervise: ending the launch: " + line + b"\n")
-            sys.stderr.buffer.flush()
+            end_pdsh_launch(launch)
             return
         child.terminate()
         if child_exited.wait(grace):
@@ -206,10 +226,11 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
             found = failed_node(line)
             if found and not ended.is_set():
                 failure.append(found)
-                ender = threading.Thread(target=end_launch, args=found, daemon=True)
-                enders.append(ender)
-                ended.set()
-                ender.start()
+                sys.stderr.buffer.write(
+                    f"hpcdist supervise: the launcher on {found[0]} exited with code {found[1]}; "
+                    f"ending the launch on every node\n".encode())
+                sys.stderr.buffer.flush()
+                start_ender(end_failed_launch, pdsh_below())
 
     relay_thread = threading.Thread(target=relay, daemon=True)
     relay_thread.start()

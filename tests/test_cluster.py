@@ -6,6 +6,8 @@ itself is tests/cluster/cluster.sh (the ``cluster`` fixture, tests/conftest.py).
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shutil
@@ -152,11 +154,13 @@ def test_hostile_strings_reach_every_rank_on_two_hosts_and_execute_nothing(where
 
 def test_ending_a_failed_deepspeed_launch_spares_other_deepspeed_launchers(cluster, tmp_path):
     """hpcdist supervise ends only this launch: another job's DeepSpeed launcher on the
-    same nodes (here a decoy process with such a command line) keeps running."""
+    same nodes (here a decoy process with such a command line) keeps running, though a job of
+    the same shape has the same --world_info (its hosts and slots): its port is its own."""
     with open(shutil.which("deepspeed", path=os.path.dirname(sys.executable))) as f:
         python = f.readline()[2:].strip()  # the interpreter DeepSpeed's runner starts its launchers with
+    same_shape = base64.urlsafe_b64encode(json.dumps({"node1": [0, 1], "node2": [0, 1]}).encode()).decode()
     decoy = subprocess.Popen(["bash", "-c", f'exec -a "{python} -u -m deepspeed.launcher.launch '
-                              f'--world_info=another-job --node_rank=0" sleep 300'])
+                              f'--world_info={same_shape} --node_rank=0 --master_addr=node1 --master_port=1" sleep 300'])
     try:
         shutil.copy(ROOT / "tests" / "jobs" / "failing_training.py", tmp_path)
         proc = subprocess.run(

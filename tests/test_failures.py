@@ -190,3 +190,28 @@ def test_supervise_forwards_scancel_to_the_launcher():
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 143
     assert proc.stdout.read() == "launcher got TERM\n"
+
+
+def test_supervise_ends_a_pdsh_launch_on_scancel_without_the_runners_own_pkill():
+    """SIGTERM to a DeepSpeed pdsh launch: the runner is not asked (its handler pkills every
+    `python -u -m deepspeed.launcher.launch` of its Python on the nodes: another job's too).
+    supervise ends the runner, its pdsh and their processes here, and pkills over pdsh only this
+    launch's launchers (matched by --world_info and --master_port). The "pdsh" is a stand-in
+    process with pdsh's name and command line (reaching nodes needs the test cluster: there
+    tests/test_cluster.py's decoy launcher, of the same world_info, must survive)."""
+    stand_in = (f'exec -a pdsh {sys.executable} -c "import time; time.sleep(300)" -w n1 '
+                '"python -u -m deepspeed.launcher.launch --world_info=e30= --node_rank=%n --master_port=29999"')
+    proc = subprocess.Popen([sys.executable, "-m", "hpcdist", "supervise", "--", "bash", "-c",
+                             f'trap "echo launcher got TERM; exit 143" TERM; ({stand_in}) & echo ready; wait'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    deadline = time.monotonic() + 10
+    while not subprocess.run(["pgrep", "-f", "world_info=e30= --node_rank"], capture_output=True).stdout:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert "launcher got TERM" not in out, err
+    assert proc.returncode == 128 + signal.SIGKILL, err
+    left = subprocess.run(["pgrep", "-af", "world_info=e30= --node_rank"], capture_output=True, text=True).stdout
+    assert not left, left
