@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -229,8 +230,9 @@ FAILURES = [(s, launcher, "raise") for s, launcher in ROWS
 def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, request, tmp_path):
     env = environment(scheduler, request)
     shutil.copy(FAILING, tmp_path)
+    run_id = uuid.uuid4().hex
     proc, job_id = submit(scheduler, launcher, FAILING,
-                          ["--fail-rank", "3", "--how", how], tmp_path, env)
+                          ["--fail-rank", "3", "--how", how, "--run-id", run_id], tmp_path, env)
     ended = time.time()
     out = proc.stdout
     assert proc.returncode != 0, testcluster.log_excerpt(out)
@@ -243,7 +245,7 @@ def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, reque
     assert state_of(job_id, tmp_path, env) == "FAILED"
     if launcher in FAILURE_SHOWS:
         assert re.search(FAILURE_SHOWS[launcher], out), testcluster.log_excerpt(out)
-    leftover = testcluster.leftover_processes("failing_rank.py --fail-rank")
+    leftover = testcluster.leftover_processes(f"--run-id {run_id}")
     assert not leftover, f"still running after the job ended:\n{leftover}"
     if scheduler != "local":
         assert testcluster.queue(request.getfixturevalue("cluster")) == "", "the allocation is still held"

@@ -19,6 +19,7 @@ import shutil
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -95,8 +96,9 @@ def test_a_failed_rank_fails_the_job_and_is_named(row, pbs, tmp_path):
     failed, and `hpcdist logs` names rank 3 on pbsn2. (Real pbsdsh exits 0 whatever its task did:
     the job fails because hpcdist's agents watch each other.)"""
     shutil.copy(FAILING, tmp_path)
+    run_id = uuid.uuid4().hex
     proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", *ROWS[row], "failing_rank.py",
-                          "--fail-rank", "3", "--how", "raise")
+                          "--fail-rank", "3", "--how", "raise", "--run-id", run_id)
     ended = time.time()
     assert proc.returncode != 0, testcluster.log_excerpt(proc.stdout)
     failed_at = float(re.search(r"failing now: ([\d.]+)", proc.stdout).group(1))
@@ -108,7 +110,7 @@ def test_a_failed_rank_fails_the_job_and_is_named(row, pbs, tmp_path):
     assert "ValueError: injected failure at step 5" in summary.group(1)
     if row == "torchrun-pbsdsh":  # pbsdsh exited 0: hpcdist's watcher of the agents saw node2's fail
         assert "hpcdist: the agent on node 1 (pbsn2) ended with status 1;" in proc.stdout, proc.stdout
-    assert not testcluster.leftover_processes("failing_rank.py --fail-rank")
+    assert not testcluster.leftover_processes(f"--run-id {run_id}")
 
 
 @pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
@@ -252,7 +254,9 @@ def test_a_ddp_training_stopped_by_the_scripts_own_warning_goes_on_from_its_chec
     as sites that requeue keep it. (That the result equals an uninterrupted run bit for bit is
     proven on the Slurm cluster: tests/test_preemption.py.)"""
     pbs.history(True)
-    proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "--requeue", "3",
+    # Restarts to spare: under the suite's load a run's start (torch, 4 ranks) can take most of its
+    # 30 s before the warning, and that run then makes a step or two (seen: 17, 1, 9 steps).
+    proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "--requeue", "6",
                           "--walltime", "1m", "--signal-margin", "30s", str(ROOT / "examples" / "ddp" / "train.py"), "--steps", "40",
                           "--save-every", "5", "--log-every", "1", "--deterministic", "--resume",
                           "--step-delay", "0.5", "--checkpoint-dir", "ckpt", wait=False)

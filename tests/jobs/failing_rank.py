@@ -33,6 +33,9 @@ def main() -> None:
     parser.add_argument("--fail-step", type=int, default=5)
     parser.add_argument("--how", choices=("raise", "exit", "kill"), default="raise")
     parser.add_argument("--steps", type=int, default=10)
+    # A word of the test's own on every process's command line: how it finds this job's processes
+    # left behind, and not those of a job on the other test cluster (one pid space) beside it.
+    parser.add_argument("--run-id", default="")
     parser.add_argument("--local_rank", type=int, help=argparse.SUPPRESS)  # DeepSpeed's
     args = parser.parse_args()
 
