@@ -65,6 +65,19 @@ def row_of(pbs, cwd, job_id) -> dict:
     return row
 
 
+def test_each_host_starts_as_a_fresh_machine_with_its_own_sshd(pbs):
+    """A fresh machine has no /run/sshd (only an sshd service makes it; CI's run once failed every
+    OpenPBS row with "Missing privilege separation directory"). Each host's /run is its own, empty
+    at the start: the cluster came up only if its own script made what its sshd needs, wherever the
+    machine's /run stands. Root on pbsn1 reaches pbsn2 by ssh, as mpirun and pdsh do."""
+    for host in pbs.NODES:
+        listing = pbs.on(host, "ls -A /run")
+        assert listing.returncode == 0, listing.stderr
+        assert listing.stdout.split() == ["sshd"], f"{host}'s /run holds the machine's: {listing.stdout}"
+    proc = pbs.on("pbsn1", f"{pbs.STATE}/bin/ssh pbsn2 hostname")  # the jobs' ssh, first on their PATH
+    assert (proc.returncode, proc.stdout.strip()) == (0, "pbsn2"), proc.stderr
+
+
 @pytest.mark.parametrize("row,history", [*((row, False) for row in ROWS), ("torchrun", True)],
                          ids=[*ROWS, "torchrun-history-on"])
 def test_trains_on_both_moms(row, history, pbs, tmp_path):

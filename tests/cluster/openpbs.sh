@@ -10,7 +10,9 @@
 #
 # Each "host" is a network namespace (its own address on a private bridge) plus a UTS
 # namespace (its own hostname) plus a mount namespace (its own /etc/hosts and /etc/profile.d,
-# bind-mounted from this cluster's state folder; the machine's own files are never edited).
+# bind-mounted from this cluster's state folder; the machine's own files are never edited; and, on
+# a compute host, an empty /run of its own, as a node that has just booted has: a fresh machine has
+# no /run/sshd. The head keeps the machine's /run, where its datastore's PostgreSQL has its folder).
 # The file system is otherwise shared, as a cluster's NFS home would be.
 #
 #   head   (pbshead, .1)     pbs_server + its PostgreSQL datastore, pbs_sched, pbs_comm; the login node
@@ -168,7 +170,8 @@ make_holders() {
         setsid nsenter --net="/var/run/netns/$(ns_of "$h")" unshare --mount --uts --propagation private \
             sh -c 'echo $$ > "$1/run/$2.holder.part" && hostname "$2" &&
                    mount --bind "$1/etc/hosts" /etc/hosts && mount --bind "$1/etc/profile.d" /etc/profile.d &&
-                   mv "$1/run/$2.holder.part" "$1/run/$2.holder" && exec sleep infinity' holder "$ROOT" "$h" \
+                   { [ "$2" = "$3" ] || mount -t tmpfs -o mode=0755 "run-$2" /run; } &&
+                   mv "$1/run/$2.holder.part" "$1/run/$2.holder" && exec sleep infinity' holder "$ROOT" "$h" "$HEAD" \
             </dev/null >/dev/null 2>&1 &
         for ((i = 0; i < 50; i++)); do [ -s "$ROOT/run/$h.holder" ] && break; sleep 0.1; done
         [ "$(on "$h" hostname)" = "$h" ] || die "host $h: the holder did not come up"
@@ -255,7 +258,10 @@ AuthorizedKeysFile .ssh/authorized_keys $dir/root_authorized_keys
 AcceptEnv LANG
 X11Forwarding no
 EOF
-    alive "$(cat "$ROOT/run/$h.sshd.pid" 2>/dev/null)" || on "$h" /usr/sbin/sshd -f "$dir/$h.sshd_config"
+    alive "$(cat "$ROOT/run/$h.sshd.pid" 2>/dev/null)" && return 0
+    # sshd's privilege separation folder: only an sshd service makes it, and the host's /run is new.
+    on "$h" install -d -m 0755 /run/sshd
+    on "$h" /usr/sbin/sshd -f "$dir/$h.sshd_config"
 }
 
 # Root's key login between the compute hosts: a key of the state folder, and `ssh` wrapped to use it
