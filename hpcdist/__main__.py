@@ -7,7 +7,7 @@ the command line's package (its parsers, the login side's commands) is not their
 import sys
 
 if sys.argv[1:2] == ["job-setup"]:
-    from hpcdist.job_setup import main
+    from hpcdist.injob.job_setup import main
 
     raise SystemExit(main(sys.argv[2:]))
 from hpcdist.cli import main

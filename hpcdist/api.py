@@ -20,9 +20,9 @@ import io
 import sys
 
 from hpcdist import jobs
-from hpcdist import submission as _submission
+from hpcdist.submission import submit as _submission
 from hpcdist import validate as v
-from hpcdist.profiles import build, load_profile
+from hpcdist.submission.profiles import build, load_profile
 
 
 class JobHandle:

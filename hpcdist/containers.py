@@ -2,7 +2,7 @@
 
 One small class per runtime (``--container-runtime``), as the MPI flavours in
 :mod:`hpcdist.launchers.mpi`; :func:`wrap` is the one place a command is put inside the image,
-read by :func:`hpcdist.render.launch_lines` and :func:`hpcdist.launchers.rank_program`.
+read by :func:`hpcdist.submission.render.launch_lines` and :func:`hpcdist.launchers.rank_program`.
 
 Where the launcher runs:
 
@@ -259,7 +259,7 @@ def directives(spec) -> list[str]:
 def check(values: dict, given: dict, launcher) -> None:
     """The container settings' rules (``values``: the spec's fields; ``given``: as set;
     ``launcher``: the job's :class:`hpcdist.launchers.Launcher`)."""
-    # Without an image, the container settings were refused by their owner's rule (hpcdist.spec).
+    # Without an image, the container settings were refused by their owner's rule (hpcdist.submission.spec).
     if not values.get("container_image"):
         return
     runtime = BY_NAME[values.get("container_runtime") or "apptainer"]
@@ -272,7 +272,7 @@ def check(values: dict, given: dict, launcher) -> None:
 
 
 def option_bind(value, option, scheduler) -> str:
-    """The bind check of the job options' table (:mod:`hpcdist.options`)."""
+    """The bind check of the job options' table (:mod:`hpcdist.submission.options`)."""
     return check_bind(str(value), option.flag)
 
 

@@ -6,7 +6,7 @@ hpcdist.env; get_rank()``. :class:`Frozen` gives equality, hash and
 immutability over the fields in ``_compared``; :class:`DataclassFields` makes
 the dataclass metadata the first time something asks for it, so that
 ``dataclasses.fields``, ``asdict``, ``replace`` and ``is_dataclass`` work as on
-a frozen dataclass. Used by :class:`hpcdist.spec.JobSpec`,
+a frozen dataclass. Used by :class:`hpcdist.submission.spec.JobSpec`,
 :class:`hpcdist.env.DistEnv` and the schedulers' :class:`~hpcdist.schedulers.base.Record`.
 """
 

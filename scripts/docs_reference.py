@@ -1,5 +1,5 @@
 """Write the reference pages that are generated from the code: every job option and profile key
-(docs/reference/options.md, from hpcdist/options.py's OPTIONS) and every command's --help
+(docs/reference/options.md, from hpcdist/submission/options.py's OPTIONS) and every command's --help
 (docs/reference/commands.md).
 
     python scripts/docs_reference.py          # regenerate the pages (commit them)
@@ -54,17 +54,17 @@ def _type(option) -> str:
 
 
 def options_page(options=None) -> str:
-    """The options page, from ``options`` (hpcdist.options.OPTIONS when None)."""
-    from hpcdist import options as opts
+    """The options page, from ``options`` (hpcdist.submission.options.OPTIONS when None)."""
+    from hpcdist.submission import options as opts
 
     options = opts.OPTIONS if options is None else options
     out = [
         "# Options and profile keys",
         "",
-        "<!-- Generated from hpcdist/options.py by `" + REGENERATE + "`: do not edit by hand. -->",
+        "<!-- Generated from hpcdist/submission/options.py by `" + REGENERATE + "`: do not edit by hand. -->",
         "",
         "Every option of `hpcdist render`, `hpcdist submit` and `hpcdist doctor`, generated from the",
-        "one table that declares them (`OPTIONS` in `hpcdist/options.py`). The same option is a flag,",
+        "one table that declares them (`OPTIONS` in `hpcdist/submission/options.py`). The same option is a flag,",
         "a profile key (in `hpcdist.toml`) and a keyword of `hpcdist.submit()`. **Owner**: the one",
         "scheduler, launcher or the container that reads it; given while its owner was not chosen, it",
         "is refused, naming the flag and its owner. A repeatable flag adds to a profile's list.",

@@ -248,7 +248,7 @@ def expected_directive_lines(spec) -> list[str]:
 
 def accepted(values: dict) -> bool:
     """Whether the job spec takes ``values`` (files are not checked)."""
-    from hpcdist.spec import build_spec
+    from hpcdist.submission.spec import build_spec
     from hpcdist.validate import ValidationError
 
     try:

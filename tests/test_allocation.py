@@ -164,7 +164,7 @@ def test_doctor_hands_ssh_a_host_never_an_option(tmp_path):
     `-oProxyCommand=...` is a host name that does not resolve, and the command never runs."""
     import shutil
 
-    from hpcdist.doctor import ssh_problem
+    from hpcdist.injob.doctor import ssh_problem
 
     if shutil.which("ssh") is None:
         pytest.fail("no ssh client: scripts/bootstrap.sh installs openssh-client")

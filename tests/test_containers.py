@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from hpcdist.render import launch_lines, render
-from hpcdist.spec import build_spec
+from hpcdist.submission.render import launch_lines, render
+from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
 

@@ -61,7 +61,7 @@ def test_a_flag_renamed_without_its_page_fails_the_check():
 
 def test_every_option_and_profile_key_is_in_the_reference():
     """Said apart from the generator: each flag, and each profile key, of OPTIONS is on the page."""
-    from hpcdist.options import OPTIONS
+    from hpcdist.submission.options import OPTIONS
 
     page = (ROOT / "docs" / "reference" / "options.md").read_text()
     for option in OPTIONS:
@@ -98,7 +98,7 @@ def test_every_command_s_help_ends_with_examples_and_its_page():
 
 
 def test_every_site_preset_is_in_the_readme_and_the_sites_guide():
-    from hpcdist.profiles import presets
+    from hpcdist.submission.profiles import presets
 
     readme = (ROOT / "README.md").read_text()
     guide = (ROOT / "docs" / "guide" / "sites.md").read_text()

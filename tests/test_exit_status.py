@@ -59,8 +59,8 @@ def test_a_term_to_the_job_is_recorded_as_143_in_plain_bash(tmp_path):
     """The script alone, run by bash as a scheduler runs it: SIGTERM to the job's processes while
     the launcher runs, as scancel, qdel and a walltime kill send it (bash runs the trap once the
     launcher in the foreground has ended)."""
-    from hpcdist.render import render
-    from hpcdist.spec import build_spec
+    from hpcdist.submission.render import render
+    from hpcdist.submission.spec import build_spec
 
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     folder = tmp_path / "job"

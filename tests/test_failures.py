@@ -167,7 +167,7 @@ def test_supervise_ends_what_the_launcher_started_in_a_session_of_its_own(tmp_pa
 
 
 def test_supervise_kills_a_launcher_that_ignores_the_request():
-    from hpcdist.supervise import supervise as run
+    from hpcdist.injob.supervise import supervise as run
 
     started = time.monotonic()
     code = run(["bash", "-c", 'trap "" TERM; echo "pdsh@a: b: ssh exited with exit code 1" >&2; sleep 60'],

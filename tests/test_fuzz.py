@@ -15,7 +15,7 @@ What is fuzzed, and the only error each may raise (anything else is a bug):
 - walltimes, memory, names, directives (``hpcdist.validate``): ``ValidationError``;
 - what sbatch, qsub, squeue, sacct and qstat print (``hpcdist.schedulers``):
   ``SchedulerOutputError``;
-- profile files (``hpcdist.profiles``): ``ProfileError``, then the job spec:
+- profile files (``hpcdist.submission.profiles``): ``ProfileError``, then the job spec:
   ``ValidationError``;
 - the rank environment (``hpcdist.env.resolve``): ``DistEnvError``; the port
   derived from any job id lies in 20000-29999.
@@ -43,13 +43,13 @@ from hpcdist.allocation import HOSTFILE_FORMATS, Allocation, AllocationError
 from hpcdist.env import DistEnv, DistEnvError, UndistributedWarning, resolve
 from hpcdist.env.ports import PORT_BASE, PORT_SPAN, port_for_job
 from hpcdist.hostlist import HostlistError, compress, expand, expand_counts
-from hpcdist.profiles import ProfileError, load_profile, merge
+from hpcdist.submission.profiles import ProfileError, load_profile, merge
 from hpcdist.schedulers import check_directive, check_gpu_directives, check_job_name
 from hpcdist.schedulers.base import STATES, JobId, JobStatus, SchedulerOutputError
 from hpcdist.schedulers.pbs import format_pbs_mem, format_pbs_walltime, parse_qsub
 from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json
 from hpcdist.schedulers.slurm import format_slurm_mem, format_slurm_time, parse_sacct, parse_sbatch, parse_squeue
-from hpcdist.spec import JobSpec, build_spec
+from hpcdist.submission.spec import JobSpec, build_spec
 
 #: The profile of tests/conftest.py (no max_examples here, so that HPCDIST_FUZZ=long scales them).
 FUZZ = settings()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcdist.render import render
-from hpcdist.spec import build_spec
+from hpcdist.submission.render import render
+from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
 

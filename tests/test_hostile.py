@@ -43,9 +43,9 @@ import hostile
 from hostile import Payload, corpus, directive_lines, expected_directive_lines
 from launch import clean_env, need
 
-from hpcdist.render import launch_lines
-from hpcdist.render import render
-from hpcdist.spec import build_spec
+from hpcdist.submission.render import launch_lines
+from hpcdist.submission.render import render
+from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -682,7 +682,7 @@ def test_a_submit_folder_with_a_line_break_is_refused_and_leaves_nothing(schedul
 
 
 def test_profile_values_with_nul_are_refused_naming_the_key_and_the_file(tmp_path):
-    from hpcdist.profiles import ProfileError, load_profile
+    from hpcdist.submission.profiles import ProfileError, load_profile
 
     path = tmp_path / "hpcdist.toml"
     path.write_text('[profiles.a]\nconda = "a\\u0000b"\n')
@@ -702,7 +702,7 @@ def test_bash_readonly_variables_are_refused_before_the_queue():
 
 def test_dataclass_fields_are_all_in_the_matrix():
     """A new JobSpec field must be added to FIELDS (or here, with the reason it takes no text)."""
-    from hpcdist.spec import JobSpec
+    from hpcdist.submission.spec import JobSpec
 
     covered = {"job_name", "script", "script_args", "env", "propagate", "modules", "sources", "conda", "venv",
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",

@@ -1,4 +1,4 @@
-"""The job folder's files (hpcdist/jobs.py): one rule to read each, and the lines the script writes."""
+"""The job folder's files (hpcdist/jobs/__init__.py): one rule to read each, and the lines the script writes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from hpcdist import job_files, jobs
+from hpcdist import jobs
+from hpcdist.jobs import job_files
 
 
 @pytest.mark.parametrize("text,code", [(None, None), ("3\n", 3), ("0", 0), ("", None), ("x\n", None),

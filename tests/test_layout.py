@@ -98,7 +98,7 @@ def test_options_are_at_the_bottom():
     """The job options' table imports no scheduler, launcher or container module: their names
     and checks are named there, and looked up where they are declared."""
     known = modules()
-    below = imports_of("hpcdist.options", known["hpcdist.options"], known)
+    below = imports_of("hpcdist.submission.options", known["hpcdist.submission.options"], known)
     assert not [m for m in below if m.startswith(("hpcdist.schedulers", "hpcdist.launchers", "hpcdist.containers"))]
 
 

@@ -130,7 +130,11 @@ echo "who=$WHO"
 #: Each submitter: imports first, says it is ready, waits for the common instant, then submits.
 SUBMITTER = """\
 import os, sys, time
-from hpcdist import cli, jobs, profiles, render, schedulers, spec, submission  # noqa: F401 (warm imports)
+from hpcdist import cli, jobs, schedulers  # noqa: F401 (warm imports)
+from hpcdist.submission import profiles
+from hpcdist.submission import render
+from hpcdist.submission import spec
+from hpcdist.submission import submit as submission
 import jinja2  # noqa: F401
 barrier = sys.argv[1]
 open(os.path.join(barrier, f"ready-{os.getpid()}"), "w").close()

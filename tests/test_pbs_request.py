@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from hpcdist.profiles import ProfileError, build, load_profile
-from hpcdist.render import render
-from hpcdist.spec import build_spec
+from hpcdist.submission.profiles import ProfileError, build, load_profile
+from hpcdist.submission.render import render
+from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from hpcdist.profiles import ProfileError, load_profile, merge
+from hpcdist.submission.profiles import ProfileError, load_profile, merge
 
 #: This checkout (a command run in another folder imports it, not the installed one).
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -219,7 +219,7 @@ def test_a_bad_flag_beside_a_profile_is_still_named_by_its_flag(tmp_path, text, 
 def test_a_cluster_profile_holds_its_remote_settings_which_the_job_never_sees(tmp_path):
     """Issue 32: remote, remote_folder, remote_hpcdist and include are profile keys (hpcdist.remote
     reads them); the job spec is built without them."""
-    from hpcdist.profiles import build
+    from hpcdist.submission.profiles import build
 
     path = write(tmp_path / "hpcdist.toml", '[profiles.c]\nremote = "me@login"\nremote-folder = "$SCRATCH/hpcdist"\n'
                  'remote_hpcdist = "~/venv/bin/hpcdist"\ninclude = ["data/vocab.txt"]\nscheduler = "slurm"\nqueue = "gpu"\n')
@@ -316,7 +316,7 @@ def test_hpcdist_profiles_says_which_file_it_ignored(colleague, shared_folder):
     subprocess.run(["runuser", "-u", name, "--", "sh", "-c", f"cat > {shared_folder}/hpcdist.toml"],
                    input=HOSTILE_PROFILE, text=True, check=True)
     assert load_profile(None, [os.path.join(shared_folder, "hpcdist.toml")]) == {}
-    from hpcdist.profiles import describe
+    from hpcdist.submission.profiles import describe
 
     listing = describe(None, [os.path.join(shared_folder, "hpcdist.toml")])
     assert "\nsite " not in listing and f"# ignored {shared_folder}/hpcdist.toml: it is owned by {name}" in listing

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from hpcdist.shell import quote
-from hpcdist.render import render
-from hpcdist.spec import build_spec
+from hpcdist.submission.render import render
+from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -175,7 +175,7 @@ def test_a_template_may_use_another_schedulers_filters(tmp_path):
     own = tmp_path / "mine.sh.j2"
     own.write_text('{% extends "hpcdist/slurm.sh.j2" %}\n{% block workdir %}# pbs: {{ spec.walltime_s | pbs_walltime }}\n'
                    '{{ super() | raw }}{% endblock %}\n')
-    code = ("import sys; from hpcdist.render import render; from hpcdist.spec import build_spec\n"
+    code = ("import sys; from hpcdist.submission.render import render; from hpcdist.submission.spec import build_spec\n"
             "plain = render(build_spec(dict(scheduler='slurm', script='t.py', walltime='90m'), check_files=False))\n"
             "assert 'hpcdist.schedulers.pbs' not in sys.modules\n"
             f"print(render(build_spec(dict(scheduler='slurm', script='t.py', walltime='90m', template={str(own)!r}),"

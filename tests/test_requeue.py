@@ -44,7 +44,7 @@ def test_status_asks_again_when_the_job_resubmitted_itself_while_it_was_asked(tm
     """The race seen on the test cluster: `qstat 7` answered "finished" because job 7 ended just
     after it resubmitted itself as job 8. (A stand-in backend: the real race cannot be timed.)"""
     from hpcdist.schedulers import base as sio
-    from hpcdist import submission
+    from hpcdist.submission import submit as submission
 
     (tmp_path / "record.json").write_text(json.dumps({"job_id": "7", "scheduler": "pbs", "dialect": "torque"}))
     (tmp_path / "runs").write_text("start 1 7 node1\n")
@@ -92,7 +92,7 @@ def test_a_resubmitted_job_writes_its_own_log_and_hpcdist_logs_shows_every_run(t
 def test_wait_follows_the_first_log_to_its_end_then_the_resubmitted_jobs(tmp_path):
     import io
 
-    from hpcdist import submission
+    from hpcdist.submission import submit as submission
 
     job, first, second = _resubmitted_job(tmp_path)
     out = io.StringIO()

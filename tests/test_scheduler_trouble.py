@@ -243,7 +243,7 @@ def _job_in_process(tmp_path, script, monkeypatch, **fake_modes):
 
 def test_wait_keeps_waiting_while_the_controller_is_down(script, tmp_path, monkeypatch, capsys):
     """FAKE squeue/sacct: down for three polls, then back; --wait neither gives up nor claims an end."""
-    from hpcdist import submission
+    from hpcdist.submission import submit as submission
 
     job = _job_in_process(tmp_path, script, monkeypatch, HPCDIST_FAKE_SQUEUE="fail,fail,fail,running,gone",
                           HPCDIST_FAKE_SACCT="disabled,disabled,disabled,completed")
@@ -257,7 +257,7 @@ def test_wait_keeps_waiting_while_the_controller_is_down(script, tmp_path, monke
 
 def test_wait_gives_up_on_a_controller_that_stays_down(script, tmp_path, monkeypatch, capsys):
     """FAKE squeue/sacct: a bounded wait, and the message says why."""
-    from hpcdist import submission
+    from hpcdist.submission import submit as submission
 
     job = _job_in_process(tmp_path, script, monkeypatch, HPCDIST_FAKE_SQUEUE="fail", HPCDIST_FAKE_SACCT="disabled")
     monkeypatch.setattr(submission, "CONTROLLER_PATIENCE_S", 0.3)
@@ -414,7 +414,7 @@ def test_qsub_with_no_pbs_server_set_up_says_so_once(mode, line, script, tmp_pat
      "not_configured"),
 ])
 def test_which_errors_prove_the_request_never_arrived(text, kind):
-    from hpcdist import retry
+    from hpcdist.schedulers import retry
 
     assert bool(retry.not_sent(text)) == (kind == "not_sent")
     assert bool(retry.maybe_sent(text)) == (kind == "maybe_sent")
@@ -423,7 +423,7 @@ def test_which_errors_prove_the_request_never_arrived(text, kind):
 
 
 def test_with_retries_backs_off_and_stops():
-    from hpcdist import retry
+    from hpcdist.schedulers import retry
 
     slept, said = [], []
 

@@ -17,8 +17,8 @@ import pytest
 from launch import clean_env, need
 
 from hpcdist import rank
-from hpcdist.render import render
-from hpcdist.spec import build_spec
+from hpcdist.submission.render import render
+from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
 SHOW = """

@@ -107,7 +107,7 @@ def test_running_the_job_script_again_by_hand_keeps_the_jobs_recorded_failure(tm
 def _check_run(folder, recorded_id: str, environ: dict) -> bool:
     """Whether the script's check (job_files.recorded_run_shell) takes a run with ``environ`` for the
     job recorded in ``folder``: the scheduler's variables set by hand, as no scheduler runs here."""
-    from hpcdist import job_files  # not at the top: this file runs against the code before it too
+    from hpcdist.jobs import job_files  # not at the top: this file runs against the code before it too
 
     script = f'job_dir={folder}\nexit_file=x\n{job_files.recorded_run_shell(recorded_id)}\n[ -n "$exit_file" ]\n'
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env={"PATH": os.environ["PATH"], **environ},
@@ -347,7 +347,7 @@ def test_status_read_while_the_submission_records_its_id_is_never_interrupted(tm
     interrupted ... remove <folder>" (3 of 90 snapshots while 32 jobs were submitted). The same
     order of events, made to happen: the record read while marked, then the final record written
     and the submitter gone."""
-    from hpcdist import submission
+    from hpcdist.submission import submit as submission
 
     _submit(tmp_path, "print('done')\n", "--wait")
     (name,) = os.listdir(tmp_path / ".hpcdist" / "jobs")

@@ -95,7 +95,7 @@ SITES = {
             ("GPUs of the whole job", "#PBS -l ngpus=8", "#PBS -l ngpus=8\n"),
             ("memory of the whole job", "#PBS -l mem=10GB", "#PBS -l mem=10gb\n"),
             ("walltime", "#PBS -l walltime=00:20:00", "#PBS -l walltime=00:20:00\n"),
-            # The job's set-up exports MASTER_ADDR: the first host of the node file (hpcdist.job_setup).
+            # The job's set-up exports MASTER_ADDR: the first host of the node file (hpcdist.injob.job_setup).
             ("the master is the node file's first host", "MASTER_ADDR=$(cat $PBS_NODEFILE | head -n 1)",
              "python -m hpcdist job-setup --scheduler pbs --nodes 2"),
             ("one torchrun per node, started by pbsdsh -n", "pbsdsh -n $inode", "hpcdist agents --pbsdsh"),
@@ -208,7 +208,7 @@ def exports(text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("site", sorted(SITES))
 def test_a_preset_renders_what_its_site_documents(site, tmp_path):
-    from hpcdist.profiles import presets
+    from hpcdist.submission.profiles import presets
 
     assert set(SITES) <= set(presets())  # the Slurm sites: tests/test_sites_slurm.py
     text = render(site, tmp_path)

@@ -176,7 +176,7 @@ def example(site: str) -> str:
 
 
 def test_the_presets_are_the_pbs_and_the_slurm_sites():
-    from hpcdist.profiles import presets
+    from hpcdist.submission.profiles import presets
 
     assert sorted(presets()) == sorted({*PBS_SITES, *SITES})
 

@@ -593,7 +593,7 @@ def test_module_exports():
 @pytest.mark.parametrize("scheduler,starts", [("slurm", "slurm"), ("local", "local")])
 def test_pbs_spread_is_refused_where_pbs_is_not_the_scheduler(scheduler, starts):
     """--pbs-spread chooses PBS's way to start the node agents: elsewhere it is a mistake, named."""
-    from hpcdist.spec import build_spec
+    from hpcdist.submission.spec import build_spec
 
     with pytest.raises(ValidationError) as caught:
         build_spec({"script": "t.py", "scheduler": scheduler, "nodes": 2, "pbs_spread": "pbsdsh"}, check_files=False)

@@ -77,7 +77,7 @@ def test_explicit_steps_count_once_beside_the_optimizer_and_a_failed_script_says
 
 
 def test_a_rank_that_waits_in_c_answers_for_its_stack(tmp_path):
-    from hpcdist import watch
+    from hpcdist.progress import watch
 
     script = tmp_path / "waits.py"
     script.write_text("import time\n\ndef load_batch():\n    time.sleep(120)\n\nload_batch()\n")
@@ -98,7 +98,7 @@ def test_a_rank_that_waits_in_c_answers_for_its_stack(tmp_path):
 
 
 def test_identical_stacks_are_grouped_by_rank_ranges():
-    from hpcdist import watch
+    from hpcdist.progress import watch
 
     wait = ["/w/train.py:88 <module>", "/v/site-packages/torch/distributed/distributed_c10d.py:3252 all_reduce"]
     loader = ["/w/train.py:51 <module>", "/w/data.py:12 next_batch"]
@@ -109,7 +109,7 @@ def test_identical_stacks_are_grouped_by_rank_ranges():
 
 
 def test_a_checkpointing_rank_is_never_a_hang_and_a_stall_over_the_floor_is():
-    from hpcdist import watch
+    from hpcdist.progress import watch
 
     now = 1000.0
     ranks = [{"rank": r, "node": "n", "step": 50, "rate": 10.0, "last_step": now - 30, "written": now,

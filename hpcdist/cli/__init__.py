@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from hpcdist import __version__
 from hpcdist.cli import in_job, jobs, remote, watch
 from hpcdist.cli.common import CommandError
-from hpcdist.dash_values import joined
+from hpcdist.cli.dash_values import joined
 
 #: The subcommands, in the order `hpcdist --help` lists them.
 COMMANDS = jobs.COMMANDS + watch.COMMANDS + remote.COMMANDS + in_job.COMMANDS

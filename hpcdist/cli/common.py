@@ -13,7 +13,7 @@ class CommandError(Exception):
 
 
 def job_spec(args: Namespace, check_files: bool = True):
-    from hpcdist.profiles import KEYS, REMOTE_KEYS, ProfileError, build, load_profile  # not `status`'s to pay
+    from hpcdist.submission.profiles import KEYS, REMOTE_KEYS, ProfileError, build, load_profile  # not `status`'s to pay
 
     given = next((key for key in REMOTE_KEYS if getattr(args, key, None) is not None), None)
     if given == "remote":  # submit and render with one are hpcdist.cli.remote's; doctor runs here
@@ -46,7 +46,7 @@ def command_line() -> str:
 def follow(job, quiet: bool = False, out=None) -> int:
     """``--wait``, ``logs -f`` and ``doctor --submit``: the job to its end; Ctrl-C stops
     following, not the job."""
-    from hpcdist import submission as sub  # the submission code: not `status`'s to pay without jobs
+    from hpcdist.submission import submit as sub  # the submission code: not `status`'s to pay without jobs
 
     try:
         return sub.wait(job, quiet=quiet, out=out or sys.stdout)

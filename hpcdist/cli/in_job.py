@@ -17,14 +17,14 @@ BY_HAND = ("job-setup", "agents")
 
 
 def run_by_hand(name: str, argv: list[str]) -> int:
-    """``hpcdist job-setup`` (:mod:`hpcdist.job_setup`) or ``hpcdist agents`` (:mod:`hpcdist.agents`,
+    """``hpcdist job-setup`` (:mod:`hpcdist.injob.job_setup`) or ``hpcdist agents`` (:mod:`hpcdist.injob.agents`,
     each way of starting the agents its scheduler's)."""
     # Each in-job module imported by the command that runs it: no other command pays for them.
     if name == "job-setup":
-        from hpcdist.job_setup import main
+        from hpcdist.injob.job_setup import main
 
         return main(argv)
-    from hpcdist.agents import USAGE, node_agent, parse
+    from hpcdist.injob.agents import USAGE, node_agent, parse
 
     if argv[:1] in (["-h"], ["--help"]):
         print(USAGE)
@@ -98,7 +98,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
         requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
         requeue.set_defaults(run=run_requeue)
-    for name, module in (("job-setup", "hpcdist.job_setup"), ("agents", "hpcdist.agents")):
+    for name, module in (("job-setup", "hpcdist.injob.job_setup"), ("agents", "hpcdist.injob.agents")):
         if only in (None, name):  # listed by --help; hpcdist.cli runs them without argparse
             text = __import__(module, fromlist=["USAGE"])
             usage, _, description = text.USAGE.partition("\n")
@@ -155,7 +155,7 @@ def run_env(args: Namespace) -> int:
 
 
 def run_supervise(args: Namespace) -> int:
-    from hpcdist.supervise import supervise  # in-job (subprocess, threading): not every command's to pay
+    from hpcdist.injob.supervise import supervise  # in-job (subprocess, threading): not every command's to pay
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
@@ -164,7 +164,7 @@ def run_supervise(args: Namespace) -> int:
 
 
 def run_requeue(args: Namespace) -> int:
-    from hpcdist.requeue import main  # in-job: not every command's to pay
+    from hpcdist.injob.requeue import main  # in-job: not every command's to pay
 
     return main(args.scheduler, args.max, args.script, args.job_dir)
 
@@ -172,7 +172,7 @@ def run_requeue(args: Namespace) -> int:
 def run_hostfile(args: Namespace) -> int:
     # In-job, and tempfile: not every command's to pay.
     from hpcdist.allocation import Allocation
-    from hpcdist.atomic import write_output
+    from hpcdist.jobs.atomic import write_output
 
     alloc = Allocation.from_env(slots_per_node=args.slots_per_node)
     text = alloc.to_hostfile(args.format)

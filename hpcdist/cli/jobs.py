@@ -16,8 +16,8 @@ from hpcdist.cli.common import CommandError, SkipBytes, command_line, follow, he
 
 #: The commands here, in the order `hpcdist --help` lists them.
 COMMANDS = ("render", "submit", "status", "logs", "cancel", "doctor", "profiles")
-#: Those whose flags are the job options (hpcdist.options): built only when one of them is asked
-#: for. Each with the flags it adds of its own (hpcdist.dash_values reads them).
+#: Those whose flags are the job options (hpcdist.submission.options): built only when one of them is asked
+#: for. Each with the flags it adds of its own (hpcdist.cli.dash_values reads them).
 OWN_FLAGS = {"render": (), "submit": ("--dry-run", "--wait", "--json"), "doctor": ("--probe",)}
 JOB_COMMANDS = tuple(OWN_FLAGS)
 
@@ -25,7 +25,7 @@ JOB_COMMANDS = tuple(OWN_FLAGS)
 def add_parsers(sub, only: str | None, command: str | None) -> None:
     """Their parsers on ``sub`` (all, or ``only`` that one); ``command``: the subcommand named, whose
     job flags are the only ones built (argparse's parsers cost more than most commands)."""
-    from hpcdist.options import add_flags  # the job options: `hpcdist status` and the in-job commands pay none
+    from hpcdist.submission.options import add_flags  # the job options: `hpcdist status` and the in-job commands pay none
 
     def job_flags(parser, script: bool = True) -> None:
         if command in JOB_COMMANDS:
@@ -83,7 +83,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
 
 
 def run_render(args: Namespace) -> int:
-    from hpcdist.render import render  # not at the top: every command, status and agents too, imports this module
+    from hpcdist.submission.render import render  # not at the top: every command, status and agents too, imports this module
 
     sys.stdout.write(render(job_spec(args), command_line=command_line()))
     return 0
@@ -92,7 +92,7 @@ def run_render(args: Namespace) -> int:
 def run_submit(args: Namespace) -> int:
     import shlex  # not at the top: it would cost `hpcdist status` 1.4%
 
-    from hpcdist.render import render
+    from hpcdist.submission.render import render
 
     spec = job_spec(args)
     if args.dry_run:
@@ -101,7 +101,7 @@ def run_submit(args: Namespace) -> int:
         argv = schedulers.get(spec.scheduler, spec.dialect).submit_argv(f"{folder}/job.sh", f"{folder}/job.log")
         print(f"hpcdist submit: dry run, nothing submitted; would run: {shlex.join(argv)}", file=sys.stderr)
         return 0
-    from hpcdist import submission as sub  # not for a dry run
+    from hpcdist.submission import submit as sub  # not for a dry run
 
     try:
         job = sub.submit(spec, command_line=command_line())
@@ -138,7 +138,7 @@ def status_rows(refs: list[str]) -> list[dict]:
         raise CommandError(str(e)) from None
     states = []
     if selected:  # the schedulers' code only for jobs to ask about
-        from hpcdist import submission as sub
+        from hpcdist.submission import submit as sub
 
         # All at once: one command per scheduler (and cluster) for many jobs, none for a job whose
         # end is recorded, and one controller that cannot be reached answers for all its jobs.
@@ -184,7 +184,8 @@ def show_rows(rows: list[dict], as_json: bool) -> None:
 
 
 def run_logs(args: Namespace) -> int:
-    from hpcdist import jobs, submission as sub  # as run_status's
+    from hpcdist import jobs  # as run_status's
+    from hpcdist.submission import submit as sub
 
     try:
         job = jobs.find(args.job)
@@ -217,7 +218,8 @@ def _follow_to_end(job, out=None) -> int:
 
 
 def run_cancel(args: Namespace) -> int:
-    from hpcdist import jobs, submission as sub  # as run_status's
+    from hpcdist import jobs  # as run_status's
+    from hpcdist.submission import submit as sub
 
     try:
         sub.cancel(jobs.find(args.job))
@@ -228,7 +230,7 @@ def run_cancel(args: Namespace) -> int:
 
 def run_doctor(args: Namespace) -> int:
     # The doctor's modules (subprocess, socket, json; the in-job allocation and env), its alone.
-    from hpcdist import doctor
+    from hpcdist.injob import doctor
 
     if args.probe:
         import json
@@ -260,7 +262,7 @@ def run_doctor(args: Namespace) -> int:
 
 def _submit_doctor(args: Namespace) -> int:
     """A job of --nodes nodes whose script runs `hpcdist doctor` on its first node."""
-    from hpcdist import submission as sub  # as run_status's
+    from hpcdist.submission import submit as sub  # as run_status's
 
     args.script, args.script_args, args.launcher, args.python = "doctor", [], "none", "hpcdist"
     args.job_name = args.job_name or "hpcdist-doctor"
@@ -275,7 +277,7 @@ def _submit_doctor(args: Namespace) -> int:
 
 
 def run_profiles(args: Namespace) -> int:
-    from hpcdist.profiles import ProfileError, describe  # the job options: `hpcdist status` pays none
+    from hpcdist.submission.profiles import ProfileError, describe  # the job options: `hpcdist status` pays none
 
     try:
         sys.stdout.write(describe(args.name))

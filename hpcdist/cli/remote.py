@@ -68,7 +68,7 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
     """The laptop's own flags (the remote settings, --profile, submit's --wait and --json) and the
     words that go to the login node as typed. Nothing after the script (submit, render), nor after
     ``--``, is read; status, logs and cancel take their flags before or after a job."""
-    from hpcdist.options import FLAGS_WITH_A_VALUE, REMOTE_OPTIONS
+    from hpcdist.submission.options import FLAGS_WITH_A_VALUE, REMOTE_OPTIONS
 
     own = {o.flags[0]: o.key for o in REMOTE_OPTIONS}
     own["--profile"] = "profile"
@@ -110,7 +110,7 @@ def _refs(argv: list[str]) -> list[str]:
 
 
 def _profile(name: str | None, quiet: bool = False):
-    from hpcdist.profiles import PROJECT_FILE, ProfileError, load_profile, user_file
+    from hpcdist.submission.profiles import PROJECT_FILE, ProfileError, load_profile, user_file
 
     if name is None and not any(os.path.isfile(p) for p in (PROJECT_FILE, user_file())):
         return {}
@@ -129,7 +129,7 @@ def _target(laptop: dict, profile: dict):
     if not host:
         raise remote.RemoteError("the laptop", "no cluster to send to: give --remote HOST, or a profile with "
                                  "remote = \"user@host\"")
-    from hpcdist.options import REMOTE_OPTIONS
+    from hpcdist.submission.options import REMOTE_OPTIONS
 
     defaults = {o.key: o.default for o in REMOTE_OPTIONS}
     values = {key: laptop.get(key) or profile.get(key) or defaults[key] for key in ("remote_folder", "remote_hpcdist")}
@@ -153,7 +153,7 @@ def _checked(option, value):
 
 def _cluster(name: str):
     """A cluster by what the user calls it: a profile with a remote, else an ssh host."""
-    from hpcdist.profiles import ProfileError, load_profile
+    from hpcdist.submission.profiles import ProfileError, load_profile
 
     try:
         profile = load_profile(name)
@@ -171,8 +171,9 @@ def _cluster(name: str):
 def _send_job(argv: list[str]) -> int:
     import json
 
-    from hpcdist import remote, snapshot
-    from hpcdist.profiles import ProfileError
+    from hpcdist import remote
+    from hpcdist.remote import snapshot
+    from hpcdist.submission.profiles import ProfileError
 
     command = argv[0]
     laptop, forwarded = _split(argv)
@@ -214,8 +215,8 @@ def _send_job(argv: list[str]) -> int:
 def _profile_flags(profile: dict, code) -> list[str]:
     """The laptop's profile as flags of the login node's command (its own profiles are not read)."""
     from hpcdist import remote
-    from hpcdist.options import OPTIONS
-    from hpcdist.profiles import REMOTE_KEYS
+    from hpcdist.submission.options import OPTIONS
+    from hpcdist.submission.profiles import REMOTE_KEYS
 
     by_key = {o.key: o for o in OPTIONS}
     flags = []

@@ -1,5 +1,5 @@
 """The commands that look inside a running job: ``watch`` and ``stacks`` (login side), and
-``monitor``, which each submitted job script runs in its background (:mod:`hpcdist.monitor`; its
+``monitor``, which each submitted job script runs in its background (:mod:`hpcdist.progress.monitor`; its
 arguments read by hand, :data:`BY_HAND`). Also what ``status`` and ``logs`` show of the progress.
 """
 
@@ -17,7 +17,7 @@ BY_HAND = ("monitor",)
 
 
 def run_by_hand(name: str, argv: list[str]) -> int:
-    from hpcdist.monitor import USAGE, main
+    from hpcdist.progress.monitor import USAGE, main
 
     if argv[:1] in (["-h"], ["--help"]):
         print(USAGE)
@@ -49,7 +49,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
     if only in (None, "monitor"):  # listed by --help; hpcdist.cli runs it without argparse
         import argparse
 
-        from hpcdist.monitor import USAGE
+        from hpcdist.progress.monitor import USAGE
 
         usage, _, description = USAGE.partition("\n")
         monitor = sub.add_parser("monitor", help="(in a job script) name stragglers and hangs in the job's log",
@@ -75,7 +75,7 @@ def _find(ref: str):
 
 def hang_floor(job) -> float:
     """The job's hang floor, as its monitor has it (from the options it was submitted with)."""
-    from hpcdist import watch
+    from hpcdist.progress import watch
 
     try:
         values = job.spec_values()
@@ -85,7 +85,7 @@ def hang_floor(job) -> float:
 
 
 def _state(job) -> str:
-    from hpcdist import submission as sub
+    from hpcdist.submission import submit as sub
 
     try:
         return sub.status(job).state
@@ -119,7 +119,7 @@ def screen(job, view, state: str) -> str:
         lines.append(f"LOOKS HUNG: {view.hung.removeprefix('looks hung: ')}; `hpcdist stacks {job.job_id}` shows "
                      f"where each rank waits")
     elif view.not_answering:
-        from hpcdist.watch import silent_line
+        from hpcdist.progress.watch import silent_line
 
         lines.append(silent_line(view.not_answering))
     if not view.ranks:
@@ -129,7 +129,7 @@ def screen(job, view, state: str) -> str:
 
 
 def run_watch(args) -> int:
-    from hpcdist import watch
+    from hpcdist.progress import watch
 
     job = _find(args.job)
     folder, floor = progress_dir(job), hang_floor(job)
@@ -158,7 +158,7 @@ def run_watch(args) -> int:
 
 
 def run_stacks(args) -> int:
-    from hpcdist import watch
+    from hpcdist.progress import watch
 
     job = _find(args.job)
     folder = progress_dir(job)
@@ -178,7 +178,8 @@ def print_end_line(job) -> None:
     """The job's step rate and slowest rank (``logs``, ``--wait``), where its ranks recorded them;
     on stderr, after the log, as the first failure is. Not again where the job's monitor wrote it
     at the end of the last log (its last 64 KiB read: a log may hold gigabytes)."""
-    from hpcdist import logfiles, watch
+    from hpcdist.jobs import logfiles
+    from hpcdist.progress import watch
 
     line = watch.end_line(watch.read(progress_dir(job)))
     if not line:
@@ -197,7 +198,7 @@ def status_column(job, state: str) -> str:
         return ""
     import json
 
-    from hpcdist.monitor import SUMMARY
+    from hpcdist.progress.monitor import SUMMARY
 
     try:
         with open(os.path.join(progress_dir(job), SUMMARY), encoding="utf-8") as f:

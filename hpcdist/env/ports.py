@@ -1,12 +1,12 @@
 """The master port when nobody chose one, for a process the job's set-up did not start (a job
-script of the user's own): derived from the job id (:func:`hpcdist.job_setup.port_for_job`), so
+script of the user's own): derived from the job id (:func:`hpcdist.injob.job_setup.port_for_job`), so
 that two jobs sharing a node do not both listen on torch's default 29500. An explicit
 ``MASTER_PORT`` always wins over this; hpcdist's own scripts set one (a free port drawn at random
-by the job's set-up: :func:`hpcdist.job_setup.choose_port`).
+by the job's set-up: :func:`hpcdist.injob.job_setup.choose_port`).
 """
 
 from hpcdist.env.model import DistEnvError, is_text, shown
-from hpcdist.job_setup import PORT_BASE, PORT_SPAN, port_for_job  # noqa: F401 - the rule, and its range
+from hpcdist.injob.job_setup import PORT_BASE, PORT_SPAN, port_for_job  # noqa: F401 - the rule, and its range
 from hpcdist.allocation import ORDER
 
 DEFAULT_PORT = 29500  # torch's own default, used outside any job

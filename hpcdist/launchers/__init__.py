@@ -4,7 +4,7 @@ A launcher (torchrun, DeepSpeed, mpirun, srun, accelerate, or none) owns, in
 its module, on the pattern of DeepSpeed's ``multinode_runner.py``:
 
 - ``check(values)``: its rules that tie it to the other job options
-  (:func:`hpcdist.spec.build_spec` calls it once every value is checked);
+  (:func:`hpcdist.submission.spec.build_spec` calls it once every value is checked);
 - ``words(spec)``: its command; ``setup(spec)``: shell lines it needs just
   before (in the launch block); ``job_setup(spec)``: what the job's set-up
   must prepare for it (DeepSpeed's ``DS_ENV_FILE``); ``describe(spec)``: the
@@ -16,7 +16,7 @@ its module, on the pattern of DeepSpeed's ``multinode_runner.py``:
 
 Words a user supplied (script, arguments, paths) are shell-quoted; values that
 exist only inside the running job are references to shell variables the job's
-set-up exports before the launch (:mod:`hpcdist.job_setup`): ``HPCDIST_HOSTFILE``
+set-up exports before the launch (:mod:`hpcdist.injob.job_setup`): ``HPCDIST_HOSTFILE``
 (the hostfile in this launcher's format), ``MASTER_ADDR``, ``MASTER_PORT``
 (the first host, and a free port drawn at random there), ``HPCDIST_JOB_ID``;
 ``NODE_RANK`` is set per node where the agents are spread. :data:`~hpcdist.shell.BREAK`
@@ -48,7 +48,7 @@ def get(name: str) -> "Launcher":
     return _LOADED[name]
 
 
-# ``spec`` below and in every launcher is a hpcdist.spec.JobSpec, not imported: the spec imports this package.
+# ``spec`` below and in every launcher is a hpcdist.submission.spec.JobSpec, not imported: the spec imports this package.
 
 
 def program(spec, argparse_launcher: bool = False) -> list:
@@ -130,14 +130,14 @@ class Launcher:
     #: It starts every rank itself (srun, mpirun): it binds them (--cpu-bind in its words), and
     #: runs outside a container, on the host: each rank's program is put in the image
     #: (:func:`rank_program`). Otherwise the launcher itself runs in the image
-    #: (:func:`hpcdist.render.launch_lines`).
+    #: (:func:`hpcdist.submission.render.launch_lines`).
     starts_ranks = False
 
     def check(self, values: dict) -> None:
         """Refuse option values this launcher cannot run with (raise :class:`~hpcdist.validate.ValidationError`).
 
         ``values``: the job spec's fields, each already checked on its own. The settings another
-        launcher owns (``--max-restarts`` is torchrun's) were refused before (hpcdist.spec).
+        launcher owns (``--max-restarts`` is torchrun's) were refused before (hpcdist.submission.spec).
         """
         self.check_binding(values)
 
@@ -171,7 +171,7 @@ class Launcher:
         return []
 
     def job_setup(self, spec) -> list[str]:
-        """Flags of ``hpcdist job-setup`` (:mod:`hpcdist.job_setup`) this launcher needs besides its
+        """Flags of ``hpcdist job-setup`` (:mod:`hpcdist.injob.job_setup`) this launcher needs besides its
         hostfile (DeepSpeed's pdsh runner: ``--deepspeed-env``)."""
         return []
 

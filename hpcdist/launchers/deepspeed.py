@@ -108,7 +108,7 @@ class DeepSpeed(Launcher):
         # local world size DeepSpeed does not export (Lightning reads NODE_RANK). The script is
         # then not the launcher's first argument, where its argparse would swallow a "--".
         words += ["--module", *rank_module(spec)[1:]] + program(spec)
-        # pdsh waits for every node even after one failed: see hpcdist.supervise.
+        # pdsh waits for every node even after one failed: see hpcdist.injob.supervise.
         return hpcdist_command(spec) + ["supervise", "--", BREAK] + words if mode == "pdsh" else words
 
     def setup(self, spec):

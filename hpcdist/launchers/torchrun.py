@@ -1,7 +1,7 @@
 """torchrun: one agent per node, a c10d rendezvous on the first host; restarts and elastic size.
 
 Its settings (``--max-restarts``, ``--min-nodes``) are its own (their owner in
-:mod:`hpcdist.options`): refused under the other launchers. Its log names a failed rank in its
+:mod:`hpcdist.submission.options`): refused under the other launchers. Its log names a failed rank in its
 "Root Cause" block.
 """
 

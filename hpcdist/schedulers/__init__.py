@@ -89,7 +89,7 @@ def check_gpu_directives(scheduler: str, dialect: str | None, gpus_per_node: int
 
 
 def option_job_name(value, option, scheduler: str | None) -> str:
-    """The job name check of the job options' table (:mod:`hpcdist.options`): before the scheduler
+    """The job name check of the job options' table (:mod:`hpcdist.submission.options`): before the scheduler
     is known (a profile without one), Slurm's rules, the widest."""
     return get(scheduler or "slurm").check_job_name(str(value))
 

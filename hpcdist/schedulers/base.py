@@ -300,7 +300,7 @@ def on_each_node(prefix: list, words: list, rank_variable: str) -> list:
 
     Where the words refer to ``$NODE_RANK``, each node's agent runs them in ``bash -c`` after
     setting it from ``rank_variable``, the starter's per-task variable (``NODE_RANK`` itself where
-    the starter sets it: :mod:`hpcdist.agents`), so that it is expanded on that node, not once in
+    the starter sets it: :mod:`hpcdist.injob.agents`), so that it is expanded on that node, not once in
     the batch shell. The ``bash -c`` script is written in lines of its own, indented.
     """
     if not uses_node_rank(words):
@@ -349,7 +349,7 @@ class Scheduler:
     #: container's image sees them (:func:`hpcdist.containers.script_lines`).
     allocation_files: tuple[str, ...] = ()
     #: The variable that holds an array subjob's index inside it, when each subjob writes an
-    #: exit_code file of its own (:func:`hpcdist.job_files.script_context`); None: one file for all.
+    #: exit_code file of its own (:func:`hpcdist.jobs.job_files.script_context`); None: one file for all.
     array_index_variable: str | None = None
 
     @property
@@ -374,7 +374,7 @@ class Scheduler:
 
     def check(self, values: dict, given: dict) -> None:
         """The job spec's rules for this scheduler, on the checked ``values`` (``given``: as
-        given); sets ``values["dialect"]``. :func:`hpcdist.spec.build_spec` runs it."""
+        given); sets ``values["dialect"]``. :func:`hpcdist.submission.spec.build_spec` runs it."""
         values["dialect"] = self.check_dialect(given.get("dialect"))
         self.check_values(values, given)
         self.check_elastic(values)

@@ -2,7 +2,7 @@
 
 Every command has a timeout, and its whole process group is killed when it runs out; a
 status query is retried while the controller cannot be reached, a submission only when the
-text proves the job was not accepted (see :mod:`hpcdist.retry`). A failure carries the
+text proves the job was not accepted (see :mod:`hpcdist.schedulers.retry`). A failure carries the
 scheduler's own stdout and stderr.
 """
 
@@ -13,7 +13,7 @@ import os
 import shlex
 import sys
 
-from hpcdist import retry
+from hpcdist.schedulers import retry
 from hpcdist.jobs import JobFolderError, read_exit_code, read_subjob_exit_codes
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, SchedulerOutputError
 
@@ -268,7 +268,7 @@ class BatchScheduler(Scheduler):
 
     def cannot_reach(self, program: str, line: str) -> str:
         """The command exists but found no scheduler to talk to (``line``: its own words, from
-        :func:`hpcdist.retry.not_configured`): what that means, on a login node and elsewhere."""
+        :func:`hpcdist.schedulers.retry.not_configured`): what that means, on a login node and elsewhere."""
         return (f"{program} is installed but cannot reach a {self.title} {self.controller} ({line}). On a login "
                 f"node this is a site problem (ask the cluster's admins); on {self._no_cluster(line)}")
 
@@ -326,7 +326,7 @@ class BatchScheduler(Scheduler):
 
         def transient(proc):
             # Retried only when the text proves the job was not accepted (the connection
-            # failed): see hpcdist/retry.py for why a timeout after sending is not.
+            # failed): see hpcdist/schedulers/retry.py for why a timeout after sending is not.
             return retry.not_sent(proc.stdout + "\n" + proc.stderr) if proc.returncode != 0 else None
 
         proc = retry.with_retries(attempt, transient, command=argv[0], **settings)

@@ -20,12 +20,12 @@ def allocation(environ, step: bool = False, slots: bool = True):
 
 def start(command: list, options: dict) -> int:
     """``hpcdist agents --local --nodes N``: the job's N "nodes" as N agents on this host, each
-    with its ``NODE_RANK``; when one ends badly the others are ended (:func:`hpcdist.agents.watch`)."""
+    with its ``NODE_RANK``; when one ends badly the others are ended (:func:`hpcdist.injob.agents.watch`)."""
     import os
     import socket
     import subprocess
 
-    from hpcdist.agents import Agent, watch
+    from hpcdist.injob.agents import Agent, watch
 
     text = options.get("nodes", "1")
     if not (text.isascii() and text.isdigit() and int(text) > 0):

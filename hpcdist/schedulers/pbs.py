@@ -20,7 +20,8 @@ import os
 import re
 from types import SimpleNamespace
 
-from hpcdist import launchers, retry
+from hpcdist import launchers
+from hpcdist.schedulers import retry
 from hpcdist import validate as v
 from hpcdist.launchers.mpi import FLAVOURS
 from hpcdist.patterns import Pattern

@@ -1,7 +1,7 @@
 """PBS's own way to start one agent per node, for a site without an MPI launcher: ``pbsdsh``.
 
 ``--pbs-spread pbsdsh``: the job script runs ``python -m hpcdist agents --pbsdsh --dir "$run_dir"
--- COMMAND`` (:mod:`hpcdist.agents`), which calls :func:`start`. What pbsdsh does, as its man pages
+-- COMMAND`` (:mod:`hpcdist.injob.agents`), which calls :func:`start`. What pbsdsh does, as its man pages
 and source say, and what :func:`start` does about it:
 
 - ``pbsdsh -n INDEX -- PROGRAM ARGS`` spawns PROGRAM through PBS's task manager (tm_spawn) on the
@@ -16,7 +16,7 @@ and source say, and what :func:`start` does about it:
   agent (``hpcdist agents --node``) changes to the submit folder itself.
 - PBS Pro's pbsdsh exits 0 whatever its task did (it prints ``pbsdsh: task 0x... exit status N``):
   each node agent leaves its command's status in the run folder (in the submit folder, which
-  every node sees), and :func:`hpcdist.agents.watch` reads it. On SIGTERM pbsdsh kills its task
+  every node sees), and :func:`hpcdist.injob.agents.watch` reads it. On SIGTERM pbsdsh kills its task
   (tm_kill).
 """
 
@@ -26,10 +26,10 @@ import sys
 
 def start(command: list, options: dict) -> int:
     """One pbsdsh per host of ``$PBS_NODEFILE``, each running ``command`` through a node agent;
-    the job's status (:func:`hpcdist.agents.watch`)."""
+    the job's status (:func:`hpcdist.injob.agents.watch`)."""
     import subprocess
 
-    from hpcdist.agents import Agent, watch
+    from hpcdist.injob.agents import Agent, watch
     from hpcdist.schedulers.pbs_job import nodefile_lines
 
     lines = nodefile_lines(os.environ.get("PBS_NODEFILE") or _no("PBS_NODEFILE"))

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from hpcdist import containers, retry
+from hpcdist import containers
+from hpcdist.schedulers import retry
 from hpcdist import validate as v
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (

@@ -78,7 +78,7 @@ def arbitrary_placement(environ) -> bool:
 
 
 # What Slurm's client commands print when the controller is in trouble (slurm_errno.c, sbatch.c),
-# read by hpcdist.retry: the request never reached the controller (safe to repeat) ...
+# read by hpcdist.schedulers.retry: the request never reached the controller (safe to repeat) ...
 NOT_SENT = (r"Unable to contact slurm controller \(connect failure\)", r"Slurm temporarily unable to accept job",
             r"Controller is in standby mode", r"Slurm backup controller in standby mode")
 # ... it may have reached it (a query may be repeated, a submission may not) ...
@@ -115,7 +115,7 @@ def start_elastic(command: list, options: dict) -> int:
     import subprocess
     import sys
 
-    from hpcdist.agents import Agent, end, exit_status, forward_signals
+    from hpcdist.injob.agents import Agent, end, exit_status, forward_signals
 
     if command[:1] != ["srun"]:
         raise SystemExit("hpcdist agents --elastic: the command must start with srun")

@@ -1,4 +1,4 @@
-"""From a :class:`~hpcdist.spec.JobSpec` to a job script, through Jinja templates.
+"""From a :class:`~hpcdist.submission.spec.JobSpec` to a job script, through Jinja templates.
 
 Every value reaches the script shell-quoted (``finalize``), unless it is a
 :class:`~hpcdist.shell.Shell` word or passes the ``raw`` filter
@@ -19,14 +19,15 @@ import functools
 import os
 import textwrap
 
-from hpcdist import __version__, containers, job_files, jobs, launchers, schedulers, validate
+from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
+from hpcdist.jobs import job_files
 from hpcdist.launchers.mpi import MPI_ENV
-from hpcdist.options import BY_NAME, SETUP_END, module_words
+from hpcdist.submission.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
-from hpcdist.spec import JobSpec
+from hpcdist.submission.spec import JobSpec
 
 # jinja2 is imported where a template is rendered, not here: `hpcdist status`, `logs` and
-# `cancel` import this module (through hpcdist.submission) and render nothing.
+# `cancel` import this module (through hpcdist.submission.submit) and render nothing.
 
 
 def launch(spec: JobSpec, scheduler, launcher, hpcdist: list) -> tuple:
@@ -52,7 +53,7 @@ def launch_lines(spec: JobSpec) -> list[str]:
 
 
 def job_setup(spec: JobSpec, scheduler, launcher, launch: list) -> tuple:
-    """``(line, comment)``: the one call of ``hpcdist job-setup`` (:mod:`hpcdist.job_setup`) that
+    """``(line, comment)``: the one call of ``hpcdist job-setup`` (:mod:`hpcdist.injob.job_setup`) that
     prepares what this launch reads, and what it prepares, for the comment above it."""
     words = [*launchers.hpcdist_command(spec, in_image=True), "job-setup", "--scheduler", spec.scheduler]
     if not scheduler.one_host:
@@ -107,7 +108,7 @@ def user_setup(spec: JobSpec) -> dict:
 
 def templates_dir() -> str:
     """hpcdist's own templates: each beside its scheduler's module, in ``hpcdist/schedulers``."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "schedulers")
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schedulers")
 
 
 def _quote(value) -> str:
@@ -253,13 +254,13 @@ def _check_folder(path: str, what: str) -> str:
 
 
 def _job_files(job_dir: str | None, spec, scheduler):
-    """The job folder's files as the script writes them (:mod:`hpcdist.job_files`); None without a
+    """The job folder's files as the script writes them (:mod:`hpcdist.jobs.job_files`); None without a
     folder (`hpcdist render`)."""
     if not job_dir:
         return None
     files = job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
                                      scheduler.job_id_variable, scheduler.recorded_id_shell)
-    # The job's monitor (hpcdist.watch): stragglers and hangs into the log; it ends with the batch shell.
+    # The job's monitor (hpcdist.progress.watch): stragglers and hangs into the log; it ends with the batch shell.
     monitor = [*launchers.hpcdist_command(spec), "monitor", "--dir", files["progress_dir"], "--pid", Shell("$$")]
     if spec.hang_floor_s is not None:
         monitor += ["--hang-floor", str(spec.hang_floor_s)]

@@ -58,7 +58,7 @@ def _gpus() -> list[str] | str | None:
 
 def port_problem(port: int) -> str | None:
     """Why the master port cannot be listened on here, or None when it is free (job-setup's check)."""
-    from hpcdist.job_setup import bind_problem
+    from hpcdist.injob.job_setup import bind_problem
 
     return bind_problem(port)
 
@@ -121,7 +121,7 @@ def resubmit_problem(environ) -> str | None:
     """Inside a PBS job: whether the server takes a job submitted from this compute node, as
     ``--requeue`` does when it goes on as a new job. A held job is submitted and deleted at once
     (PBS's own answer; its flatuid and hosts.equiv are not readable from here). None when it is."""
-    from hpcdist import retry
+    from hpcdist.schedulers import retry
     from hpcdist.schedulers.pbs_job import own_command
 
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hpcdist.jobs import (EXIT_CODE, PROGRESS, RECORD, RESUBMITTED, RUNS, SUBMITTING, start_line_shell,
                           write_exit_code_shell)
 from hpcdist.shell import Shell
-from hpcdist.subjobs import exit_file_shell
+from hpcdist.jobs.subjobs import exit_file_shell
 
 
 def script_context(folder: str | None, index_variable: str | None = None, job_id_variable: str = "HPCDIST_JOB_ID",

@@ -12,14 +12,14 @@ import time
 
 from hpcdist import launchers
 from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError
-from hpcdist.logfiles import LogCopy, UnreadableLog, read_tail
-from hpcdist.render import render
+from hpcdist.jobs.logfiles import LogCopy, UnreadableLog, read_tail
+from hpcdist.submission.render import render
 from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers import get as get_scheduler
 from hpcdist.schedulers.base import FINISHED_STATES, NEVER_RUNS, NODE_FAIL, PREEMPTED, TIMEOUT, JobStatus
 from hpcdist.schedulers.batch import UNCONFIRMED, UNREACHABLE, MaybeQueued, SubmitError
-from hpcdist.spec import JobSpec
-from hpcdist.subjobs import LOGS as SUBJOB_LOGS
+from hpcdist.submission.spec import JobSpec
+from hpcdist.jobs.subjobs import LOGS as SUBJOB_LOGS
 
 #: hpcdist's own states for a folder whose record has no id yet (:attr:`Job.submitting`).
 SUBMITTING, INTERRUPTED = "SUBMITTING", "SUBMISSION INTERRUPTED"

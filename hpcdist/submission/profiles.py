@@ -37,12 +37,12 @@ import os
 
 from hpcdist import schedulers
 from hpcdist import validate as v
-from hpcdist.options import OPTIONS, REMOTE_OPTIONS, value_checks
-from hpcdist.spec import build_spec
+from hpcdist.submission.options import OPTIONS, REMOTE_OPTIONS, value_checks
+from hpcdist.submission.spec import build_spec
 
 PROJECT_FILE = "hpcdist.toml"
 #: The site presets shipped with hpcdist.
-SITES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sites")
+SITES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sites")
 
 #: key -> type of its value (list means a list of strings; dict, a table of strings).
 KEYS: dict[str, type] = {o.key: o.kind for o in OPTIONS if o.profile}
@@ -138,7 +138,7 @@ def _load(path: str, mine: bool = True) -> dict:
 
 
 def _check_mine(path: str, st: os.stat_result) -> None:
-    from hpcdist.folders import not_ours  # not at the top: pwd, only when a profile file is read
+    from hpcdist.jobs.folders import not_ours  # not at the top: pwd, only when a profile file is read
 
     problem = not_ours(st)
     if problem is not None:
@@ -265,7 +265,7 @@ def _check(table: dict, name: str, path: str) -> dict:
 
 
 def _value_checks(table: dict) -> dict:
-    """The job spec's own check of each value (:func:`hpcdist.options.value_checks`), for the
+    """The job spec's own check of each value (:func:`hpcdist.submission.options.value_checks`), for the
     profile's, so that a mistake names the key and the file instead of a flag nobody typed."""
     checks = value_checks(table.get("scheduler") if table.get("scheduler") in schedulers.NAMES else None)
     checks.update((o.key, lambda x, o=o: o.check(x, o, None)) for o in REMOTE_OPTIONS)
@@ -303,7 +303,7 @@ def merge(profile: dict, flags: dict) -> dict:
 
 
 def build(profile: dict, flags: dict, *, check_files: bool = True):
-    """:func:`hpcdist.spec.build_spec` over the profile and the flags (:func:`merge`). A
+    """:func:`hpcdist.submission.spec.build_spec` over the profile and the flags (:func:`merge`). A
     :class:`~hpcdist.validate.ValidationError` about a value the profile gave (a folder that
     does not exist, a rule that ties it to a flag) becomes a :class:`ProfileError` naming the
     file, the key and the value as written there; one about a flag's value stays as it was."""

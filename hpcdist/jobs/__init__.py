@@ -1,5 +1,5 @@
 """The job folder, ``.hpcdist/jobs/<name>-<time>/``: this module is the only code that reads or
-writes one (the job script writes two of its files, with the lines :mod:`hpcdist.job_files` gives it).
+writes one (the job script writes two of its files, with the lines :mod:`hpcdist.jobs.job_files` gives it).
 
 Its files:
 
@@ -10,17 +10,17 @@ Its files:
   from then on), and again with the id once the scheduler gave it; a record still marked is a
   submission that never finished. A submission the scheduler refused leaves no folder.
 - ``job.log`` (:data:`LOG`): the job's output, unless ``--output`` put it elsewhere; a job that
-  resubmitted itself (PBS) writes one log per run (:func:`restart_log`); :mod:`hpcdist.logfiles` reads them.
+  resubmitted itself (PBS) writes one log per run (:func:`restart_log`); :mod:`hpcdist.jobs.logfiles` reads them.
 - ``runs`` (:data:`RUNS`): one line per event, appended: ``start <time> <id> <host>`` by each
   start of the script, ``resubmitted <time> <id> <log>`` by ``hpcdist requeue`` (PBS).
 - ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
   trap and by the local runner; ``hpcdist status`` reads it when the scheduler keeps no record.
-  An array's subjobs each write ``exit_code.<index>``, and a log of their own (:mod:`hpcdist.subjobs`).
+  An array's subjobs each write ``exit_code.<index>``, and a log of their own (:mod:`hpcdist.jobs.subjobs`).
 - ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time> <host> <boot id>`` of the
   runner process (the last two: where it runs; older folders have the first two alone).
 
 A folder whose record cannot be read, is not of the shape hpcdist writes, or that another user
-could have written (:mod:`hpcdist.folders`) is no job: :func:`scan` gives it as a
+could have written (:mod:`hpcdist.jobs.folders`) is no job: :func:`scan` gives it as a
 :class:`Broken` folder, one row of ``hpcdist status`` saying what is wrong.
 """
 
@@ -31,11 +31,11 @@ import time
 from collections import namedtuple
 from stat import S_ISREG
 
-from hpcdist.folders import (JobFolderError, cannot_create, check_ours, looks_like_id, read_bytes, record_problem, shown,
+from hpcdist.jobs.folders import (JobFolderError, cannot_create, check_ours, looks_like_id, read_bytes, record_problem, shown,
                              unreadable, usable_root, word)
 from hpcdist.schedulers import QUEUED
 from hpcdist.shell import Shell, quote
-from hpcdist.subjobs import indexed, logs_of
+from hpcdist.jobs.subjobs import indexed, logs_of
 
 #: Where the job folders are: ``.hpcdist/jobs`` of the current folder, or $HPCDIST_JOBS_DIR (set by a
 #: laptop's hpcdist on the login node, whose job runs from its code snapshot: hpcdist.remote).
@@ -301,7 +301,7 @@ def _read_record(path: str) -> dict:
 
 def _write_record(folder: str, text: str) -> None:
     # Whole or not at all: `hpcdist status` in another shell may read it at any moment.
-    from hpcdist.atomic import write_text_atomic  # not at the top: tempfile would cost `status` 22%
+    from hpcdist.jobs.atomic import write_text_atomic  # not at the top: tempfile would cost `status` 22%
 
     write_text_atomic(os.path.join(folder, RECORD), text, 0o600)
 
@@ -421,7 +421,7 @@ def _runner_words(folder: str) -> list | None:
     return words if len(words) in (2, 4) else None
 
 
-# -- What the job script needs (the rest is hpcdist/job_files.py's) --------------------------------
+# -- What the job script needs (the rest is hpcdist/jobs/job_files.py's) --------------------------------
 
 def _in_script(folder: str, name: str) -> str:
     # Joined as the template always did ("folder/name", even after a trailing "/"): the

@@ -3,7 +3,7 @@
 argparse reads ``--gres=gpu:4`` after ``--directive`` as an option of its own and refuses the
 line ("expected one argument"); only ``--directive=--gres=gpu:4`` passes. :func:`joined` rewrites
 the first form into the second before parsing, for a job option that takes one value (the table
-of :mod:`hpcdist.options` says which), when the word after it is no option of the command (so
+of :mod:`hpcdist.submission.options` says which), when the word after it is no option of the command (so
 ``--directive --nodes 2`` is still the error it was). Nothing after the script, nor after
 ``--``, is touched: those words are the program's.
 """
@@ -18,7 +18,7 @@ def joined(argv: list[str], commands: dict) -> list[str]:
     at = next((k for k, word in enumerate(argv) if not word.startswith("-")), None)
     if at is None or argv[at] not in commands:
         return argv
-    from hpcdist.options import FLAGS_WITH_A_VALUE, OPTION_FLAGS
+    from hpcdist.submission.options import FLAGS_WITH_A_VALUE, OPTION_FLAGS
 
     known = OPTION_FLAGS | set(commands[argv[at]]) | {"-h", "--help"}
     out, k = list(argv), at + 1

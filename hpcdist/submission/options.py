@@ -3,12 +3,12 @@
 An option has its name in the job spec, the key it is given by (profile key,
 API keyword, argparse dest), its flag(s), its type as given and as held, its
 default, the check of its value alone, its owner (the one scheduler, launcher
-or the container that reads it: :func:`hpcdist.spec.build_spec` refuses it
+or the container that reads it: :func:`hpcdist.submission.spec.build_spec` refuses it
 when its owner was not chosen), and its help. Built from the table:
 the ``render``/``submit``/``doctor`` flags (:mod:`hpcdist.cli`), the profile
-keys (:mod:`hpcdist.profiles`), the fields of
-:class:`~hpcdist.spec.JobSpec`, :data:`FLAG` and :func:`value_checks`. Rules
-that tie several options together stay in :func:`hpcdist.spec.build_spec`.
+keys (:mod:`hpcdist.submission.profiles`), the fields of
+:class:`~hpcdist.submission.spec.JobSpec`, :data:`FLAG` and :func:`value_checks`. Rules
+that tie several options together stay in :func:`hpcdist.submission.spec.build_spec`.
 
 This module is at the bottom of the package: it imports no scheduler, launcher or container
 module. What an owner knows is named, not imported (:class:`Elsewhere`): the choices of
@@ -102,7 +102,7 @@ class Option:
         self.profile = profile  # may a profile file set it
         #: The one that reads it, by its name: a scheduler's ("pbs"), a launcher's ("torchrun"), or
         #: "container" (a setting of the image's); None: every job reads it. A value given while
-        #: the owner was not chosen is refused (hpcdist.spec), not dropped without a word.
+        #: the owner was not chosen is refused (hpcdist.submission.spec), not dropped without a word.
         self.owner = owner
 
     @property
@@ -400,7 +400,7 @@ OPTIONS = (
            "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (docs/guide/walltime.md)"),
     Option("signal_margin_s", str, None, WHERE, key="signal_margin", held="int | None", check=_walltime,
            metavar="TIME", help="send the walltime warning this long before the walltime (default: 5m)"),
-    # Progress and hangs (hpcdist.watch): the job's monitor ends a job whose ranks made no step
+    # Progress and hangs (hpcdist.progress.watch): the job's monitor ends a job whose ranks made no step
     # for ``hang_timeout_s``; it calls a job hung after max(10x the recent step time, ``hang_floor_s``).
     Option("hang_timeout_s", str, None, WHERE, key="hang_timeout", held="int | None", check=_walltime,
            metavar="TIME", help="end the job, with every rank's stack in its log, when no rank has made a "
@@ -470,7 +470,7 @@ BY_NAME = {o.name: o for o in OPTIONS}
 FLAG = {o.name: o.flag for o in OPTIONS}
 #: The option that names a profile, which every job command takes besides the table's.
 PROFILE_FLAG = "--profile"
-#: Every flag of the job options, and those that take one value (:mod:`hpcdist.dash_values`).
+#: Every flag of the job options, and those that take one value (:mod:`hpcdist.cli.dash_values`).
 OPTION_FLAGS = frozenset(f for o in OPTIONS for f in o.flags) | {PROFILE_FLAG}
 FLAGS_WITH_A_VALUE = frozenset(f for o in OPTIONS if o.kind is not bool for f in o.flags) | {PROFILE_FLAG}
 
@@ -478,7 +478,7 @@ FLAGS_WITH_A_VALUE = frozenset(f for o in OPTIONS if o.kind is not bool for f in
 def value_checks(scheduler: str | None) -> dict:
     """The check of each value that needs no other value, by its key as given (``walltime``,
     not ``walltime_s``); each returns the value as the spec holds it (a list's: each item).
-    :func:`~hpcdist.spec.build_spec` runs them, and so do profiles (:mod:`hpcdist.profiles`)
+    :func:`~hpcdist.submission.spec.build_spec` runs them, and so do profiles (:mod:`hpcdist.submission.profiles`)
     when a file is read, so that a mistake there names the key and the file. ``scheduler``
     None: not known yet."""
     return {o.key: (lambda x, o=o: o.check(x, o, scheduler)) for o in OPTIONS if o.check and o.profile}

@@ -60,7 +60,7 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
     try:
         new_id = queue.requeue(script, done + 1, log, environ)
     except SubmitError as e:
-        from hpcdist import retry  # only on this failure path
+        from hpcdist.schedulers import retry  # only on this failure path
 
         advice = retry.hint(str(e))  # the advice a refused submission gets (each scheduler's HINTS)
         raise RequeueError(f"{e}\nFix: {advice}." if advice else str(e)) from None

@@ -2,7 +2,7 @@
 
 The ranks write their progress into the job folder's ``progress/`` (:mod:`hpcdist.progress`);
 this module reads it, from the login node (``hpcdist watch``, ``hpcdist stacks``, the progress
-column of ``hpcdist status``) and inside the job (``hpcdist monitor``, :mod:`hpcdist.monitor`):
+column of ``hpcdist status``) and inside the job (``hpcdist monitor``, :mod:`hpcdist.progress.monitor`):
 
 - :func:`read` the ranks' states; :func:`analyse` them into a :class:`View`: each rank's step,
   steps per second, seconds since its last step and phase; the median rate and the ranks that trail

@@ -1,9 +1,9 @@
 """``hpcdist monitor``: the job's watcher, in the background of the job script on its first node.
 
-Every few seconds it reads the ranks' progress (:mod:`hpcdist.watch`) and writes into the job's log:
+Every few seconds it reads the ranks' progress (:mod:`hpcdist.progress.watch`) and writes into the job's log:
 
 - a straggler, once, with its figures, when it trails the median rate for three checks in a row;
-- a hang, once per hang: the line of :attr:`hpcdist.watch.View.hung`, then every rank's stack,
+- a hang, once per hang: the line of :attr:`hpcdist.progress.watch.View.hung`, then every rank's stack,
   grouped (asked through the control file: no ssh to the nodes);
 - with ``--hang-timeout``: when no rank has made a step for that long (not while one checkpoints),
   the cause and the grouped stacks, then the job is ended: TERM (and CONT, for a stopped rank) to the
@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 
-from hpcdist import watch
+from hpcdist.progress import watch
 
 USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--interval S]\n"
          "Inside a job script: watch the ranks' progress; stragglers and hangs into the log.")

@@ -14,7 +14,7 @@ import os
 from hpcdist import containers, launchers, schedulers
 from hpcdist import validate as v
 from hpcdist.frozen import DataclassFields, Frozen
-from hpcdist.options import BY_NAME, OPTIONS, REQUIRED
+from hpcdist.submission.options import BY_NAME, OPTIONS, REQUIRED
 from hpcdist.shell import quote
 
 #: Time between the walltime warning and the walltime: enough to write a checkpoint of a
@@ -32,7 +32,7 @@ _DEFAULTS = {**{o.name: o.default for o in OPTIONS if o.default is not REQUIRED}
 
 
 class JobSpec(Frozen):
-    """One job, every value checked; its fields are the job options (:mod:`hpcdist.options`).
+    """One job, every value checked; its fields are the job options (:mod:`hpcdist.submission.options`).
 
     A frozen dataclass in all but its making (:mod:`hpcdist.frozen`): keyword or positional
     fields in the table's order, defaults as class attributes, equality and hash over the
@@ -157,7 +157,7 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
 
 def _check_owners(out: dict, given: dict) -> None:
     """The one rule for every setting that one scheduler, launcher or the container reads
-    (:attr:`hpcdist.options.Option.owner`): given while its owner was not chosen, it is refused,
+    (:attr:`hpcdist.submission.options.Option.owner`): given while its owner was not chosen, it is refused,
     naming the flag and the owner, not dropped without a word."""
     for o in OPTIONS:
         owner = o.owner
