@@ -51,7 +51,7 @@ def test_a_flag_renamed_without_its_page_fails_the_check():
     """The check can fail: with --gpus-per-node renamed in the code (and the page as committed), the
     check exits 1 and its diff names the old flag and the new."""
     rename = ("import sys; sys.argv[1:] = ['--check']; "
-              "from hpcdist import options; o = options.BY_NAME['gpus_per_node']; o.flags = ('--gpus',); "
+              "from hpcdist.submission import options; o = options.BY_NAME['gpus_per_node']; o.flags = ('--gpus',); "
               f"import runpy; runpy.run_path({str(GENERATOR)!r}, run_name='__main__')")
     done = _run([sys.executable, "-c", rename])
     assert done.returncode == 1, done.stdout + done.stderr

@@ -522,3 +522,15 @@ def test_any_environment_resolves_or_raises_distenverror(environ):
         assert 0 <= env.local_rank < env.local_world_size <= env.world_size
     assert env.master_addr is None or env.master_addr
     assert 0 <= env.master_port <= 65535
+
+
+def test_every_schedulers_job_id_variable_is_seen_by_the_light_check():
+    """A rank's lookup outside any job imports no scheduler module to learn that it is in none
+    (hpcdist.env.model.in_a_job): each job id variable's name must end as that check expects."""
+    from hpcdist.env.model import JOB_ID_SUFFIXES, in_a_job
+    from hpcdist.env.ports import job_id_variables
+
+    for name in job_id_variables():
+        assert name.endswith(JOB_ID_SUFFIXES), name
+        assert in_a_job({name: "1"})
+    assert not in_a_job({"PATH": "/usr/bin", "HOME": "/root"})

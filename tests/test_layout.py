@@ -113,3 +113,62 @@ def test_the_registries_name_what_their_modules_hold():
     assert launchers.DEEPSPEED_RUNNERS == ("pdsh", "openmpi", "slurm")
     assert [launchers.get(name).name for name in launchers.NAMES] == list(launchers.NAMES)
     assert [schedulers.get(name).name for name in schedulers.NAMES] == list(schedulers.NAMES)
+
+
+#: The package root holds the public faces and little else (the house, issue 38).
+MAX_ROOT_MODULES = 15
+
+
+def test_the_package_root_holds_at_most_fifteen_modules():
+    root = sorted(name for name in os.listdir(PACKAGE) if name.endswith(".py"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules at hpcdist/: {root}"
+
+
+def folders() -> list[str]:
+    """The package's folders that hold code or data, as ``hpcdist/<name>/``."""
+    return sorted(f"hpcdist/{name}/" for name in os.listdir(PACKAGE)
+                  if os.path.isdir(os.path.join(PACKAGE, name)) and name != "__pycache__")
+
+
+def test_every_folder_says_where_its_code_runs():
+    """Each place and feature is a folder whose ``__init__`` says where its code runs."""
+    places = ("login node", "job script", "inside the job", "rank", "laptop", "node", "training")
+    silent = []
+    for folder in folders():
+        init = os.path.join(ROOT, folder, "__init__.py")
+        if not os.path.exists(init):
+            continue  # data only (the site presets)
+        doc = (ast.get_docstring(ast.parse(open(init, encoding="utf-8").read())) or "").lower()
+        if not any(place in doc for place in places):
+            silent.append(folder)
+    assert silent == [], f"these folders' __init__ do not say where their code runs: {silent}"
+
+
+def test_contributing_names_exactly_the_trees_folders():
+    text = open(os.path.join(ROOT, "CONTRIBUTING.md"), encoding="utf-8").read()
+    layout = text.split("<!-- --8<-- [start:layout] -->")[1].split("<!-- --8<-- [end:layout] -->")[0]
+    named = sorted(set(re.findall(r"^(hpcdist/[a-z_]+/)", layout, re.M)))
+    assert named == folders()
+    modules_named = sorted(set(re.findall(r"^(hpcdist/[a-z_]+\.py)", layout, re.M)))
+    assert modules_named == sorted(f"hpcdist/{n}" for n in os.listdir(PACKAGE) if n.endswith(".py")
+                                   and n not in ("__init__.py", "__main__.py"))
+
+
+def test_a_ranks_lookup_loads_nothing_of_the_login_side_the_job_folder_or_the_job_set_up():
+    """``import hpcdist.env; get_rank()`` outside any launcher, and under torchrun: every rank pays
+    for each module it loads (bench/bench_floor.py measures it in instructions)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, hpcdist.env; hpcdist.env.get_rank(); "
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith('hpcdist'))))")
+    torchrun = dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", GROUP_RANK="0",
+                    MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", TORCHELASTIC_RUN_ID="x")
+    for extra in ({}, torchrun):
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": ROOT, **extra}
+        loaded = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                check=True).stdout.split()
+        heavy = [m for m in loaded if m.startswith(("hpcdist.submission", "hpcdist.jobs", "hpcdist.injob",
+                                                    "hpcdist.cli", "hpcdist.schedulers", "hpcdist.launchers",
+                                                    "hpcdist.progress", "hpcdist.allocation"))]
+        assert heavy == [], f"with {extra or 'no launcher'}: {loaded}"

@@ -1,5 +1,8 @@
 """The ``hpcdist`` command: one parser, and each subcommand a small function over the library.
 
+Where it runs: where the user types ``hpcdist`` (the login node, or a laptop for the commands it
+sends on); its in-job commands run inside jobs, on the nodes.
+
 The commands live by concern: :mod:`hpcdist.cli.jobs` (the login side: render, submit, status,
 logs, cancel, doctor, profiles), :mod:`hpcdist.cli.watch` (watch, stacks: inside a running job;
 and monitor, in every submitted job) and :mod:`hpcdist.cli.in_job` (what runs inside a job: env,

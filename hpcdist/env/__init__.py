@@ -1,5 +1,7 @@
 """One answer to "which rank am I?" under every launcher.
 
+Where it runs: in every rank, the training's own process, on every node.
+
 ::
 
     import hpcdist.env as henv
@@ -26,8 +28,6 @@ import os
 
 from hpcdist.env.model import LAUNCHERS, DistEnv, DistEnvError, UndistributedWarning
 from hpcdist.env.resolver import explain, resolve
-# The rank's progress for `hpcdist watch` (os, sys and time only until a recorder starts).
-from hpcdist.progress import phase, step
 
 __all__ = [
     "LAUNCHERS",
@@ -52,6 +52,16 @@ __all__ = [
 ]
 
 _current: DistEnv | None = None
+
+
+def __getattr__(name: str):
+    # step and phase, the rank's progress for `hpcdist watch`: imported when first asked for, so
+    # that a rank's lookup alone does not load the recorder.
+    if name in ("step", "phase"):
+        from hpcdist import progress
+
+        return getattr(progress, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def current() -> DistEnv:
@@ -118,6 +128,7 @@ def init_distributed(backend: str | None = None, timeout=None) -> DistEnv:
     """
     from hpcdist.env.torch_init import init_distributed as _init
     from hpcdist.failures import report_failures
+    from hpcdist.progress import phase
 
     with phase("rendezvous"):  # for `hpcdist watch`: a rank that waits here waits for its peers
         env = _init(export_torch_env(), backend=backend, timeout=timeout)

@@ -188,6 +188,20 @@ class DistEnv(Frozen):
         return out
 
 
+DEFAULT_PORT = 29500  # torch's own default, used outside any job
+
+#: Every scheduler's job id variable ends with one of these (tests/test_env_resolve.py holds each
+#: scheduler's to it, :func:`hpcdist.env.ports.job_id_variables`).
+JOB_ID_SUFFIXES = ("JOB_ID", "JOBID")
+
+
+def in_a_job(environ) -> bool:
+    """Whether a job id variable may be set: False when no variable's name ends as one does, and
+    then nothing of the schedulers (nor the port rule) is imported to learn that a process outside
+    any job is in none. ``environ``: a mapping or an :class:`EnvReader` (scanned, not recorded)."""
+    return any(name.endswith(JOB_ID_SUFFIXES) for name in getattr(environ, "environ", environ))
+
+
 #: The most digits a launcher's number may have: int64's, far past any rank, size or port, and
 #: well below Python's limit on int() (4300 digits, a ValueError with advice for programmers).
 MAX_DIGITS = 18

@@ -27,7 +27,8 @@ environment, where it can ask MPI.
 import os
 
 from hpcdist.env import detectors as D
-from hpcdist.env.model import ALIASES, LAUNCHERS, UNKNOWN, DistEnv, DistEnvError, EnvReader, UndistributedWarning
+from hpcdist.env.model import (ALIASES, DEFAULT_PORT, LAUNCHERS, UNKNOWN, DistEnv, DistEnvError, EnvReader,
+                               UndistributedWarning, in_a_job)
 
 
 _RANK_FIELDS = ("rank", "world_size", "local_rank", "local_world_size")
@@ -218,12 +219,13 @@ def _master_port(env: EnvReader) -> tuple[int, str]:
         if port > 65535:
             raise DistEnvError(f"MASTER_PORT={port} is not a TCP port (0-65535).")
         return port, f"MASTER_PORT={port}"
-    # Here, not at the top: torchrun and most launches set MASTER_PORT.
-    from hpcdist.env.ports import DEFAULT_PORT, job_id_from, port_for_job
+    if in_a_job(env):
+        # Here, not at the top: torchrun and most launches set MASTER_PORT.
+        from hpcdist.env.ports import job_id_from, port_for_job
 
-    job = job_id_from(env)
-    if job is not None:
-        return port_for_job(job[1]), f"derived from the job id {job[0]}={job[1]} (hpcdist.env.ports)"
+        job = job_id_from(env)
+        if job is not None:
+            return port_for_job(job[1]), f"derived from the job id {job[0]}={job[1]} (hpcdist.env.ports)"
     return DEFAULT_PORT, "torch's default (no MASTER_PORT, not in a job)"
 
 

@@ -1,5 +1,7 @@
 """Slurm node lists: expand, compress, and the tasks-per-node count format.
 
+Where it runs: wherever a node list is read (the login node, the job script's set-up, a rank).
+
 The package holds one module per job: :mod:`~hpcdist.hostlist.nodelists` (:func:`expand`),
 :mod:`~hpcdist.hostlist.compression` (:func:`compress`), :mod:`~hpcdist.hostlist.counts`
 (:func:`expand_counts`), and :mod:`~hpcdist.hostlist.errors` (:class:`HostlistError`, the limits).

@@ -13,7 +13,7 @@ the lines the script sources (``job.env`` there), each value quoted:
 
 - ``HPCDIST_JOB_ID`` (torchrun's rendezvous id), the two files, ``MASTER_ADDR`` (the first node;
   127.0.0.1 for the local backend) and ``MASTER_PORT`` (drawn at random and checked free here:
-  :func:`choose_port`), unless ``--master-addr``/``--master-port`` give the user's own
+  :func:`hpcdist.env.ports.choose_port`), unless ``--master-addr``/``--master-port`` give the user's own
   (``--env MASTER_PORT=...``: checked free here too, unless ``--port-unchecked``: under
   ``--launcher none`` the script is the user's own);
 - ``HPCDIST_PASS``: the variables the other nodes need from this shell (``PASSED``, hpcdist's own,
@@ -31,6 +31,8 @@ runs in every job, where its cost is felt.
 
 import os
 import sys
+
+from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401 - the port rule's home
 
 #: What every node needs from the batch shell, where set: the environment the job activated, the
 #: container's image (a node's agent starts it: hpcdist.containers).
@@ -131,7 +133,10 @@ def setup(options: dict, environ) -> tuple:
         files["HPCDIST_HOSTFILE"] = _write(folder, "hostfile", text)
     master = options.get("master_addr") or local or hosts[0]
     given = int(options["master_port"]) if "master_port" in options else None
-    port = str(given if options["port_unchecked"] and given else choose_port(master, given))
+    try:
+        port = str(given if options["port_unchecked"] and given else choose_port(master, given))
+    except PortError as e:
+        raise SetupError(str(e)) from None
     values = {"HPCDIST_JOB_ID": job_id, **files, "MASTER_ADDR": master, "MASTER_PORT": port}
     lines = [f"# Written by `hpcdist job-setup` in job {job_id}, from {alloc.source}."]
     lines += [f"export {name}={quote(value)}" for name, value in values.items()]
@@ -146,89 +151,6 @@ def setup(options: dict, environ) -> tuple:
         lines.append(f"export DS_ENV_FILE={quote(_write(folder, 'deepspeed_env', text))}")
     log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}"
     return "\n".join(lines) + "\n", log
-
-
-#: The master port's range. It lies below Linux's ephemeral ports (32768-60999 by default), so an
-#: outgoing connection never holds it. hpcdist's own scripts draw the port at random in it
-#: (:func:`choose_port`); a script of the user's own reads it from the job id (:func:`port_for_job`).
-PORT_BASE = 20000
-PORT_SPAN = 10000
-#: Ports drawn before job-setup gives up on finding a free one.
-PORT_TRIES = 100
-
-
-def port_for_job(job_id: str) -> int:
-    """The port every rank of a job can derive alone, for scripts hpcdist did not write (and
-    doctor): ``PORT_BASE + n % PORT_SPAN`` with ``n`` the numeric job id (``1234`` for
-    ``1234.pbs-server``), or a CRC-32 of the id when it is not a plain number (PBS array subjobs
-    ``1234[5].server``, Flux ids). Predictable: job ids are public."""
-    head = job_id.strip().split(".", 1)[0]
-    if head.isascii() and head.isdigit():
-        # The last 18 digits give the same remainder (10**18 is a multiple of PORT_SPAN),
-        # and int() refuses over 4300 digits.
-        number = int(head[-18:])
-    else:
-        import zlib
-
-        number = zlib.crc32(job_id.strip().encode())
-    return PORT_BASE + number % PORT_SPAN
-
-
-def choose_port(master: str, given: "int | None" = None) -> int:
-    """The job's master port, decided once, here, on the first node (every node reads job.env).
-
-    Not derived from the job id: ids are public (a local job's is a pid), so another user could
-    listen first on the port a job will use, and torchrun's agents would join that user's store;
-    and two jobs whose ids differ by ``PORT_SPAN`` would share one. Drawn at random instead, and
-    taken only when it can be listened on here. ``given`` (the user's ``--env MASTER_PORT``) is
-    checked the same way and refused when it is taken. Where the master is another host, the
-    port is drawn unchecked: it can only be checked there."""
-    here = _is_this_host(master)
-    if given is not None:
-        problem = bind_problem(given) if here else None
-        if problem:
-            raise SetupError(f"MASTER_PORT {given} (the job's --env) cannot be listened on at {master} ({problem}): "
-                             f"another process holds it (another job, or another user's program that the "
-                             f"launcher would connect to). Leave MASTER_PORT out (hpcdist picks a free port) "
-                             f"or give another")
-        return given
-    for _ in range(PORT_TRIES if here else 1):
-        port = PORT_BASE + int.from_bytes(os.urandom(4), "big") % PORT_SPAN
-        if not here or bind_problem(port) is None:
-            return port
-    raise SetupError(f"no free master port here: {PORT_TRIES} ports drawn in {PORT_BASE}-{PORT_BASE + PORT_SPAN - 1} "
-                     f"were all in use at {master}. Free some, or give one with --env MASTER_PORT=<free port>")
-
-
-def bind_problem(port: int) -> "str | None":
-    """Why ``port`` cannot be listened on at every address of this host, as torch's store
-    listens (IPv6 and IPv4), or None when it can."""
-    import _socket  # socket.py's own imports (enum, selectors) would double job-setup's cost
-
-    for family, address in ((_socket.AF_INET6, "::"), (_socket.AF_INET, "0.0.0.0")):
-        try:
-            sock = _socket.socket(family, _socket.SOCK_STREAM)
-        except OSError:  # no IPv6 on this host
-            continue
-        try:
-            # As torch's store: a closed connection's TIME_WAIT on the port is no listener.
-            sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-            sock.bind((address, port))
-            sock.listen(1)
-        except OSError as e:
-            return e.strerror or str(e)
-        finally:
-            sock.close()
-    return None
-
-
-def _is_this_host(master: str) -> bool:
-    """Whether ``master`` names this host: a loopback address, or this host's name (short or
-    full, as node lists write either)."""
-    if master in ("localhost", "::1") or master.startswith("127."):
-        return True
-    name = os.uname().nodename  # gethostname(), without importing socket
-    return master == name or master.split(".", 1)[0] == name.split(".", 1)[0]
 
 
 def _write(folder: str, name: str, text: str) -> str:

@@ -1,6 +1,8 @@
 """The job folder, ``.hpcdist/jobs/<name>-<time>/``: this module is the only code that reads or
 writes one (the job script writes two of its files, with the lines :mod:`hpcdist.jobs.job_files` gives it).
 
+Where it runs: on the login node (submit, status, logs, cancel).
+
 Its files:
 
 - ``job.sh`` (:data:`SCRIPT`): the rendered script, as submitted.

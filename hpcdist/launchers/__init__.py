@@ -1,5 +1,8 @@
 """The launchers a job script can start the training with: one module each, all they know.
 
+Where it runs: on the login node (the launch lines of a script being rendered) and inside the job
+script (what a launcher prepares per node).
+
 A launcher (torchrun, DeepSpeed, mpirun, srun, accelerate, or none) owns, in
 its module, on the pattern of DeepSpeed's ``multinode_runner.py``:
 

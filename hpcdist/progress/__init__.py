@@ -1,5 +1,8 @@
 """Each rank's progress, recorded for ``hpcdist watch``: steps, the last step's time, the step rate, the phase.
 
+Where it runs: the recorder in every rank; the monitor in the job script, on the first node; the
+view (``hpcdist watch``) on the login node.
+
 ``python -m hpcdist.rank`` starts a :class:`Recorder` in every rank when the job script sets
 ``$HPCDIST_PROGRESS_DIR`` (a submitted job's ``progress/`` folder, :mod:`hpcdist.jobs`). A step is
 counted by a global optimizer step hook (``torch.optim.Optimizer.register_optimizer_step_post_hook``,

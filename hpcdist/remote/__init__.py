@@ -1,5 +1,7 @@
 """A cluster from a laptop: commands sent to its login node over the system's OpenSSH.
 
+Where it runs: on the laptop; the one script each command sends runs on the login node.
+
 One master connection per cluster (``ControlMaster``/``ControlPersist``, its socket in a folder
 only this user can enter), opened by ``hpcdist connect``: the only command that may prompt (a
 password, a second factor). Every other command goes over it with ``ControlMaster=no`` and

@@ -1,5 +1,8 @@
 """The schedulers hpcdist submits to, one module each: everything that differs between them.
 
+Where it runs: on the login node (``<name>.py``: rules, submit, status, cancel) and inside the job
+(``<name>_job.py``: the job's id and allocation, light enough for every rank).
+
 Each module (``local``, ``slurm``, ``pbs``; ``pbs_qstat`` reads qstat) holds one
 :class:`~hpcdist.schedulers.base.Scheduler`: its rules for the job spec (directives, job
 names, value formats, dialects), its template, its submit command and job ids, status
@@ -14,8 +17,6 @@ first asked for.
 """
 
 
-import functools
-
 #: The schedulers hpcdist renders for, in --scheduler's order ("local" runs the job script here).
 NAMES = ("local", "slurm", "pbs")
 #: Those with a queue: they read directives, a job may go back to them, their ids have a grammar.
@@ -29,15 +30,20 @@ __all__ = ["NAMES", "QUEUED", "get", "all_schedulers", "check_dialect", "check_d
            "check_gpu_directives", "check_job_name", "suggest_job_name"]
 
 
-@functools.lru_cache(maxsize=None)
+_LOADED: dict = {}
+
+
 def get(name: str, dialect: str | None = None):
     """The scheduler called ``name`` (one of :data:`NAMES`); for PBS, of ``dialect`` (default:
     PBS Pro). One instance per name and dialect."""
-    if name not in NAMES:
-        raise ValueError(f"unknown scheduler {name!r}: expected one of {', '.join(NAMES)}")
-    import importlib
-
-    return importlib.import_module(f"hpcdist.schedulers.{name}").scheduler(dialect)
+    key = (name, dialect)
+    if key not in _LOADED:
+        if name not in NAMES:
+            raise ValueError(f"unknown scheduler {name!r}: expected one of {', '.join(NAMES)}")
+        # __import__, not importlib (and a dict, not functools.lru_cache): a rank's lookup reads
+        # a scheduler's in-job module, which imports this package.
+        _LOADED[key] = __import__(f"hpcdist.schedulers.{name}", fromlist=["scheduler"]).scheduler(dialect)
+    return _LOADED[key]
 
 
 def all_schedulers() -> list:

@@ -1,5 +1,7 @@
 """Checks and normalisers for job-spec values, run before anything is queued.
 
+Where it runs: on the login node (or a laptop), while a job spec is built.
+
 A typo in a walltime or a job name costs a PhD student hours in a queue, so
 every value that a scheduler would reject (or, worse, silently misread) is
 checked here, when the job spec is built (the rules of one scheduler, such as its job
