@@ -45,7 +45,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hpcdist import schedulers
 from hpcdist import validate as v
 from hpcdist.shell import Shell
 from hpcdist.validate import ValidationError
@@ -92,9 +91,10 @@ class Runtime:
     #: The batch shell can run a command in the image (pyxis's image is reached only by srun's tasks).
     in_batch_shell = True
 
-    def check(self, values: dict, launcher) -> None:
-        """Refuse what this runtime cannot do with the other values and the launcher (a
-        :class:`hpcdist.launchers.Launcher`, passed in: the launchers import this module)."""
+    def check(self, values: dict, launcher, scheduler) -> None:
+        """Refuse what this runtime cannot do with the other values, the launcher (a
+        :class:`hpcdist.launchers.Launcher`, passed in: the launchers import this module) and the
+        scheduler (passed in: containers import none; its ``runs_srun`` is what a runtime asks)."""
 
     def words(self, spec, command: list) -> list:
         raise NotImplementedError
@@ -154,8 +154,8 @@ class Shifter(Runtime):
     name, title, program = "shifter", "Shifter", "shifter"
     gpus = ("nv",)
 
-    def check(self, values, launcher):
-        if not schedulers.get(values["scheduler"]).runs_srun:
+    def check(self, values, launcher, scheduler):
+        if not scheduler.runs_srun:
             raise ValidationError("--container-runtime", "shifter",
                                   f"Shifter's images are staged by Slurm (#SBATCH --image), not under "
                                   f"{values['scheduler']}.", "Use --scheduler slurm, or apptainer/podman.")
@@ -182,11 +182,11 @@ class Pyxis(Runtime):
     name, title, program = "pyxis", "Pyxis (enroot)", "srun"
     in_batch_shell = False
 
-    def check(self, values, launcher):
+    def check(self, values, launcher, scheduler):
         # per_node reads these of a spec; values holds only those given.
         spec = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1),
-                               scheduler=values["scheduler"])
-        if not schedulers.get(values["scheduler"]).runs_srun or not (
+                               one_host=scheduler.one_host)
+        if not scheduler.runs_srun or not (
                 values["launcher"] == "srun" or launcher.per_node(spec)):
             raise ValidationError(
                 "--container-runtime", "pyxis",
@@ -256,9 +256,9 @@ def directives(spec) -> list[str]:
     return runtime.directives(spec) if runtime else []
 
 
-def check(values: dict, given: dict, launcher) -> None:
+def check(values: dict, given: dict, launcher, scheduler) -> None:
     """The container settings' rules (``values``: the spec's fields; ``given``: as set;
-    ``launcher``: the job's :class:`hpcdist.launchers.Launcher`)."""
+    ``launcher`` and ``scheduler``: the job's, handed in)."""
     # Without an image, the container settings were refused by their owner's rule (hpcdist.submission.spec).
     if not values.get("container_image"):
         return
@@ -267,8 +267,8 @@ def check(values: dict, given: dict, launcher) -> None:
     if wanted not in ("auto", "none") and wanted not in runtime.gpus:
         raise ValidationError("--container-gpu", wanted, f"{runtime.title} has no {wanted} GPU support here.",
                               f"Use --container-gpu {' or '.join(runtime.gpus)}, or none.")
-    launcher.check_container(values)
-    runtime.check(values, launcher)
+    launcher.check_container(values, scheduler)
+    runtime.check(values, launcher, scheduler)
 
 
 def option_bind(value, option, scheduler) -> str:

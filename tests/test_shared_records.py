@@ -374,7 +374,9 @@ def _as(user: str, *argv: str, cwd) -> subprocess.CompletedProcess:
     system's python3 runs it (the same minor version)."""
     import sysconfig
 
-    here = os.path.dirname(os.path.dirname(os.path.abspath(jobs.__file__)))
+    import hpcdist
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(hpcdist.__file__)))
     path = f"{here}:{sysconfig.get_paths()['purelib']}"
     return subprocess.run(["runuser", "-u", user, "--", "env", f"PYTHONPATH={path}", "/usr/bin/python3", "-m",
                            "hpcdist", *argv], cwd=cwd, capture_output=True, text=True, timeout=120)

@@ -136,11 +136,14 @@ class Launcher:
     #: (:func:`hpcdist.submission.render.launch_lines`).
     starts_ranks = False
 
-    def check(self, values: dict) -> None:
+    def check(self, values: dict, scheduler) -> None:
         """Refuse option values this launcher cannot run with (raise :class:`~hpcdist.validate.ValidationError`).
 
         ``values``: the job spec's fields, each already checked on its own. The settings another
         launcher owns (``--max-restarts`` is torchrun's) were refused before (hpcdist.submission.spec).
+        ``scheduler``: the job's scheduler, handed in (launchers import none): what a launcher may
+        ask of it is whether it starts tasks with srun (``runs_srun``) and whether all its "nodes"
+        are this one host (``one_host``).
         """
         self.check_binding(values)
 
@@ -163,7 +166,7 @@ class Launcher:
                                   "picks the one of its local rank.",
                                   "Use --launcher srun, mpirun or deepspeed, or leave --gpu-map out.")
 
-    def check_container(self, values: dict) -> None:
+    def check_container(self, values: dict, scheduler) -> None:
         """Refuse a ``--container-image`` this launcher cannot run in (raise ValidationError)."""
 
     def words(self, spec) -> list:

@@ -11,7 +11,6 @@ import ast
 import os
 import re
 
-from hpcdist import schedulers
 from hpcdist.launchers import Launcher, exit_why, failure, hpcdist_command, program, rank_module
 from hpcdist.shell import BREAK, Shell, var
 from hpcdist.validate import ValidationError
@@ -45,16 +44,16 @@ class DeepSpeed(Launcher):
     @staticmethod
     def mode(spec) -> str:
         """How DeepSpeed reaches the nodes: "one-host", "no-ssh", or its runner (pdsh, openmpi, slurm)."""
-        if spec.nodes == 1 or schedulers.get(spec.scheduler).one_host:
+        if spec.nodes == 1 or spec.one_host:
             return "one-host"
         return "no-ssh" if spec.no_ssh else spec.deepspeed_runner
 
-    def check(self, values):
-        super().check(values)
-        if values.get("deepspeed_runner") == SRUN_RUNNER and not schedulers.get(values["scheduler"]).runs_srun:
+    def check(self, values, scheduler):
+        super().check(values, scheduler)
+        if values.get("deepspeed_runner") == SRUN_RUNNER and not scheduler.runs_srun:
             raise ValidationError("--deepspeed-runner", "slurm", "needs --scheduler slurm.", "Use pdsh or openmpi.")
         if (values["deepspeed_runner"] == "pdsh" and not values.get("no_ssh")
-                and values.get("nodes", 1) > 1 and not schedulers.get(values["scheduler"]).one_host):
+                and values.get("nodes", 1) > 1 and not scheduler.one_host):
             # DeepSpeed's pdsh runner starts the other nodes with `cd {os.path.abspath('.')};` unquoted
             # (deepspeed/launcher/multinode_runner.py, PDSHRunner.get_cmd): the job runs in the
             # submit folder, whose path must be one plain shell word.
@@ -78,9 +77,9 @@ class DeepSpeed(Launcher):
                         f"quotes, where {bad!r} would be expanded or break the command.",
                         "Use --deepspeed-runner openmpi, or --no-ssh, for values like this.")
 
-    def check_container(self, values):
+    def check_container(self, values, scheduler):
         nodes = values.get("nodes", 1)
-        if nodes > 1 and not values.get("no_ssh") and not schedulers.get(values["scheduler"]).one_host:
+        if nodes > 1 and not values.get("no_ssh") and not scheduler.one_host:
             runner = values.get("deepspeed_runner", "pdsh")
             raise ValidationError(
                 "--container-image", values["container_image"],
@@ -89,7 +88,7 @@ class DeepSpeed(Launcher):
 
     def per_node(self, spec):
         # Locally all "nodes" are this one host: one DeepSpeed launcher for all slots.
-        return spec.no_ssh and spec.nodes > 1 and not schedulers.get(spec.scheduler).one_host
+        return spec.no_ssh and spec.nodes > 1 and not spec.one_host
 
     def words(self, spec):
         words = ["deepspeed", "--hostfile", var("HPCDIST_HOSTFILE"),

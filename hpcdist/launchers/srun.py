@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from hpcdist import containers, schedulers
+from hpcdist import containers
 from hpcdist.launchers import Launcher, failure, rank_program
 from hpcdist.validate import ValidationError
 
@@ -20,12 +20,12 @@ class Srun(Launcher):
     name = "srun"
     starts_ranks = ranks_through_hpcdist = True
 
-    def check(self, values):
-        if not schedulers.get(values["scheduler"]).runs_srun:
+    def check(self, values, scheduler):
+        if not scheduler.runs_srun:
             raise ValidationError(
                 "--launcher", "srun", f"srun starts tasks only inside a Slurm job, not under {values['scheduler']}.",
                 "Use --launcher torchrun or mpirun, or --scheduler slurm.")
-        super().check(values)
+        super().check(values, scheduler)
 
     def words(self, spec):
         words = ["srun", f"--nodes={spec.nodes}", f"--ntasks-per-node={spec.procs_per_node}",

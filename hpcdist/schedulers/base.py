@@ -372,12 +372,17 @@ class Scheduler:
 
     # --- the job spec --------------------------------------------------------
 
-    def check(self, values: dict, given: dict) -> None:
+    def check(self, values: dict, given: dict, launcher) -> None:
         """The job spec's rules for this scheduler, on the checked ``values`` (``given``: as
-        given); sets ``values["dialect"]``. :func:`hpcdist.submission.spec.build_spec` runs it."""
+        given); sets ``values["dialect"]``. :func:`hpcdist.submission.spec.build_spec` runs it,
+        handing in the job's ``launcher`` (schedulers import none)."""
         values["dialect"] = self.check_dialect(given.get("dialect"))
         self.check_values(values, given)
+        self.check_launcher(values, launcher)
         self.check_elastic(values)
+
+    def check_launcher(self, values: dict, launcher) -> None:
+        """What this scheduler asks of the job's launcher (PBS: one agent per node for pbsdsh)."""
 
     def check_values(self, values: dict, given: dict) -> None:
         """This scheduler's own rules (QOS, directives, the log path ...), once the dialect is known."""
@@ -446,13 +451,15 @@ class Scheduler:
         scheduler's, each written by one rule (:meth:`directive_line`)."""
         return list(spec.directives)
 
-    def spread(self, spec, words: list, hpcdist: list) -> list[str]:
+    def spread(self, spec, words: list, hpcdist: list, mpi) -> list[str]:
         """Lines that start ``words`` (a launcher's agent) once on every node of the job, and end
         the whole job when one agent fails (an elastic job excepted); ``hpcdist``: how the job
-        script runs hpcdist (:func:`hpcdist.launchers.hpcdist_command`)."""
+        script runs hpcdist (:func:`hpcdist.launchers.hpcdist_command`); ``mpi``: the job's MPI
+        flavour (:data:`hpcdist.launchers.mpi.FLAVOURS`), handed in: a scheduler without srun
+        spreads by its launcher."""
         raise NotImplementedError
 
-    def spreader(self, spec) -> str:
+    def spreader(self, spec, mpi) -> str:
         """How :meth:`spread` starts the agents, for the launch's comment ("with srun")."""
         return ""
 

@@ -104,13 +104,13 @@ class Local(Scheduler):
 
     # --- the script --------------------------------------------------------------
 
-    def spread(self, spec, words, hpcdist):
+    def spread(self, spec, words, hpcdist, mpi):
         """Several "nodes" on this host, as agents of ``hpcdist agents --local``
         (:func:`hpcdist.schedulers.local_job.start`), which ends them all when one fails."""
         start = [*hpcdist, "agents", "--local", "--nodes", str(spec.nodes), "--"]
         return [command_lines(on_each_node(start, words, "NODE_RANK"))]
 
-    def spreader(self, spec):
+    def spreader(self, spec, mpi):
         return "as agents on this host"
 
     # --- the job -------------------------------------------------------------------

@@ -13,7 +13,7 @@ MASTER_ADDR = "127.0.0.1"
 
 
 def allocation(environ, step: bool = False, slots: bool = True):
-    from hpcdist.allocation import this_host
+    from hpcdist.schedulers.job_hosts import this_host
 
     return this_host()
 

@@ -11,7 +11,7 @@ def allocation(environ, step: bool = False, slots: bool = True):
     path = environ.get(RANKFILE)
     if path is None:
         return None
-    from hpcdist.allocation import Allocation, AllocationError, count_in_order, read_host_lines
+    from hpcdist.schedulers.job_hosts import Allocation, AllocationError, count_in_order, read_host_lines
 
     lines = read_host_lines(path, RANKFILE)[1:]
     if not lines:

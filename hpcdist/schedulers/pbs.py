@@ -20,10 +20,8 @@ import os
 import re
 from types import SimpleNamespace
 
-from hpcdist import launchers
 from hpcdist.schedulers import retry
 from hpcdist import validate as v
-from hpcdist.launchers.mpi import FLAVOURS
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers import get, pbs_request
 from hpcdist.schedulers.base import (
@@ -248,15 +246,14 @@ class Pbs(BatchScheduler):
         # The spec's dialect, which need not be this instance's.
         pbs = get(self.name, values["dialect"])
         pbs_request.check_request(values, given, torque=pbs.dialect.request == "nodes")
-        self._check_spread(values)
         pbs.check_gpu_directives(values.get("gpus_per_node", 0), list(values.get("directives", ())))
 
-    def _check_spread(self, values):
+    def check_launcher(self, values, launcher):
         """pbsdsh starts one agent per node: a launcher started once, from the first node, has none."""
         if values.get("pbs_spread") != "pbsdsh":
             return
-        seen = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1), scheduler=self.name)
-        if not launchers.get(values["launcher"]).per_node(seen):
+        seen = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1), one_host=self.one_host)
+        if not launcher.per_node(seen):
             raise v.ValidationError("--pbs-spread", "pbsdsh", f"starts one agent per node, but --launcher "
                                     f"{values['launcher']} runs once, from the first node{'' if seen.nodes > 1 else ' (one node)'}.",
                                     "Leave --pbs-spread out, or use a launcher with an agent per node (torchrun, "
@@ -328,7 +325,7 @@ class Pbs(BatchScheduler):
         ]
         return super().directives(spec) + [pbs_line(flag, value) for flag, value in options if value]
 
-    def spread(self, spec, words, hpcdist):
+    def spread(self, spec, words, hpcdist, mpi):
         """One agent per node (PBS has no srun): by the ``--mpi`` flavour's launcher, one process per
         host of the node file, which ends every agent when one fails and hands each its node's
         index (:meth:`hpcdist.launchers.mpi.Flavour.agents`); or, with ``--pbs-spread pbsdsh``, by
@@ -336,13 +333,12 @@ class Pbs(BatchScheduler):
         if spec.pbs_spread == "pbsdsh":
             start = [*hpcdist, "agents", "--pbsdsh", "--dir", var("run_dir"), "--"]
             return [command_lines(on_each_node(start, words, "NODE_RANK"))]
-        mpi = FLAVOURS[spec.mpi]
         return mpi.setup(spec) + [command_lines(on_each_node(mpi.agents(spec), words, mpi.rank_variable))]
 
-    def spreader(self, spec):
+    def spreader(self, spec, mpi):
         if spec.pbs_spread == "pbsdsh":
             return "with pbsdsh"
-        return f"with {FLAVOURS[spec.mpi].title}'s launcher"
+        return f"with {mpi.title}'s launcher"
 
     # --- the job -------------------------------------------------------------------
 

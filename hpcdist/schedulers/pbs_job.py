@@ -20,14 +20,14 @@ def allocation(environ, step: bool = False, slots: bool = True):
     path = environ.get(NODEFILE)
     if path is None:
         return None
-    from hpcdist.allocation import Allocation, count_in_order
+    from hpcdist.schedulers.job_hosts import Allocation, count_in_order
 
     return Allocation(count_in_order(nodefile_lines(path)), f"{NODEFILE}={path}")
 
 
 def nodefile_lines(path: str) -> list:
     """The node file's lines (one per slot), checked (:func:`hpcdist.allocation.read_host_lines`)."""
-    from hpcdist.allocation import read_host_lines
+    from hpcdist.schedulers.job_hosts import read_host_lines
 
     return read_host_lines(path, NODEFILE)
 

@@ -238,7 +238,7 @@ class Slurm(BatchScheduler):
         return super().directives(spec) + [sbatch_line(name, value) for name, value in options
                                            if value not in (None, False, 0, "")]
 
-    def spread(self, spec, words, hpcdist):
+    def spread(self, spec, words, hpcdist, mpi):
         """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails. An elastic
         job's agents are started by ``hpcdist agents --elastic`` (:func:`~hpcdist.schedulers.slurm_job.start_elastic`)."""
         # The agent's one task gets every CPU the node's processes were given;
@@ -251,7 +251,7 @@ class Slurm(BatchScheduler):
             start = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each, "--kill-on-bad-exit=1"]
         return [command_lines(on_each_node(start, words, "SLURM_NODEID"))]
 
-    def spreader(self, spec):
+    def spreader(self, spec, mpi):
         return "with srun" if not spec.elastic else "with srun (elastic: nodes may be lost)"
 
     # --- the job -------------------------------------------------------------------

@@ -23,7 +23,7 @@ def allocation(environ, step: bool = False, slots: bool = True):
     Rank 0 runs on the first host unless srun placed the tasks by a host file
     (``SLURM_DISTRIBUTION=arbitrary``). Without ``slots``, the tasks per host are not read.
     """
-    from hpcdist.allocation import Allocation, AllocationError
+    from hpcdist.schedulers.job_hosts import Allocation, AllocationError
 
     pairs = [("SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE"), ("SLURM_NODELIST", "SLURM_TASKS_PER_NODE")]
     if step is None:
@@ -64,7 +64,7 @@ def parse(reader: str, variable: str, value: str) -> list:
     """``hpcdist.hostlist.<reader>`` of a Slurm variable; a space after a comma (as some tools
     write node lists) is no error. AllocationError naming the variable."""
     import hpcdist.hostlist as hostlist
-    from hpcdist.allocation import AllocationError
+    from hpcdist.schedulers.job_hosts import AllocationError
 
     try:
         return getattr(hostlist, reader)(",".join(part.strip() for part in value.split(",")))

@@ -21,7 +21,7 @@ import textwrap
 
 from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
 from hpcdist.jobs import job_files
-from hpcdist.launchers.mpi import MPI_ENV
+from hpcdist.launchers.mpi import FLAVOURS, MPI_ENV
 from hpcdist.submission.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
 from hpcdist.submission.spec import JobSpec
@@ -40,8 +40,9 @@ def launch(spec: JobSpec, scheduler, launcher, hpcdist: list) -> tuple:
     if not launcher.starts_ranks:
         words = containers.wrap(spec, words)
     if launcher.per_node(spec):
-        return (launcher.setup(spec) + scheduler.spread(spec, words, hpcdist),
-                launcher.describe(spec, " " + scheduler.spreader(spec)))
+        mpi = FLAVOURS[spec.mpi]
+        return (launcher.setup(spec) + scheduler.spread(spec, words, hpcdist, mpi),
+                launcher.describe(spec, " " + scheduler.spreader(spec, mpi)))
     return launcher.setup(spec) + [command_lines(words)], launcher.describe(spec)
 
 
@@ -101,7 +102,7 @@ def user_setup(spec: JobSpec) -> dict:
     spread = []
     if every:
         spread = schedulers.get(spec.scheduler, spec.dialect).spread(spec, ["bash", "-e", Shell('"$run_dir/setup.sh"')],
-                                                                     launchers.hpcdist_command(spec))
+                                                                     launchers.hpcdist_command(spec), FLAVOURS[spec.mpi])
     return dict(source=source, end=SETUP_END, batch=[] if every else lines, every_node=lines if every else [],
                 spread=[Shell(line) for line in spread])
 

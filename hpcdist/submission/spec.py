@@ -48,6 +48,17 @@ class JobSpec(Frozen):
     #: What was understood from values that are easy to misread (walltime, memory).
     notes: tuple[str, ...]
 
+    # What a launcher asks of the job's scheduler, on the spec it is handed (launchers import none).
+    @property
+    def one_host(self) -> bool:
+        """Every "node" of the job is this one host (the local backend)."""
+        return schedulers.get(self.scheduler).one_host
+
+    @property
+    def runs_srun(self) -> bool:
+        """The scheduler starts tasks with srun (Slurm)."""
+        return schedulers.get(self.scheduler).runs_srun
+
     @classmethod
     def _dataclass_twin(cls, dataclasses):
         return dataclasses.make_dataclass(cls.__name__, [
@@ -148,9 +159,11 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     # DeepSpeed's runners) and the scheduler's (dialect, QOS, directives, log path, elastic
     # agents, requeue): the scheduler's sets the dialect.
     _check_owners(out, given)
-    launchers.get(out["launcher"]).check(out)
-    containers.check(out, given, launchers.get(out["launcher"]))
-    schedulers.get(scheduler).check(out, given)
+    # Launchers and schedulers import neither: each is handed the other here.
+    launcher, chosen = launchers.get(out["launcher"]), schedulers.get(scheduler)
+    launcher.check(out, chosen)
+    containers.check(out, given, launcher, chosen)
+    chosen.check(out, given, launcher)
     _rules(out, given, check_files)
     return JobSpec(**out, notes=tuple(notes))
 
