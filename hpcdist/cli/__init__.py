@@ -20,11 +20,18 @@ from types import SimpleNamespace
 
 from hpcdist import __version__
 from hpcdist.cli import in_job, jobs, remote, watch
-from hpcdist.cli.common import CommandError
+from hpcdist.cli.common import CommandError, help_end, new_parser
 from hpcdist.cli.dash_values import joined
 
-#: The subcommands, in the order `hpcdist --help` lists them.
+#: The subcommands, in the order of the commands' reference (docs/reference/commands.md).
 COMMANDS = jobs.COMMANDS + watch.COMMANDS + remote.COMMANDS + in_job.COMMANDS
+#: `hpcdist --help` in two groups: what a user types (login node, laptop), and what runs inside a job.
+USER_COMMANDS = ("render", "submit", "status", "logs", "watch", "stacks", "cancel", "doctor", "profiles",
+                 "connect", "disconnect")
+IN_JOB_COMMANDS = ("env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents")
+GROUPS = (("commands", USER_COMMANDS),
+          ("inside a job (env and hostfile are yours to use there; hpcdist's job scripts run the others)",
+           IN_JOB_COMMANDS))
 
 __all__ = ["main", "build_parser", "COMMANDS", "CommandError"]
 
@@ -96,11 +103,10 @@ def _plain_status(argv: list[str]):
 def build_parser(argv: list[str] = ()):
     """The parser: a subcommand's alone when its name comes first (a subcommand's parser sees only
     what follows its name), else all of them (`hpcdist --help`)."""
-    import argparse  # not at the top: `hpcdist status` and the job scripts' commands build no parser
-
     command = next((a for a in argv if not a.startswith("-")), None)
     only = argv[0] if argv and argv[0] in COMMANDS else None
-    parser = argparse.ArgumentParser(prog="hpcdist", description="Distributed PyTorch on PBS and Slurm clusters.")
+    parser = new_parser(prog="hpcdist", description="Distributed PyTorch on PBS and Slurm clusters.",
+                        **help_end("hpcdist"))
     parser.add_argument("--version", action="version", version=f"hpcdist {__version__}")
     # prog given: argparse would otherwise format the usage above to find it.
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="hpcdist")
@@ -108,4 +114,20 @@ def build_parser(argv: list[str] = ()):
     watch.add_parsers(sub, only, command)
     remote.add_parsers(sub, only)
     in_job.add_parsers(sub, only, command)
+    parser.commands = sub.choices  # for a mistake's message: the command's own parser
+    if only is None:
+        _group(parser, sub)
     return parser
+
+
+def _group(parser, sub) -> None:
+    """`hpcdist --help` lists the commands in :data:`GROUPS`, before the options, not as argparse's
+    one list of COMMAND's choices (its usage line still says COMMAND)."""
+    listed = {action.dest: action for action in sub._choices_actions}
+    parser._positionals._group_actions.remove(sub)
+    groups = []
+    for title, names in GROUPS:
+        group = parser.add_argument_group(title)
+        group._group_actions.extend(listed[name] for name in names)
+        groups.append(group)
+    parser._action_groups = groups + [g for g in parser._action_groups if g not in groups]

@@ -3,6 +3,7 @@ profiles, the command line for a script's header, following a job to its end."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from hpcdist.shell import words_to_line
@@ -90,13 +91,26 @@ def positive_int(text: str) -> int:
     return value
 
 
-#: Where the documentation's pages are, from the root of hpcdist's source (docs/, built with
-#: `mkdocs build`); point it at the published site once there is one.
-DOCS = "docs/"
+#: Where the documentation's pages are published: mkdocs.yml's site_url (tests/test_first_hour.py
+#: holds the two to one address). A page docs/guide/first-job.md is DOCS + "guide/first-job/".
+DOCS = "https://hpcdist.readthedocs.io/en/latest/"
 
-#: The end of each command's --help: one or two examples, and its page under DOCS. job-setup and
-#: agents (written by the job scripts, their help printed by hand) have none.
+
+def docs_url(page: str) -> str:
+    """The published address of ``page`` (as under docs/, with its anchor): MkDocs gives each page
+    a folder of its own (``guide/first-job.md#x`` -> ``guide/first-job/#x``)."""
+    path, hash_, anchor = page.partition("#")
+    path = path.removesuffix(".md")
+    path = "" if path == "index" else path.removesuffix("/index") + "/"
+    return DOCS + path + hash_ + anchor
+
+
+#: The end of each command's --help (and of `hpcdist --help`): its examples, and its page under DOCS.
+#: job-setup, agents and monitor (written by the job scripts, their help printed by hand) have none.
 HELP_ENDS = {
+    "hpcdist": (["hpcdist render --scheduler slurm --nodes 2 --gpus-per-node 4 train.py    # the job script, to read",
+                 "hpcdist submit --scheduler local --nodes 2 --wait train.py    # a job on this machine, to its end",
+                 "hpcdist submit -h    # a command's flags and examples"], "index.md"),
     "render": (["hpcdist render --scheduler pbs --nodes 2 --gpus-per-node 4 train.py > job.pbs",
                 "hpcdist render --profile polaris --nodes 2 --account MYPROJ --walltime 30m train.py"],
                "guide/first-job.md"),
@@ -138,5 +152,131 @@ def help_end(command: str) -> dict:
                 return "".join(indent + line for line in text.splitlines(keepends=True))
             return super()._fill_text(text, width, indent)
 
-    epilog = "examples:\n" + "".join(f"  {line}\n" for line in examples) + f"\ndocs: {DOCS}{page}\n"
+    epilog = "examples:\n" + "".join(f"  {line}\n" for line in examples) + f"\ndocs: {docs_url(page)}\n"
     return {"epilog": epilog, "formatter_class": Formatter}
+
+
+# -- A mistake on the command line: one line, hpcdist's words, no usage dump --------------------
+
+def new_parser(**kwargs):
+    """The ``hpcdist`` parser (its commands' parsers are of its class): argparse's, whose mistakes
+    read as hpcdist's own messages, one line each: the flag, the value, the nearest valid words and
+    the fix (``--scheduler slrum: not a scheduler; did you mean slurm? (local, slurm, pbs)``), with
+    no usage above it (``-h`` shows it). Exit status 2, as argparse's."""
+    import argparse  # loaded by the parser that calls this; `hpcdist status` builds none
+
+    class Parser(argparse.ArgumentParser):
+        words: list = []
+
+        def parse_known_args(self, args=None, namespace=None):
+            self.words = list(sys.argv[1:] if args is None else args)  # what a message may look at
+            return super().parse_known_args(args, namespace)
+
+        def parse_args(self, args=None, namespace=None):
+            args, extra = self.parse_known_args(args, namespace)
+            if extra:
+                parser = getattr(self, "commands", {}).get(getattr(args, "command", None), self)
+                parser.fail(unknown_word(parser, extra[0]))
+            return args
+
+        def _check_value(self, action, value):
+            if action.choices is not None and value not in action.choices:
+                self.fail(wrong_choice(self, action, value))
+
+        def error(self, message):
+            self.fail(explained(self, message))
+
+        def fail(self, message: str):
+            self.exit(2, f"{self.prog}: error: {message}\n")
+
+    return Parser(**kwargs)
+
+
+#: What a choice is, for "--scheduler slrum: not a scheduler" (else its dest's words).
+CHOICE_NOUNS = {"mpi": "an MPI flavour", "dialect": "a PBS dialect", "request": "a PBS request form",
+                "setup_on": "a place for the setup lines", "deepspeed_runner": "a DeepSpeed runner",
+                "pbs_spread": "a way to start PBS's agents", "gpu_map": "a GPU map", "hint": "a Slurm hint",
+                "container_gpu": "a container GPU setting", "format": "hostfile format"}
+#: What a positional argument is, for "SCRIPT is missing: the training script ...".
+MISSING = {"SCRIPT": "the training script (its own arguments, ARGS, may follow it)",
+           "JOB": "a job id or folder (hpcdist status lists them)"}
+
+
+def _said(value) -> str:
+    text = str(value)
+    return text if text and not any(c.isspace() or c in "'\"\\" for c in text) else repr(text)
+
+
+def _flag(action) -> str:
+    return next((s for s in action.option_strings if s.startswith("--")), None) or "/".join(action.option_strings)
+
+
+def wrong_choice(parser, action, value) -> str:
+    """``--scheduler slrum: not a scheduler; did you mean slurm? (local, slurm, pbs)``, or for the
+    command: ``unknown command submti; did you mean submit?``."""
+    import difflib  # the error path's alone
+
+    choices = [str(c) for c in action.choices]
+    close = difflib.get_close_matches(str(value), choices, n=1) or difflib.get_close_matches(
+        str(value).lower(), choices, n=1)
+    if not action.option_strings:  # the command
+        if close:
+            return f"unknown command {_said(value)}; did you mean {close[0]}?"
+        if str(value).endswith(".py") or os.path.isfile(str(value)):
+            return (f"unknown command {_said(value)}; to run a script: hpcdist submit --scheduler local "
+                    f"{_said(value)} (hpcdist render shows its job script)")
+        return f"unknown command {_said(value)}; hpcdist --help lists the commands"
+    noun = CHOICE_NOUNS.get(action.dest) or action.dest.replace("_", " ")
+    noun = noun if noun.startswith(("a ", "an ")) else ("an " if noun[0] in "aeiou" else "a ") + noun
+    listed = ", ".join(choices)
+    fix = f"did you mean {close[0]}? ({listed})" if close else f"one of {listed}"
+    return f"{_flag(action)} {_said(value)}: not {noun}; {fix}"
+
+
+def unknown_word(parser, word: str) -> str:
+    """``unknown flag --nodse; did you mean --nodes?``, or a word the command does not take."""
+    if word.startswith("-") and word != "-":
+        import difflib  # the error path's alone
+
+        flag = word.split("=", 1)[0]
+        flags = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+        close = difflib.get_close_matches(flag, flags, n=1) or difflib.get_close_matches("-" + flag, flags, n=1)
+        return f"unknown flag {flag}; " + (f"did you mean {close[0]}?" if close else
+                                           f"{parser.prog} -h lists the flags")
+    return f"{_said(word)}: one word too many; {parser.format_usage().strip()}"
+
+
+def explained(parser, message: str) -> str:
+    """argparse's ``message`` in hpcdist's words (the ones a newcomer meets; any other as argparse
+    says it, less its usage)."""
+    import re  # the error path's alone
+
+    required = message.partition("the following arguments are required: ")[2]
+    if required:
+        known = parser._option_string_actions
+        unknown = next((w for w in parser.words if w.startswith("-") and w not in ("-", "--")
+                        and w.split("=", 1)[0] not in known), None)
+        if unknown:  # `submit --nodse`: the typo, not the script that went missing after it
+            return unknown_word(parser, unknown)
+        names = [name for name in required.split(", ") if name != "ARGS"]  # the script's own: optional
+        said = f"{names[0]} is missing" + (f": {MISSING[names[0]]}" if names[0] in MISSING else "") \
+            if len(names) == 1 else f"{', '.join(names)} are missing"
+        examples = HELP_ENDS.get(parser.prog.split()[-1], ([], ""))[0]
+        example = next((e for e in examples if "--scheduler local" in e), examples[0] if examples else "")
+        example = example.split("    #")[0]  # its comment is the help's
+        return f"{said}; " + (f"e.g. {example}" if example else parser.format_usage().strip())
+    m = re.fullmatch(r"argument (\S+): expected one argument", message)
+    if m:
+        action = parser._option_string_actions.get(m[1].split("/")[0])
+        flag = _flag(action) if action else m[1]
+        wanted = (f"one of {', '.join(map(str, action.choices))}" if action and action.choices else
+                  f"{flag} {action.metavar or action.dest.upper()}" if action else "a value")
+        text = f"{flag} needs a value: {wanted}"
+        after = parser.words[parser.words.index(m[1]) + 1:][:1] if m[1] in parser.words else []
+        if after and after[0] in parser._option_string_actions:
+            text += f" ({after[0]} is a flag of its own; to give it as the value: {flag}={after[0]})"
+        return text
+    m = re.fullmatch(r"argument (\S+): invalid (int|float) value: (.*)", message)
+    if m:
+        return f"{m[1]} {_said(m[3][1:-1])}: not a {'whole ' if m[2] == 'int' else ''}number"
+    return message.removeprefix("argument ")

@@ -95,6 +95,7 @@ def run_submit(args: Namespace) -> int:
     from hpcdist.submission.render import render
 
     spec = job_spec(args)
+    _warn_flags_after_script(args)
     if args.dry_run:
         sys.stdout.write(render(spec, command_line=command_line()))
         folder = ".hpcdist/jobs/<name>-<time>"
@@ -123,8 +124,35 @@ def run_submit(args: Namespace) -> int:
     return 0
 
 
+def _warn_flags_after_script(args: Namespace) -> None:
+    """Everything after the script is the script's (torchrun's rule), hpcdist's flags too: say so
+    when one of them is there (`submit train.py --nodes 2` asks for one node, and train.py fails on
+    --nodes). A warning: the script may take a flag of that name itself."""
+    from hpcdist.submission.options import FLAGS_WITH_A_VALUE, OPTION_FLAGS
+
+    ours, words, found, k = OPTION_FLAGS | set(OWN_FLAGS[args.command]), args.script_args, [], 0
+    while k < len(words):
+        name, eq, _ = words[k].partition("=")
+        if name in ours:
+            takes = not eq and name in FLAGS_WITH_A_VALUE and k + 1 < len(words)
+            found.append(" ".join(words[k:k + 1 + takes]))
+            k += takes
+        k += 1
+    if found:
+        it, comes, goes = ("it", "comes", "it goes") if len(found) == 1 else ("them", "come", "they go")
+        print(f"hpcdist {args.command}: warning: {', '.join(found)} {comes} after {args.script}, so {goes} to "
+              f"{args.script}, not to hpcdist (everything after the script is the script's); to give {it} to hpcdist, "
+              f"put {it} before {args.script}", file=sys.stderr)
+
+
 def run_status(args: Namespace) -> int:
-    show_rows(status_rows(args.jobs), args.json)
+    rows = status_rows(args.jobs)
+    if not rows and not args.jobs and not args.json:  # not a table with no rows: what to do first
+        folder = os.environ.get("HPCDIST_JOBS_DIR")  # where hpcdist.jobs keeps them, when not here
+        print(f"no jobs {f'in {folder}' if folder else f'submitted from {os.getcwd()}'} yet; submit one with: "
+              "hpcdist submit --scheduler local --nodes 2 --wait train.py (hpcdist render shows its job script first)")
+        return 0
+    show_rows(rows, args.json)
     return 0
 
 
@@ -206,15 +234,61 @@ def run_logs(args: Namespace) -> int:
         watch.print_end_line(job)
     if state is not None and state.finished and state.state != "COMPLETED":
         sub.print_first_failure(job)
+        if state.state == "FAILED":
+            print_error_line(job)
     return 0
 
 
 def _follow_to_end(job, out=None) -> int:
     """``--wait`` and ``logs -f``: the log to the job's end, then its step rate and slowest rank."""
     status = follow(job, out=out)
+    if status not in (0, 130):  # after the first failure's line (submission.submit.wait), the cause's
+        job.reload()
+        if job.record.get("state") == "FAILED":
+            print_error_line(job)
     if status != 130:  # not stopped by Ctrl-C
         watch.print_end_line(job)
     return status
+
+
+#: The last lines of a failed job's log that are read for its last error line.
+ERROR_TAIL = 256 << 10
+#: The launchers' own exceptions, raised because a rank failed: not its cause.
+LAUNCHER_ERRORS = ("ChildFailedError", "SignalException", "CalledProcessError")
+
+
+def error_line(text: str) -> str | None:
+    """The last error line in a job's log, as a rank wrote it: Python's last traceback line
+    (``ValueError: ...``) or a script's own usage error (``train.py: error: ...``); not the
+    launchers' exceptions, not a peer's lost connection (a symptom), not hpcdist's lines."""
+    import re  # a failed job's alone
+
+    from hpcdist.failures import _PEER_LOST  # its list of a lost peer's symptoms: one list, read here too
+
+    found = None
+    for line in text.splitlines():
+        line = re.sub(r"^(?:\[(?:default|rank)\d+\]:|\d+: )\s*", "", line.strip())  # torchrun's, srun -l's prefix
+        m = re.match(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Interrupt))(?::|$)|([^\s:]+): error: ",
+                     line)
+        if (m and not (m[1] or "").endswith(LAUNCHER_ERRORS) and not (m[2] or "").startswith("hpcdist")
+                and not _PEER_LOST.search(line)):
+            found = line
+    return found[:300] if found else None
+
+
+def print_error_line(job) -> None:
+    """After ``the first to fail: rank 0 ...: exit code 2``: the error line that says why, where
+    the first failure's line does not quote it already (a rank's own report does)."""
+    from hpcdist.jobs.logfiles import read_tail
+    from hpcdist.submission import submit as sub
+
+    try:
+        line = error_line(read_tail(job.log, ERROR_TAIL))
+    except OSError:
+        return
+    failure = sub.first_failure(job) if line else None
+    if line and not (failure is not None and line in failure.why):
+        print(f"hpcdist: the last error line in its log: {line}", file=sys.stderr)
 
 
 def run_cancel(args: Namespace) -> int:

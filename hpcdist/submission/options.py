@@ -1,14 +1,13 @@
 """The job options: each once, in one table (:data:`OPTIONS`).
 
-An option has its name in the job spec, the key it is given by (profile key,
-API keyword, argparse dest), its flag(s), its type as given and as held, its
-default, the check of its value alone, its owner (the one scheduler, launcher
-or the container that reads it: :func:`hpcdist.submission.spec.build_spec` refuses it
-when its owner was not chosen), and its help. Built from the table:
-the ``render``/``submit``/``doctor`` flags (:mod:`hpcdist.cli`), the profile
-keys (:mod:`hpcdist.submission.profiles`), the fields of
-:class:`~hpcdist.submission.spec.JobSpec`, :data:`FLAG` and :func:`value_checks`. Rules
-that tie several options together stay in :func:`hpcdist.submission.spec.build_spec`.
+An option has its name in the job spec, the key it is given by (profile key, API keyword, argparse
+dest), its flag(s), its type as given and as held, its default, the check of its value alone, its
+owner (the one scheduler, launcher or the container that reads it:
+:func:`hpcdist.submission.spec.build_spec` refuses it when its owner was not chosen), and its help.
+Built from the table: the ``render``/``submit``/``doctor`` flags (:mod:`hpcdist.cli`), the profile
+keys (:mod:`hpcdist.submission.profiles`), the fields of :class:`~hpcdist.submission.spec.JobSpec`,
+:data:`FLAG` and :func:`value_checks`. Rules that tie several options together stay in
+:func:`hpcdist.submission.spec.build_spec`.
 
 This module is at the bottom of the package: it imports no scheduler, launcher or container
 module. What an owner knows is named, not imported (:class:`Elsewhere`): the choices of
@@ -78,10 +77,10 @@ _HELD = {str: "str", int: "int", bool: "bool", list: "tuple[str, ...]", dict: "t
 
 
 class Option:
-    """One job option. ``kind`` is its type as given in a profile (str, int, bool, list,
-    dict); a list or dict option is repeatable on the command line and adds to a
-    profile's list. ``check(value, option, scheduler)`` checks one value (each item of a
-    list) alone and returns it as the spec holds it; ``scheduler`` None: not known yet."""
+    """One job option. ``kind`` is its type as given in a profile (str, int, bool, list, dict); a
+    list or dict option is repeatable on the command line and adds to a profile's list.
+    ``check(value, option, scheduler)`` checks one value (each item of a list) alone and returns it
+    as the spec holds it; ``scheduler`` None: not known yet."""
 
     __slots__ = ("name", "key", "kind", "default", "held", "check", "group", "flags", "metavar",
                  "choices", "help", "profile", "owner")
@@ -96,13 +95,10 @@ class Option:
         self.check = check
         self.group = group  # None: not a flag of its own
         self.flags = ("--" + self.key.replace("_", "-"),) if flags is None else flags
-        self.metavar = metavar
-        self.choices = choices
-        self.help = help
+        self.metavar, self.choices, self.help = metavar, choices, help  # as argparse takes them
         self.profile = profile  # may a profile file set it
-        #: The one that reads it, by its name: a scheduler's ("pbs"), a launcher's ("torchrun"), or
-        #: "container" (a setting of the image's); None: every job reads it. A value given while
-        #: the owner was not chosen is refused (hpcdist.submission.spec), not dropped without a word.
+        #: The one that reads it: a scheduler ("pbs"), a launcher ("torchrun") or "container" (the image's); None:
+        #: every job. A value given while its owner was not chosen is refused (hpcdist.submission.spec), not dropped.
         self.owner = owner
 
     @property
@@ -305,41 +301,49 @@ def _argument(x, o, _):
 
 #: Every job option, in the order of JobSpec's fields (a group's flags show in this order).
 OPTIONS = (
-    Option("script", str, REQUIRED, check=_script, flags=(), metavar="SCRIPT", profile=False),
+    Option("script", str, REQUIRED, check=_script, flags=(), metavar="SCRIPT", profile=False,
+           help="the training script; hpcdist's flags go before it"),
     Option("script_args", list, check=_argument, flags=(), metavar="ARGS", profile=False,
-           help="everything after SCRIPT goes to it"),
-    Option("scheduler", str, "local", WHERE, check=_one_of, choices=SCHEDULERS, help="default: local"),
+           help="the script's own: everything after SCRIPT goes to it, hpcdist's flags too (submit warns)"),
+    Option("scheduler", str, "local", WHERE, check=_one_of, choices=SCHEDULERS,
+           help="local (this machine, no scheduler: a first try), slurm (sbatch) or pbs (qsub); default: local"),
     # PBS: "pro" or "torque"; its check needs the scheduler (a rule of build_spec).
     Option("dialect", str, None, WHERE, choices=PBS_DIALECTS, owner="pbs", help="PBS only (default: pro)"),
-    Option("nodes", int, 1, WHERE, check=_at_least_1, help="default: 1"),
-    Option("gpus_per_node", int, 0, WHERE, check=_at_least_0, help="default: 0"),
-    # One per GPU when GPUs are asked for (build_spec).
-    Option("procs_per_node", int, 1, WHERE, check=_at_least_1, help="default: one per GPU, else one"),
-    Option("cpus_per_proc", int, None, WHERE, check=_at_least_1),
+    Option("nodes", int, 1, WHERE, check=_at_least_1, help="nodes to ask for (default: 1)"),
+    Option("gpus_per_node", int, 0, WHERE, check=_at_least_0, help="GPUs to ask for on each node (default: 0)"),
+    Option("procs_per_node", int, 1, WHERE, check=_at_least_1, help="ranks per node (default: one per GPU, else one)"),
+    Option("cpus_per_proc", int, None, WHERE, check=_at_least_1, help="CPU cores for each rank (default: 1)"),
     Option("mem_mb", str, None, WHERE, key="mem", held="int | None", check=_node_memory,
            help="per node, with a unit: 16G, 500M; 0 or all: all of each node's memory (Slurm)"),
     Option("mem_per_gpu_mb", str, None, WHERE, key="mem_per_gpu", held="int | None", check=_memory, owner="slurm",
            metavar="MEM", help="Slurm: memory per GPU (--mem-per-gpu), instead of --mem"),
-    # A GPU model: Slurm's --gpus-per-node=TYPE:N, PBS Pro's gpu_type chunk resource, a Torque node property.
-    Option("gpu_type", str, None, WHERE, check=_name, metavar="TYPE", help="the GPUs' model, e.g. a100 (needs "
-           "--gpus-per-node)"),
+    Option("gpu_type", str, None, WHERE, check=_name, metavar="TYPE", help="the GPUs' model, e.g. a100, with "
+           "--gpus-per-node (Slurm --gpus-per-node=TYPE:N, PBS Pro's gpu_type, a Torque node property)"),
     Option("walltime_s", str, None, WHERE, key="walltime", held="int | None", check=_walltime,
            help="90m, 1h30m, 01:30:00, 1-12:00:00 (a bare number is refused)"),
     # Names the scheduler reads; values placed in directives follow its grammar (no quoting needed).
-    Option("queue", str, None, WHERE, check=_name, flags=("--queue", "--partition")),
-    Option("account", str, None, WHERE, check=_name),
-    Option("qos", str, None, WHERE, check=_name),
-    # Node features (Perlmutter's gpu, a GPU model's): letters, digits and Slurm's & | [ ] * : ( ).
+    Option("queue", str, None, WHERE, check=_name, flags=("--queue", "--partition"),
+           help="the queue (PBS -q) or partition (Slurm --partition) to submit to (default: the cluster's)"),
+    Option("account", str, None, WHERE, check=_name, help="the account to charge (Slurm --account, PBS -A)"),
+    Option("qos", str, None, WHERE, check=_name,
+           help="Slurm: the quality of service (--qos), e.g. debug or regular; PBS has none (use --queue)"),
     Option("constraint", str, None, WHERE, check=_constraint, owner="slurm",
            help="Slurm: node features, e.g. gpu (NERSC Perlmutter), gpu&hbm80g"),
     Option("project", str, None, WHERE, check=_name, owner="pbs",
            help="PBS -P: the project to charge (NCI Gadi); --account writes -A"),
-    Option("job_name", str, "job", WHERE, check=_job_name),
+    Option("job_name", str, "job", WHERE, check=_job_name,
+           help="the job's name in the queue and in its folder .hpcdist/jobs/NAME-TIME (default: the script's)"),
     Option("output", str, None, WHERE, check=_text, help="the job's log file"),
-    Option("array", str, None, WHERE, check=_array),
-    Option("dependency", str, None, WHERE, check=_dependency),
-    Option("mail_user", str, None, WHERE, check=_mail, flags=("--mail",), metavar="ADDRESS"),
-    Option("exclusive", bool, False, WHERE, check=_yes_no),
+    Option("array", str, None, WHERE, check=_array, metavar="INDICES",
+           help="a job array, one job per index: 0-15, 1,3,5, 0-15:2 (every second), 0-15%4 (4 at a time); "
+                "Slurm --array, PBS -J (Torque -t)"),
+    Option("dependency", str, None, WHERE, check=_dependency, metavar="TYPE:JOB",
+           help="start only after other jobs, in the scheduler's words: afterok:1234 (once 1234 succeeded), "
+                "afterany:1234:1235, afternotok:1234; Slurm also singleton; PBS job ids in full: afterok:1234.server"),
+    Option("mail_user", str, None, WHERE, check=_mail, flags=("--mail",), metavar="ADDRESS",
+           help="mail ADDRESS (or several, comma-separated) when the job ends or fails"),
+    Option("exclusive", bool, False, WHERE, check=_yes_no,
+           help="the nodes for this job alone (Slurm --exclusive, PBS Pro place=scatter:excl)"),
     # How a PBS job asks for its nodes (hpcdist.schedulers.pbs_request): PBS Pro's select chunks
     # and place, or one job-wide request; site resources.
     Option("request", str, "select", WHERE, check=_one_of, choices=("select", "job-wide"), owner="pbs",
@@ -363,9 +367,11 @@ OPTIONS = (
            help="module load NAME, or a module command: 'use PATH', purge, reset, 'swap A B' (repeatable, in order)"),
     Option("sources", list, None, ENVIRONMENT, check=_source, flags=("--source",), metavar="FILE",
            help="source FILE (repeatable)"),
-    Option("conda", str, None, ENVIRONMENT, check=_word, metavar="ENV"),
-    Option("venv", str, None, ENVIRONMENT, check=_word, metavar="DIR"),
-    Option("env", dict, None, ENVIRONMENT, check=_env, metavar="NAME=VALUE", help="(repeatable)"),
+    Option("conda", str, None, ENVIRONMENT, check=_word, metavar="ENV",
+           help="conda activate ENV (a name or a path) in the job, before the launch (not with --venv)"),
+    Option("venv", str, None, ENVIRONMENT, check=_word, metavar="DIR",
+           help="source DIR/bin/activate in the job, before the launch: a folder the nodes see (not with --conda)"),
+    Option("env", dict, None, ENVIRONMENT, check=_env, metavar="NAME=VALUE", help="set in the job (repeatable)"),
     Option("propagate", list, None, ENVIRONMENT, check=_env_name, metavar="NAME",
            help="pass this variable to every node (repeatable)"),
     # The user's own shell lines: the one place hpcdist writes a value unquoted (marked as such).
@@ -387,14 +393,12 @@ OPTIONS = (
            help="the GPUs in the container: nv, rocm, none (default auto: nv with --gpus-per-node)"),
     Option("container_binds", list, None, ENVIRONMENT, check=_container_bind, flags=("--container-bind",),
            metavar="SRC[:DST[:OPTS]]", owner="container", help="a host path seen in the container (repeatable)"),
-    Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="default: torchrun"),
-    # torchrun: restarts of all workers after one fails; elastic: the fewest nodes to go on with.
+    Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="what starts the ranks "
+           "(default: torchrun)"),
     Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N", owner="torchrun",
            help="torchrun: restart all workers up to N times after one fails"),
     Option("min_nodes", int, None, LAUNCH, check=_at_least_1, metavar="N", owner="torchrun",
            help="torchrun, elastic: go on with at least N of the --nodes"),
-    # Walltime and preemption: requeue (Slurm) or resubmit (PBS) at most this many times, after
-    # the training stopped on the warning sent ``signal_margin_s`` before the walltime.
     Option("requeue", int, 0, WHERE, check=_at_least_0, metavar="N",
            help="on the walltime warning, let the training checkpoint and stop, then requeue (Slurm) or "
            "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (docs/guide/walltime.md)"),
@@ -407,19 +411,21 @@ OPTIONS = (
            "step for this long (not while a rank is checkpointing; default: never)"),
     Option("hang_floor_s", str, None, WHERE, key="hang_floor", held="int | None", check=_walltime,
            metavar="TIME", help="call the job hung only after at least this long without a step (default: 2m)"),
-    Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE"),
-    Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS, owner="deepspeed"),
+    Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE",
+           help="a DeepSpeed JSON config, given to the script as --deepspeed_config FILE (under any launcher)"),
+    Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS, owner="deepspeed",
+           help="DeepSpeed: how its launcher starts the other nodes: pdsh (over ssh; default), openmpi (mpirun), "
+                "slurm (srun: --scheduler slurm only); --no-ssh: none of these"),
     Option("no_ssh", bool, False, LAUNCH, check=_yes_no, owner="deepspeed",
            help="DeepSpeed: one launcher per node, no ssh"),
-    Option("ssh_port", int, None, LAUNCH, check=_port),
+    Option("ssh_port", int, None, LAUNCH, check=_port, metavar="PORT",
+           help="the nodes' sshd port (default: ssh's own), for DeepSpeed's runner and hpcdist doctor's ssh check"),
     # What each writes: hpcdist.launchers.mpi.
     Option("mpi", str, "openmpi", LAUNCH, check=_one_of, choices=MPI_FLAVOURS,
            help="the MPI implementation, for --launcher mpirun and PBS's node agents: openmpi (default), "
                 "mpich, intel (Intel MPI), pals (HPE Cray PALS)"),
-    # The MPI launcher program; default mpirun (Open MPI) or mpiexec (the others).
     Option("mpiexec", str, None, LAUNCH, check=_program, metavar="PROGRAM",
            help="the MPI launcher program (default: mpirun for openmpi, mpiexec for the others)"),
-    # pbsdsh where a site has no MPI launcher to start the agents with.
     Option("pbs_spread", str, None, LAUNCH, check=_one_of, choices=("mpi", "pbsdsh"), owner="pbs",
            help="PBS: what starts one agent per node (torchrun, accelerate, DeepSpeed --no-ssh): mpi, the "
                 "--mpi flavour's launcher (default), or pbsdsh"),
@@ -440,7 +446,6 @@ OPTIONS = (
            help="interpreter for mpirun/srun (default: python)"),
     Option("template", str, None, LAUNCH, check=_word, metavar="FILE",
            help="your own Jinja template (it may extend hpcdist/slurm.sh.j2 ...)"),
-    # A folder whose <scheduler>.sh.j2 replaces ours.
     Option("template_dir", str, None, LAUNCH, check=_word, metavar="DIR",
            help="a folder of templates (slurm.sh.j2, pbs.sh.j2 ...) used before hpcdist's"),
 )
@@ -501,12 +506,14 @@ def add_flags(p, script: bool = True) -> None:
                 kwargs.update(action="store_true", default=None)
             elif o.is_list:
                 kwargs["action"] = "append"
-            kwargs.update((k, getattr(o, k)) for k in ("choices", "metavar", "help") if getattr(o, k) is not None)
+            kwargs.update((k, getattr(o, k)) for k in ("choices", "metavar") if getattr(o, k) is not None)
+            if o.help:  # argparse reads % as a format
+                kwargs["help"] = o.help.replace("%", "%%")
             group.add_argument(*o.flags, **kwargs)
     p.add_argument(PROFILE_FLAG, metavar="NAME",
                    help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml, or a site preset "
                    "(hpcdist profiles lists them)")
     if script:
-        p.add_argument("script", metavar=BY_NAME["script"].metavar)
+        p.add_argument("script", metavar=BY_NAME["script"].metavar, help=BY_NAME["script"].help)
         p.add_argument("script_args", nargs=argparse.REMAINDER, metavar=BY_NAME["script_args"].metavar,
                        help=BY_NAME["script_args"].help)
