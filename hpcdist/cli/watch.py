@@ -100,16 +100,18 @@ def screen(job, view, state: str) -> str:
              f"{len(nodes)} node(s), {time.strftime('%H:%M:%S', time.localtime(view.now))}",
              f"{'NODE':<16} {'RANK':>5} {'STEP':>8} {'STEPS/S':>8} {'WORK/STEP':>10} {'LAST STEP':>10}  PHASE"]
     for r in sorted(view.ranks, key=lambda r: (r.get("node", ""), r["rank"])):
-        silent = f"  (silent {r['silent']:.0f} s)" if r in view.not_answering else ""
+        silent = f"  (silent {r['silent']:.0f} s)" if view.is_silent(r) else ""
         work = f"{r['work'] * 1000:.0f} ms" if r.get("work") is not None else "-"
         rate = f"{r['rate']:.2f}" if r.get("rate") is not None else "-"
         lines.append(f"{r.get('node', '?')[:16]:<16} {r['rank']:>5} {r.get('step', 0):>8} {rate:>8} "
                      f"{work:>10} {r['since']:>8.1f} s  {r.get('phase', '?')}{silent}")
     if len(nodes) > 1:
+        per_node: dict[str, list[int]] = {}  # node -> its ranks' steps, in one pass
+        for r in view.ranks:
+            per_node.setdefault(r.get("node", "?"), []).append(r.get("step", 0))
         for node in nodes:
-            mine = [r for r in view.ranks if r.get("node", "?") == node]
-            lines.append(f"node {node}: {len(mine)} rank(s), steps {min(r.get('step', 0) for r in mine)}-"
-                         f"{max(r.get('step', 0) for r in mine)}")
+            steps = per_node[node]
+            lines.append(f"node {node}: {len(steps)} rank(s), steps {min(steps)}-{max(steps)}")
     if view.median_rate:
         slow = "; ".join(f"rank {r['rank']} on {r.get('node', '?')}: {view.trailing(r)}" for r in view.slowest[:3])
         lines.append(f"median {view.median_rate:.2f} steps/s; slowest: {slow or 'none trails the median'}")
@@ -128,9 +130,20 @@ def screen(job, view, state: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _seconds(flag: str, value: float, least: float, most: float, what: str, example: str, above: bool = False) -> float:
+    """A flag's seconds, or the one-line refusal that names the flag, the value and the fix."""
+    from hpcdist.progress import watch
+
+    try:
+        return watch.seconds(flag, value, least, most, what, example, above)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+
+
 def run_watch(args) -> int:
     from hpcdist.progress import watch
 
+    interval = _seconds("--interval", args.interval, 0.5, 86400, "the seconds between refreshes", "2")
     job = _find(args.job)
     folder, floor = progress_dir(job), hang_floor(job)
     while True:
@@ -152,7 +165,7 @@ def run_watch(args) -> int:
         if state not in ("RUNNING", "PENDING") and not state.startswith("UNKNOWN"):
             return 0
         try:
-            time.sleep(args.interval)
+            time.sleep(interval)
         except KeyboardInterrupt:
             return 130
 
@@ -160,6 +173,8 @@ def run_watch(args) -> int:
 def run_stacks(args) -> int:
     from hpcdist.progress import watch
 
+    if args.timeout is not None:
+        _seconds("--timeout", args.timeout, 0, 3600, "the seconds to wait for the ranks' answers", "10", above=True)
     job = _find(args.job)
     folder = progress_dir(job)
     ranks = [r for r in watch.read(folder) if r.get("phase") not in ("finished", "failed")]
@@ -199,14 +214,33 @@ def status_column(job, state: str) -> str:
     import json
 
     from hpcdist.progress.monitor import SUMMARY
+    from hpcdist.progress.watch import read_small
 
     try:
-        with open(os.path.join(progress_dir(job), SUMMARY), encoding="utf-8") as f:
-            summary = json.load(f)
-    except (OSError, ValueError):
+        summary = json.loads(read_small(os.path.join(progress_dir(job), SUMMARY)) or "{}")
+    except ValueError:
         return ""
-    if summary.get("hung"):
-        return f"HUNG {summary.get('stalled_s', 0):.0f}s"
-    if not summary.get("ranks"):
+    if not isinstance(summary, dict):
         return ""
-    return f"step {summary.get('step_min', 0)} {summary.get('median_rate', 0):.1f}/s"
+    try:
+        if summary.get("hung"):
+            column = f"HUNG {summary.get('stalled_s', 0):.0f}s"
+        elif not summary.get("ranks"):
+            return ""
+        else:
+            column = f"step {summary.get('step_min', 0)} {summary.get('median_rate', 0):.1f}/s"
+        # A monitor that has stopped (killed, its node gone) left its last figures: say how old.
+        age = time.time() - summary.get("time", time.time())
+        if age > summary.get("stale_after", 30):
+            column = f"stale {duration(age)}: {column} (its monitor stopped)"
+    except (TypeError, ValueError):  # not the figures a monitor writes
+        return ""
+    return column
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``3m``, ``2h``, ``1d``: an age in its largest unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{seconds:.0f}s"

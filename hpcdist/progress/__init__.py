@@ -39,6 +39,8 @@ INTERVAL_VARIABLE = "HPCDIST_PROGRESS_INTERVAL"
 #: The control file ``hpcdist stacks`` (and the monitor) writes: a number, new for each request.
 STACKS_REQUEST = "stacks.request"
 PHASES = ("starting", "rendezvous", "training", "checkpointing", "finished", "failed")
+#: The longest interval between writes (``$HPCDIST_PROGRESS_INTERVAL``) taken; inf and NaN give the default.
+MAX_INTERVAL_S = 3600.0
 #: (time, steps, waited) samples kept for the step rate: the last minute at the default interval.
 SAMPLES = 30
 #: ``0``: do not time torch.distributed's collectives (the straggler measure; the step hook stays).
@@ -70,7 +72,7 @@ class Recorder:
         self.explicit = False  # step() was called: the optimizer hook no longer counts
         self.started = time.time()
         self.samples = []
-        self.answered = None  # the stacks request last answered (its file's mtime)
+        self.answered = None  # the stacks request last answered (its file's mtime and inode)
         # Seconds waited in torch.distributed's collectives, in all and at the last step: in
         # synchronous training every rank steps at the slowest one's rate, and the straggler is
         # the one that waits least (its own work takes longest).
@@ -85,6 +87,8 @@ class Recorder:
     # -- The training's side: no I/O, no lock ----------------------------------------------------
 
     def step(self, n: int = 1) -> None:
+        if type(n) is not int:  # numpy's and torch's integers, Decimal: a plain int, or refused
+            n = whole_steps(n)
         self.explicit = True
         self.hook_step(n)
 
@@ -207,32 +211,55 @@ class Recorder:
     def _answer_stacks(self) -> None:
         request = os.path.join(self.folder, STACKS_REQUEST)
         try:
-            st = os.stat(request)
-            if st.st_mtime_ns == self.answered:
+            st = os.lstat(request)
+            # Each request is a new file (replaced whole): its time and inode tell it from the last.
+            if (st.st_mtime_ns, st.st_ino) == self.answered or st.st_mode & 0o170000 != 0o100000:
                 return
-            with open(request) as f:
-                number = f.read().strip()
+            # Non-blocking, no link followed, a few bytes: a FIFO or a link put there holds nothing up.
+            fd = os.open(request, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                number = os.read(fd, 64).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
         except OSError:
             return
-        self.answered = st.st_mtime_ns
+        self.answered = (st.st_mtime_ns, st.st_ino)
+        if not number.isdigit():
+            return
         _replace(stacks_file(self.folder, self.rank), f"request {number}\n" + main_stack())
+
+
+def whole_steps(n) -> int:
+    """``n`` steps as a plain int (``numpy.int64(3)``, ``Decimal(3)``, ``3.0``); ValueError for a
+    count that is no whole number of steps, 0 or more."""
+    try:
+        count = int(n)
+        whole = count == n and count >= 0
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
+        raise ValueError(f"hpcdist.env.step({n!r}): expected a whole number of steps, 0 or more (as step(1))")
+    return count
 
 
 def _json(state: dict) -> str:
     """``state`` (numbers, None, plain strings) as JSON, without importing json on every rank
-    (most of a short rank's cost of recording); json itself for a string it would escape."""
+    (most of a short rank's cost of recording); json itself for a string it would escape. Always
+    valid JSON: a number that is not a finite int or float (inf, NaN, another type) is null."""
     parts = []
     for key, value in state.items():
-        if value is None:
-            text = "null"
-        elif isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             if not value.isprintable() or '"' in value or "\\" in value:
                 import json
 
-                return json.dumps(state)
-            text = f'"{value}"'
-        else:
+                text = json.dumps(value)
+            else:
+                text = f'"{value}"'
+        elif kind is int or kind is float and value - value == 0:  # inf - inf and NaN - NaN are NaN
             text = repr(value)
+        else:
+            text = "null"
         parts.append(f'"{key}": {text}')
     return "{" + ", ".join(parts) + "}"
 
@@ -271,9 +298,11 @@ def start(environ=None):
     if RECORDER is not None or not folder or not (rank or "").isdigit():
         return RECORDER
     try:
-        interval = max(0.2, float(environ.get(INTERVAL_VARIABLE) or 2))
+        interval = float(environ.get(INTERVAL_VARIABLE) or 2)
     except ValueError:
         interval = 2.0
+    # inf or NaN: the default; within 0.2 s and an hour (a thread cannot wait for ever).
+    interval = min(MAX_INTERVAL_S, max(0.2, interval)) if interval - interval == 0 else 2.0
     local = environ.get("LOCAL_RANK")
     # os.uname(), not socket.gethostname(): the same name, without importing socket on every rank.
     RECORDER = Recorder(folder, int(rank), int(local) if (local or "").isdigit() else None,

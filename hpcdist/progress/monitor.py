@@ -29,6 +29,12 @@ USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [
 SUMMARY = "summary.json"
 
 
+#: Each option's (least, most, what, example, above least): a value outside is refused in one line.
+LIMITS = {"hang_floor": (0, 1e7, "the least seconds without a step called a hang", "120", False),
+          "hang_timeout": (0, 1e7, "the seconds without a step that end the job", "900", True),
+          "interval": (0.5, 3600, "the seconds between checks", "2", False)}
+
+
 def parse(argv: list[str]) -> dict:
     options = {"dir": None, "pid": None, "hang_floor": None, "hang_timeout": None,
                "interval": 2.0}
@@ -38,7 +44,19 @@ def parse(argv: list[str]) -> dict:
         if name not in options or not args:
             raise SystemExit(f"hpcdist monitor: unknown or incomplete argument --{name}\n{USAGE}")
         value = args.pop(0)
-        options[name] = value if name == "dir" else float(value)
+        flag = "--" + name.replace("_", "-")
+        if name == "dir":
+            options[name] = value
+        elif name == "pid":
+            if not (value.isascii() and value.isdigit() and 1 < int(value) < 1 << 31):
+                raise SystemExit(f"hpcdist monitor: error: --pid {value}: expected the batch shell's process id, "
+                                 f"a whole number above 1 (as --pid $$)")
+            options[name] = int(value)
+        else:
+            try:
+                options[name] = watch.seconds(flag, value, *LIMITS[name])
+            except ValueError as e:
+                raise SystemExit(f"hpcdist monitor: error: {e}") from None
     if not options["dir"] or options["pid"] is None:
         raise SystemExit(f"hpcdist monitor: --dir and --pid are required\n{USAGE}")
     return options
@@ -111,18 +129,25 @@ def run(options: dict) -> int:
     floor = watch.floor_for(options["hang_floor"], timeout)
     os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
     slow_checks: dict[int, int] = {}
-    named, hang_told = set(), False
+    named, hang_told, trouble = set(), False, None
     while alive(pid):
-        view = watch.analyse(watch.read(folder), floor=floor)
-        _write_summary(folder, view)
-        for rank in list(slow_checks):
-            if rank not in {r["rank"] for r in view.slowest}:
+        try:
+            view = watch.analyse(watch.read(folder), floor=floor)
+            _write_summary(folder, view, options["interval"])
+            slow = {r["rank"] for r in view.slowest}  # once per check, not once per rank
+            for rank in [rank for rank in slow_checks if rank not in slow]:
                 del slow_checks[rank]
-        for r in view.slowest:
-            slow_checks[r["rank"]] = slow_checks.get(r["rank"], 0) + 1
-            if slow_checks[r["rank"]] >= 3 and r["rank"] not in named:
-                named.add(r["rank"])
-                say(view.straggler_line(r))
+            for r in view.slowest:
+                slow_checks[r["rank"]] = slow_checks.get(r["rank"], 0) + 1
+                if slow_checks[r["rank"]] >= 3 and r["rank"] not in named:
+                    named.add(r["rank"])
+                    say(view.straggler_line(r))
+        except Exception as e:  # noqa: BLE001 - the monitor outlives what it cannot read: it ends hung jobs
+            if repr(e) != trouble:
+                trouble = repr(e)
+                say(f"monitor: cannot read the ranks' progress ({type(e).__name__}: {e}); trying again")
+            time.sleep(options["interval"])
+            continue
         ending = timeout is not None and view.stalled_beyond(timeout)
         if view.hung and not hang_told or ending:
             hang_told = True
@@ -145,11 +170,15 @@ def run(options: dict) -> int:
     return 0
 
 
-def _write_summary(folder: str, view) -> None:
+def _write_summary(folder: str, view, interval: float) -> None:
+    """``summary.json`` for ``hpcdist status``, with the time after which it is stale (a monitor
+    that has stopped): a few checks, and the longest wait for stacks, late."""
+    ranks_interval = max((r.get("interval", 2.0) for r in view.ranks), default=2.0)
+    stale_after = max(30.0, 3 * interval + 2 * ranks_interval + 2)
     temporary = os.path.join(folder, f".{SUMMARY}.tmp")
     try:
         with open(temporary, "w") as f:
-            json.dump({"time": view.now, **view.summary()}, f)
+            json.dump({"time": view.now, "stale_after": round(stale_after, 1), **view.summary()}, f)
         os.replace(temporary, os.path.join(folder, SUMMARY))
     except OSError:
         pass

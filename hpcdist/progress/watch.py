@@ -17,11 +17,13 @@ column of ``hpcdist status``) and inside the job (``hpcdist monitor``, :mod:`hpc
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import statistics
 import time
 
-from hpcdist.progress import STACKS_REQUEST, rank_file, stacks_file
+from hpcdist.progress import MAX_INTERVAL_S, STACKS_REQUEST, rank_file, stacks_file
 
 #: A job looks hung after this many of its recent step times without a step (and the floor).
 HANG_MULTIPLE = 10
@@ -33,8 +35,57 @@ STRAGGLER_FACTOR = 1.5
 SILENT_INTERVALS = 3
 
 
+#: The most bytes read of a rank's file (about 250 written): a link to /dev/zero costs no memory.
+MAX_FILE_BYTES = 64 << 10
+#: The most bytes read of a rank's stack (a deep recursion's: 1,000 frames are about 100 KB).
+MAX_STACK_BYTES = 4 << 20
+#: A rank file's numbers (finite ints or floats, else left out) and words (strings, else left out).
+NUMBERS = ("local_rank", "pid", "step", "first_step", "last_step", "rate", "work", "started", "written", "interval")
+WORDS = ("node", "phase")
+
+
+def read_small(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
+    """A regular file's text (UTF-8), or None: a link, a FIFO, a device, a file over ``limit``
+    bytes or one that cannot be read. Never blocks on a FIFO nor follows a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace") if len(data) <= limit else None
+
+
+def _finite(value) -> bool:
+    """A finite float, or an int within 64 bits (a larger one overflows a float's arithmetic)."""
+    if type(value) is int:
+        return -(1 << 63) <= value < 1 << 63
+    return type(value) is float and math.isfinite(value)
+
+
+def clean(state) -> dict | None:
+    """A rank's state as the view can trust it: its rank (an int, 0 or more), the numbers that are
+    finite ints or floats and the words that are strings; anything else (null, a string for a
+    number, NaN, a list) left out, as if the rank had not written it. None: no rank."""
+    if not isinstance(state, dict) or type(state.get("rank")) is not int or state["rank"] < 0:
+        return None
+    out = {"rank": state["rank"]}
+    out.update((key, state[key]) for key in NUMBERS if _finite(state.get(key)))
+    out.update((key, state[key]) for key in WORDS if type(state.get(key)) is str)
+    if not 0 < out.get("interval", 2.0) <= MAX_INTERVAL_S:  # waits are sized by it: a recorder's, or none
+        del out["interval"]
+    return out
+
+
 def read(folder: str) -> list[dict]:
-    """The ranks' states (their ``rank-N.json``), by rank; files that cannot be read are skipped."""
+    """The ranks' states (their ``rank-N.json``), by rank, each :func:`clean`; files that cannot be
+    read (or are no regular file) are skipped."""
     ranks = []
     try:
         names = os.listdir(folder)
@@ -42,13 +93,13 @@ def read(folder: str) -> list[dict]:
         return []
     for name in names:
         if name.startswith("rank-") and name.endswith(".json"):
+            text = read_small(os.path.join(folder, name))
             try:
-                with open(os.path.join(folder, name), encoding="utf-8") as f:
-                    state = json.load(f)
-                if isinstance(state, dict) and isinstance(state.get("rank"), int):
-                    ranks.append(state)
-            except (OSError, ValueError):
-                pass
+                state = clean(json.loads(text)) if text is not None else None
+            except (ValueError, RecursionError):
+                state = None
+            if state is not None:
+                ranks.append(state)
     return sorted(ranks, key=lambda r: r["rank"])
 
 
@@ -66,8 +117,9 @@ class View:
         rates = [r["rate"] for r in live if r.get("rate") is not None]
         self.median_rate = statistics.median(rates) if rates else 0.0
         self.not_answering = [r for r in live if r["silent"] > max(5.0, SILENT_INTERVALS * r.get("interval", 2.0))]
+        self._silent = {id(r) for r in self.not_answering}  # one look-up per rank, not a list searched
         # A rank that does not answer is no straggler: its figures are as old as its file.
-        answering = [r for r in live if r.get("step") and r not in self.not_answering]
+        answering = [r for r in live if r.get("step") and id(r) not in self._silent]
         works = [r["work"] for r in answering if r.get("work") is not None]
         self.median_work = statistics.median(works) if works else None
         self.slowest = [r for r in answering if self._trails(r, factor)]
@@ -87,6 +139,10 @@ class View:
                          f"floor {floor:.0f} s)")
             if self.not_answering:
                 self.hung += "; " + silent_line(self.not_answering)
+
+    def is_silent(self, r: dict) -> bool:
+        """``r`` is one of :attr:`not_answering`."""
+        return id(r) in self._silent
 
     def stalled_beyond(self, seconds: float) -> bool:
         """No rank has made a step for ``seconds``, none checkpoints, and some have not finished."""
@@ -131,9 +187,32 @@ class View:
                 "not_answering": [r["rank"] for r in self.not_answering]}
 
 
+#: The silent ranks named one by one in a line; the others by their numbers.
+NAMED_SILENT = 8
+
+
 def silent_line(ranks: list[dict]) -> str:
-    return ", ".join(f"rank {r['rank']} on {r.get('node', '?')} (pid {r.get('pid', '?')}) has not answered for "
-                     f"{r['silent']:.0f} s" for r in ranks) + " (stopped, or its process is gone)"
+    named = ", ".join(f"rank {r['rank']} on {r.get('node', '?')} (pid {r.get('pid', '?')}) has not answered for "
+                      f"{r['silent']:.0f} s" for r in ranks[:NAMED_SILENT])
+    if len(ranks) > NAMED_SILENT:
+        more = ranks[NAMED_SILENT:]
+        named += (f", and {len(more)} more (ranks {ranges([r['rank'] for r in more])}) for "
+                  f"{min(r['silent'] for r in more):.0f} s or more")
+    return named + " (stopped, or its process is gone)"
+
+
+def seconds(flag: str, value, least: float, most: float, what: str, example: str, above: bool = False) -> float:
+    """``value`` (a number, or the text of one) as seconds within ``least`` (or above it) and
+    ``most``; ValueError with the one line that names the flag, the value and the fix."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (number > least if above else number >= least) or not number <= most:  # NaN fails both
+        text = f"{value:g}" if isinstance(value, float) else value
+        low = f"above {least:g}" if above else f"{least:g} or more"
+        raise ValueError(f"{flag} {text}: expected {what}, {low} and at most {most:g} (as {flag} {example})")
+    return number
 
 
 def floor_for(floor_s: float | None, timeout_s: float | None) -> float:
@@ -152,24 +231,36 @@ def analyse(ranks: list[dict], now: float | None = None, floor: float = HANG_FLO
 
 def request_stacks(folder: str, ranks: list[int], wait_s: float) -> dict[int, list[str] | None]:
     """Ask every rank for its stack (the control file) and wait up to ``wait_s`` for the answers:
-    rank -> its frames (``FILE:LINE FUNCTION``, outermost first), None where no answer came."""
-    number = str(time.time_ns())
-    temporary = os.path.join(folder, f".{STACKS_REQUEST}.{os.getpid()}")
+    rank -> its frames (``FILE:LINE FUNCTION``, outermost first), None where no answer came.
+
+    Two requests at once (the monitor's and a user's): a rank answers the one it reads last, so an
+    answer to a request made after this one (one that replaced it in the control file) is as
+    fresh, and taken."""
+    number = time.time_ns()
+    request = os.path.join(folder, STACKS_REQUEST)
+    temporary = os.path.join(folder, f".{STACKS_REQUEST}.{os.uname().nodename}.{os.getpid()}.{number}")
     with open(temporary, "w") as f:
-        f.write(number + "\n")
-    os.replace(temporary, os.path.join(folder, STACKS_REQUEST))
+        f.write(f"{number}\n")
+    os.replace(temporary, request)
+    fresh = {number}  # the requests this one's answers may answer
     answers: dict[int, list[str] | None] = {rank: None for rank in ranks}
+    waiting = list(answers)
     deadline = time.time() + wait_s
     while True:
-        for rank in [r for r, a in answers.items() if a is None]:
-            try:
-                with open(stacks_file(folder, rank), encoding="utf-8") as f:
-                    first, *frames = f.read().splitlines()
-            except (OSError, ValueError):
-                continue
-            if first == f"request {number}":
-                answers[rank] = frames
-        if all(a is not None for a in answers.values()) or time.time() >= deadline:
+        current = (read_small(request, 64) or "").strip()
+        if current.isdigit():
+            fresh.add(int(current))
+        still = []
+        for rank in waiting:
+            text = read_small(stacks_file(folder, rank), MAX_STACK_BYTES)
+            first, _, rest = (text or "").partition("\n")
+            answered = first.removeprefix("request ")
+            if text is not None and answered != first and answered.isdigit() and int(answered) in fresh:
+                answers[rank] = rest.splitlines()
+            else:
+                still.append(rank)
+        waiting = still
+        if not waiting or time.time() >= deadline:
             return answers
         time.sleep(0.2)
 
