@@ -42,7 +42,12 @@ class Torchrun(Launcher):
         # on the master's host. An elastic job's two srun steps each count their nodes from 0:
         # hpcdist agents --elastic says which agent hosts (hpcdist.schedulers.slurm_job).
         host = [] if spec.elastic else [Shell('--rdzv-conf=is_host="$(( $NODE_RANK == 0 ))"')]
-        return [BREAK, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
+        # Workers that restart (--max-restarts, or an elastic job's new round): torch's agents keep
+        # one store for every round, where a restarted worker can read the dead workers' addresses
+        # (gloo "Connection refused" at every restart, until torchrun gives up: pytorch/pytorch#135712,
+        # #167288). Each round then gets a store of its own, as before torch 2.4.
+        fresh = ["env", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"] if spec.max_restarts or spec.elastic else []
+        return [BREAK, *fresh, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'), *host,
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + workers(spec)
 

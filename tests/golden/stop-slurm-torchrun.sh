@@ -74,8 +74,9 @@ python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 launch() {
   python -m hpcdist agents --elastic -- \
     srun --ntasks-per-node=1 --cpus-per-task=4 \
-    torchrun --nnodes=1:2 --nproc-per-node=4 --max-restarts=1 --rdzv-backend=c10d \
-    --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+    env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=1:2 --nproc-per-node=4 \
+    --max-restarts=1 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
+    --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
     train.py --lr 0.1
 }
 launch &
