@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -93,10 +94,11 @@ def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: s
     the seconds from the fault: pytest -s shows them), then the job's end and its log."""
     fault, rank = FAULTS[case]
     fault_file = tmp_path / "fault"
+    run_id = f"run-{uuid.uuid4().hex}"  # on every rank's command line (the script ignores it): its leftovers
     proc = run("submit", *where, *LAUNCHERS[launcher], "--nodes", "2", "--procs-per-node", "2",
                "--hang-floor", "5s", "--hang-timeout", "20s",
                "--env", f"FAULT={fault}", "--env", f"FAULT_RANK={rank}", "--env", f"FAULT_FILE={fault_file}",
-               "--env", "HPCDIST_PROGRESS_INTERVAL=1", "--json", TRAIN)
+               "--env", "HPCDIST_PROGRESS_INTERVAL=1", "--json", TRAIN, run_id)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     job = json.loads(proc.stdout)
     deadline = time.monotonic() + 240
@@ -125,6 +127,10 @@ def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: s
     ended_after = os.path.getmtime(os.path.join(row["folder"], "exit_code")) - fault_at
     print(f"ended {ended_after:.1f} s after the fault (--hang-timeout 20s)")
     assert ended_after < 20 + 20, ended_after
+    # Nothing of the job is left on any node, the stopped rank included (the clusters' hosts share
+    # one pid space: one look sees every node).
+    left = testcluster.leftover_processes(run_id)
+    assert left == "", f"left after the job on the nodes:\n{left}"
 
 
 @pytest.mark.parametrize("where,launcher", STRAGGLERS, ids=[f"{w}-{la}" for w, la in STRAGGLERS])

@@ -24,7 +24,7 @@ def run_by_hand(name: str, argv: list[str]) -> int:
         from hpcdist.injob.job_setup import main
 
         return main(argv)
-    from hpcdist.injob.agents import USAGE, node_agent, parse
+    from hpcdist.injob.agents import USAGE, node_agent, parse, reap
 
     if argv[:1] in (["-h"], ["--help"]):
         print(USAGE)
@@ -32,6 +32,8 @@ def run_by_hand(name: str, argv: list[str]) -> int:
     options, command = parse(argv)
     if options["by"] == "node":
         return node_agent(command, options["status"], options.get("cd"))
+    if options["by"] == "reap":
+        reap(command)  # becomes the command: returns only if exec failed (OSError, said by the CLI)
     if options["by"] == "pbsdsh":
         from hpcdist.schedulers.pbsdsh import start
     elif options["by"] == "elastic":

@@ -14,7 +14,11 @@ node and why, ends the others (SIGTERM, then SIGKILL after :data:`GRACE_S`) and 
 status. SIGTERM, SIGINT and SIGHUP (a cancel, the walltime) are passed on to every agent.
 ``--node`` is one node's own agent, for a way of starting that cannot tell how its command ended
 (PBS Pro's pbsdsh exits 0 whatever its task did): it runs the command, passes signals on, and
-leaves the command's status in ``--status FILE``.
+leaves the command's status in ``--status FILE``. ``--reap`` becomes the command (exec) and leaves
+nothing of it behind on its node (:func:`reap`): where the scheduler does not track what a job
+starts on its other nodes (PBS, whose moms know nothing of processes started over ssh or by an MPI's
+launcher), a rank stopped by a hang, or one whose launcher was killed before its own SIGKILL, would
+outlive the job, holding its GPU.
 
 Each agent gets its node's index as ``NODE_RANK``; a command that needs it in its words is
 ``bash -c 'exec ... --node_rank="$NODE_RANK" ...'`` (:func:`hpcdist.schedulers.base.on_each_node`).
@@ -35,6 +39,7 @@ USAGE = """usage: hpcdist agents --pbsdsh --dir RUN_DIR -- COMMAND...
        hpcdist agents --elastic -- srun [SRUN FLAGS] COMMAND...
        hpcdist agents --local --nodes N -- COMMAND...
        hpcdist agents --node --status FILE [--cd DIR] -- COMMAND...
+       hpcdist agents --reap -- COMMAND...
 Inside a job script: start COMMAND once on every node of the job; when one ends badly, end the
 others and exit with its status."""
 
@@ -148,6 +153,85 @@ def node_agent(command: list, status_file: str, folder: "str | None") -> int:
     return code
 
 
+#: In the environment of everything a node's launcher starts: the mark by which what is left of it,
+#: once the launcher has gone, is found (:func:`reap`).
+MARK = "HPCDIST_NODE_MARK"
+#: Seconds what is left gets after SIGCONT and SIGTERM (a checkpoint on its way out), before SIGKILL.
+REAP_GRACE_S = 5.0
+
+
+def reap(command: list) -> None:
+    """Become ``command`` (exec: the starter's signals reach it as before) and leave nothing of it on
+    this node. A watchdog, in a session of its own (out of reach of the starter's process group, as
+    torchrun's workers are: each in a session of its own), waits for this process to end, however it
+    ends (its status is the starter's to read), then ends every process still carrying this node's
+    :data:`MARK` in its environment: SIGCONT (a stopped rank takes a signal only once it runs), SIGTERM,
+    and SIGKILL after :data:`REAP_GRACE_S`. Its output goes nowhere: an MPI's launcher waits for its
+    tasks' output to close."""
+    token = os.urandom(8).hex()
+    os.environ[MARK] = token
+    launcher = os.getpid()
+    if os.fork() == 0:
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            started = _start_time(launcher)
+            while _start_time(launcher) == started and started is not None:
+                time.sleep(POLL_S * 2)
+            sweep(token)
+        finally:
+            os._exit(0)
+    os.execvp(command[0], command)
+
+
+def _start_time(pid: int) -> "bytes | None":
+    """A process's start time while it runs (not a zombie), None once it has ended: a pid reused
+    since is another start time."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[:1] == [b"Z"] or len(fields) < 20 else fields[19]
+
+
+def marked(token: str) -> list:
+    """The pids of this user's processes on this node whose environment carries ``token``."""
+    mark, me, found = f"{MARK}={token}".encode(), os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mark in f.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:  # another user's, or gone
+                pass
+    return found
+
+
+def sweep(token: str, grace: float = REAP_GRACE_S) -> int:
+    """End what is left of a node's launch (:func:`marked`): CONT and TERM, then KILL after ``grace``
+    seconds. How many there were."""
+    left = marked(token)
+    for signum in (signal.SIGCONT, signal.SIGTERM):
+        for pid in left:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_start_time(pid) is not None for pid in left):
+        time.sleep(POLL_S)
+    for pid in marked(token):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(left)
+
+
 def parse(argv: list) -> "tuple[dict, list]":
     """``(options, command)``: the words before ``--`` and the command after it."""
     if "--" not in argv:
@@ -156,7 +240,7 @@ def parse(argv: list) -> "tuple[dict, list]":
     options, words = {}, argv[:split]
     while words:
         word = words.pop(0)
-        if word in ("--pbsdsh", "--elastic", "--local", "--node"):
+        if word in ("--pbsdsh", "--elastic", "--local", "--node", "--reap"):
             options["by"] = word[2:]
         elif word in ("--dir", "--nodes", "--status", "--cd") and words:
             options[word[2:]] = words.pop(0)
@@ -164,5 +248,5 @@ def parse(argv: list) -> "tuple[dict, list]":
             raise SystemExit(f"hpcdist agents: error: unexpected {word!r}\n{USAGE}")
     command = argv[split + 1:]
     if "by" not in options or not command:
-        raise SystemExit(f"hpcdist agents: error: say how (--pbsdsh, --elastic, --local) and what to run\n{USAGE}")
+        raise SystemExit(f"hpcdist agents: error: say how (--pbsdsh, --elastic, --local, --reap) and what to run\n{USAGE}")
     return options, command

@@ -39,7 +39,7 @@ from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401
 PASSED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "HPCDIST_IMAGE")
 #: What the set-up (and the stop block) export: the other nodes need them too.
 OWN = ("MASTER_ADDR", "MASTER_PORT", "HPCDIST_JOB_ID", "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE",
-       "HPCDIST_PROGRESS_DIR")
+       "HPCDIST_PROGRESS_DIR", "HPCDIST_PYTHON")
 #: Prefixes DeepSpeed's environment file takes whole (its own docs: NCCL_*, and UCX's).
 DEEPSPEED_PREFIXES = ("NCCL_", "UCX_")
 
@@ -137,7 +137,10 @@ def setup(options: dict, environ) -> tuple:
         port = str(given if options["port_unchecked"] and given else choose_port(master, given))
     except PortError as e:
         raise SetupError(str(e)) from None
-    values = {"HPCDIST_JOB_ID": job_id, **files, "MASTER_ADDR": master, "MASTER_PORT": port}
+    values = {"HPCDIST_JOB_ID": job_id, **files, "MASTER_ADDR": master, "MASTER_PORT": port,
+              # This interpreter, by its path: `python` on another node may be another one (a login
+              # shell's conda or pyenv put before the job's PATH, as Open MPI's remote shells do).
+              "HPCDIST_PYTHON": sys.executable}
     lines = [f"# Written by `hpcdist job-setup` in job {job_id}, from {alloc.source}."]
     lines += [f"export {name}={quote(value)}" for name, value in values.items()]
     exported = {**environ, **values}

@@ -32,7 +32,7 @@ from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, next_job_envi
 from hpcdist.schedulers.pbs_qstat import (
     parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown, parse_qstat_unknown_ids)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
-from hpcdist.shell import command_lines, quote, var
+from hpcdist.shell import BREAK, Shell, command_lines, quote, var
 
 __all__ = ["Pbs", "Dialect", "DIALECTS", "PBS_DIALECTS", "PbsIds", "parse_qsub", "format_pbs_walltime",
            "format_pbs_mem", "JOB_NAMES"]
@@ -330,6 +330,9 @@ class Pbs(BatchScheduler):
         host of the node file, which ends every agent when one fails and hands each its node's
         index (:meth:`hpcdist.launchers.mpi.Flavour.agents`); or, with ``--pbs-spread pbsdsh``, by
         ``hpcdist agents --pbsdsh`` (:mod:`hpcdist.schedulers.pbsdsh`)."""
+        # PBS tracks nothing a job starts on its other nodes (their moms see no pbsdsh task's own
+        # sessions, nor an MPI's remote tasks): each node's launcher leaves nothing behind there.
+        words = reaped(words, hpcdist)
         if spec.pbs_spread == "pbsdsh":
             start = [*hpcdist, "agents", "--pbsdsh", "--dir", var("run_dir"), "--"]
             return [command_lines(on_each_node(start, words, "NODE_RANK"))]
@@ -444,3 +447,16 @@ def scheduler(dialect: str | None = None) -> Pbs:
     if (dialect or "pro") not in DIALECTS:
         raise ValueError(f"unknown PBS dialect {dialect!r}: expected one of {', '.join(PBS_DIALECTS)}")
     return Pbs(DIALECTS[dialect or "pro"])
+
+
+def reaped(words: list, hpcdist: list) -> list:
+    """``words`` (a node's launcher) run by ``hpcdist agents --reap``, which becomes it and ends what
+    is left of it on its node when it has gone (:func:`hpcdist.injob.agents.reap`). Not in a container
+    job: the host's hpcdist runs there only where the host has one."""
+    if hpcdist == ["hpcdist"]:
+        return words
+    first = 1 if words[:1] == [BREAK] and words[0] is BREAK else 0
+    # The job's set-up's interpreter, by its path (hpcdist.injob.job_setup): `python` on another node
+    # can be another one.
+    reaper = [Shell('"${HPCDIST_PYTHON:-python}"'), "-m", "hpcdist", "agents", "--reap", "--"]
+    return [*words[:first], *reaper, *words[first:]]
