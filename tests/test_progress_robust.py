@@ -231,7 +231,7 @@ def test_watch_compares_no_rank_with_another_and_names_a_few_silent_ranks():
         "rank 9 on n2 (pid 109) has not answered for 100 s, rank 11 on n2 (pid 111) has not answered for 100 s, "
         "rank 13 on n3 (pid 113) has not answered for 100 s, rank 15 on n3 (pid 115) has not answered for 100 s, "
         "and 192 more (ranks " + ",".join(str(r) for r in range(17, 400, 2)) + ") for 100 s or more "
-        "(stopped, or its process is gone)")
+        "(busy, stopped or gone)")
     assert "node n99: 4 rank(s), steps 50-50" in text
 
 

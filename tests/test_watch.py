@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -160,6 +161,11 @@ def test_a_stopped_rank_is_a_hang_named_with_grouped_stacks_and_the_job_ends_at_
                                                               env=env).stdout) and out, 60, "a hang in watch")
     first_hang = time.time() - fault
     assert "rank 1 on " in screen and "has not answered" in screen, screen
+    # Its state, read on its own node (issue 39.13); its row says where it was, not "0 ... starting".
+    hung = next(line for line in screen.splitlines() if line.startswith("LOOKS HUNG"))
+    assert re.search(r"rank 1 on \S+ \(pid \d+\) has not answered for \d+ s \(stopped\)", hung), screen
+    rank_1 = next(line for line in screen.splitlines() if re.match(r"\S+ +1 ", line))
+    assert re.search(r"  training  \(silent \d+ s\)$", rank_1) and " starting" not in rank_1, screen
     # `hpcdist status`: the progress column of a running job (the monitor's summary) says so too.
     wait_for(lambda: "running          HUNG " in hpcdist("status", cwd=tmp_path, env=env).stdout, 20,
              "HUNG in hpcdist status")
@@ -173,6 +179,34 @@ def test_a_stopped_rank_is_a_hang_named_with_grouped_stacks_and_the_job_ends_at_
     ended_after = os.path.getmtime(os.path.join(row["folder"], "exit_code")) - fault
     print(f"{launcher}: fault to first hang line in watch {first_hang:.1f} s, to the job's end {ended_after:.1f} s")
     assert ended_after < 20 + 15, ended_after
+    the_true_cause_is_said_everywhere(job, row, tmp_path, env)
+
+
+def the_true_cause_is_said_everywhere(job, row, tmp_path, env) -> None:
+    """Issues 37.3, 39.11, 40.7: the record, status (table and --json), logs and watch say that
+    --hang-timeout ended the job and which rank did not answer, not a signal or a healthy rank."""
+    cause = row["reason"]
+    assert re.fullmatch(r"ended by --hang-timeout after \d+ s without a step; rank 1 on \S+ not answering "
+                        r"\(stopped\)", cause), row
+    code = row["exit_code"]
+    table = hpcdist("status", job["job_id"], cwd=tmp_path, env=env).stdout.splitlines()
+    assert table[1] == f"{job['job_id']:<12} {row['name'][:24]:<24} local     failed     {code:<5} {cause}", table
+    logs = hpcdist("logs", job["job_id"], cwd=tmp_path, env=env)
+    said = logs.stderr.splitlines()
+    assert f"hpcdist: job {job['job_id']} was {cause}" in said, logs.stderr
+    assert not any("the first to fail" in line for line in said), logs.stderr
+    progress = [line for line in said if line.startswith("hpcdist: progress: 4 rank(s)")]
+    assert len(progress) == 1 and progress[0].endswith("; slowest: none trails the median"), logs.stderr
+    # watch on the ended job: how it ended, in status's words; no rank silent; exit status as --wait's.
+    expected = 1 if code in (None, 0) or code > 255 else code
+    for mode in (["--once"], []):
+        seen = hpcdist("watch", *mode, job["job_id"], cwd=tmp_path, env=env)
+        lines = seen.stdout.rstrip("\n").splitlines()
+        assert lines[0].startswith(f"job {job['job_id']} (local, failed): 4 rank(s) on 1 node(s), "), seen.stdout
+        assert lines[-1] == (f"the job has ended: failed, exit {code}: {cause}; the figures above are the "
+                             f"ranks' last"), seen.stdout
+        assert "silent" not in seen.stdout and "has not answered" not in seen.stdout, seen.stdout
+        assert seen.returncode == expected, (seen.returncode, seen.stdout, seen.stderr)
 
 
 def test_a_rank_in_a_collective_the_others_never_reach_is_grouped_apart(tmp_path):

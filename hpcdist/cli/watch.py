@@ -84,17 +84,45 @@ def hang_floor(job) -> float:
     return watch.floor_for(values.get("hang_floor_s"), values.get("hang_timeout_s"))
 
 
-def _state(job) -> str:
+def _status(job):
+    """The job's state (a JobStatus, as ``hpcdist status`` has it)."""
+    from hpcdist.schedulers.base import JobStatus
     from hpcdist.submission import submit as sub
 
     try:
-        return sub.status(job).state
+        return sub.status(job)
     except sub.SubmitError as e:
-        return f"UNKNOWN ({e})"
+        return JobStatus(f"UNKNOWN ({e})", None, "unknown", None)
 
 
-def screen(job, view, state: str) -> str:
-    """``watch``'s screen: a header, one row per rank by node, the slowest ranks, the hang line."""
+def this_run(job) -> tuple:
+    """``(run id, run start)`` of the job's last run, as its monitor wrote them in its summary: the
+    rank files of an earlier run in the folder are not shown (None, None: every file)."""
+    import json
+
+    from hpcdist.progress.monitor import SUMMARY
+    from hpcdist.progress.watch import read_small
+
+    try:
+        summary = json.loads(read_small(os.path.join(progress_dir(job), SUMMARY)) or "{}")
+    except ValueError:
+        return None, None
+    if not isinstance(summary, dict):
+        return None, None
+    run, started = summary.get("run"), summary.get("run_started")
+    return (run if isinstance(run, str) else None,
+            started if type(started) in (int, float) and started == started else None)
+
+
+def ended_words(state) -> str:
+    """How an ended job ended, in ``hpcdist status``'s words: ``failed, exit 143: ended by ...``."""
+    code = "" if state.exit_code is None else f", exit {state.exit_code}"
+    return f"{state.state.lower()}{code}{': ' + state.reason if state.reason else ''}"
+
+
+def screen(job, view, state: str, ended=None) -> str:
+    """``watch``'s screen: a header, one row per rank by node, the slowest ranks, the hang line;
+    for a job that has ended (``ended``: its JobStatus), how it ended and its last figures."""
     nodes = sorted({r.get("node", "?") for r in view.ranks})
     lines = [f"job {job.job_id} ({job.record['scheduler']}, {state.lower()}): {len(view.ranks)} rank(s) on "
              f"{len(nodes)} node(s), {time.strftime('%H:%M:%S', time.localtime(view.now))}",
@@ -124,9 +152,11 @@ def screen(job, view, state: str) -> str:
         from hpcdist.progress.watch import silent_line
 
         lines.append(silent_line(view.not_answering))
-    if not view.ranks:
+    if not view.ranks and ended is None:
         lines.append("no rank has recorded its progress yet (ranks start through python -m hpcdist.rank, or call "
                      "hpcdist.env.step())")
+    if ended is not None:
+        lines.append(f"the job has ended: {ended_words(ended)}; the figures above are the ranks' last")
     return "\n".join(lines) + "\n"
 
 
@@ -144,26 +174,32 @@ def run_watch(args) -> int:
     from hpcdist.progress import watch
 
     interval = _seconds("--interval", args.interval, 0.5, 86400, "the seconds between refreshes", "2")
+    from hpcdist.submission.submit import exit_status
+
     job = _find(args.job)
     folder, floor = progress_dir(job), hang_floor(job)
     while True:
-        state = _state(job)
-        view = watch.analyse(watch.read(folder), floor=floor)
+        status = _status(job)
+        state, ended = status.state, status if status.finished else None
+        # Its exit status follows the job's once it has ended, as --wait's does.
+        code = exit_status(ended) if ended is not None else 0
+        view = watch.analyse(watch.read(folder, *this_run(job)), floor=floor, ended=ended is not None)
         if args.json:
             import json
 
             # Each rank's row under "ranks" (the summary's "ranks" is their count: len() says it).
-            print(json.dumps({"job_id": job.job_id, "state": state, "time": view.now, **view.summary(),
+            how = {"exit_code": ended.exit_code, "reason": ended.reason} if ended is not None else {}
+            print(json.dumps({"job_id": job.job_id, "state": state, **how, "time": view.now, **view.summary(),
                               "ranks": view.ranks}, indent=2))
-            return 0
-        text = screen(job, view, state)
+            return code
+        text = screen(job, view, state, ended)
         if args.once:
             sys.stdout.write(text)
-            return 0
+            return code
         sys.stdout.write("\033[H\033[J" + text if sys.stdout.isatty() else text + "\n")
         sys.stdout.flush()
-        if state not in ("RUNNING", "PENDING") and not state.startswith("UNKNOWN"):
-            return 0
+        if ended is not None or state not in ("RUNNING", "PENDING") and not state.startswith("UNKNOWN"):
+            return code
         try:
             time.sleep(interval)
         except KeyboardInterrupt:
@@ -177,7 +213,7 @@ def run_stacks(args) -> int:
         _seconds("--timeout", args.timeout, 0, 3600, "the seconds to wait for the ranks' answers", "10", above=True)
     job = _find(args.job)
     folder = progress_dir(job)
-    ranks = [r for r in watch.read(folder) if r.get("phase") not in ("finished", "failed")]
+    ranks = [r for r in watch.read(folder, *this_run(job)) if r.get("phase") not in ("finished", "failed")]
     if not ranks:
         raise CommandError(f"job {job.job_id} has no running rank that records its progress ({folder})")
     wait = args.timeout if args.timeout is not None else 2 * max(r.get("interval", 2.0) for r in ranks) + 2
@@ -196,7 +232,7 @@ def print_end_line(job) -> None:
     from hpcdist.jobs import logfiles
     from hpcdist.progress import watch
 
-    line = watch.end_line(watch.read(progress_dir(job)))
+    line = watch.end_line(watch.read(progress_dir(job), *this_run(job)))
     if not line:
         return
     try:

@@ -49,8 +49,18 @@ COLLECTIVES_VARIABLE = "HPCDIST_PROGRESS_COLLECTIVES"
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                "broadcast", "barrier", "all_to_all", "all_to_all_single", "reduce", "gather", "scatter")
 
+#: The node file job-setup writes in the run's own folder (the job script's ``mktemp -d``), passed to
+#: every node: its folder's name tells one run of the job script from another in the same job folder.
+RUN_VARIABLE = "HPCDIST_NODEFILE"
+
 #: This process's recorder, once started (one per rank).
 RECORDER = None
+
+
+def run_id(environ=None) -> str | None:
+    """This run's id (a requeue, ``bash job.sh`` again: another), from :data:`RUN_VARIABLE`; None outside a job."""
+    path = (os.environ if environ is None else environ).get(RUN_VARIABLE)
+    return os.path.basename(os.path.dirname(path)) or None if path else None
 
 
 def rank_file(folder: str, rank) -> str:
@@ -64,8 +74,10 @@ def stacks_file(folder: str, rank) -> str:
 class Recorder:
     """One rank's progress and the thread that writes it."""
 
-    def __init__(self, folder: str, rank: int, local_rank, node: str, interval: float):
+    def __init__(self, folder: str, rank: int, local_rank, node: str, interval: float, world=None):
         self.folder, self.rank, self.local_rank, self.node, self.interval = folder, rank, local_rank, node, interval
+        self.world = world  # the ranks in all: the monitor names those that never started
+        self.run = run_id()
         self.steps = 0
         self.last_step = self.first_step = None  # time.time() of the last and first steps
         self.phase, self.phase_since = "starting", time.perf_counter()
@@ -100,6 +112,7 @@ class Recorder:
             self.first_step = self.last_step
         if self.phase in ("starting", "rendezvous"):
             self.phase = "training"
+            self._wake.set()  # written at once: a rank stopped soon after reads "training", not "starting"
 
     def _optimizer_stepped(self, optimizer, args, kwargs) -> None:
         if not self.explicit:
@@ -130,16 +143,18 @@ class Recorder:
             return  # no folder: nothing recorded, the training goes on
         while True:
             # Quick polls until torch is there to hook (a script builds its model after importing it).
-            self._wake.wait(self.interval if hooked or time.time() - self.started > 60 else 0.1)
+            woken = self._wake.wait(self.interval if hooked or time.time() - self.started > 60 else 0.1)
+            self._wake.clear()
+            done = self._done  # read after clear(): a finish() from now on wakes the next wait
             if not hooked:
                 hooked = self._hook()
             now = time.time()
-            if now >= next_write or self._done:
+            if now >= next_write or done or woken:
                 self._sample(now)
                 self._write(now)
                 next_write = now + self.interval
                 self._answer_stacks()
-            if self._done:
+            if done:
                 return
 
     def _hook(self) -> bool:
@@ -205,7 +220,8 @@ class Recorder:
     def _write(self, now: float) -> None:
         state = {"rank": self.rank, "local_rank": self.local_rank, "node": self.node, "pid": os.getpid(),
                  "step": self.steps, "first_step": self.first_step, "last_step": self.last_step, "phase": self.phase,
-                 "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval}
+                 "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval,
+                 "world": self.world, "run": self.run}
         _replace(rank_file(self.folder, self.rank), _json(state))
 
     def _answer_stacks(self) -> None:
@@ -303,10 +319,10 @@ def start(environ=None):
         interval = 2.0
     # inf or NaN: the default; within 0.2 s and an hour (a thread cannot wait for ever).
     interval = min(MAX_INTERVAL_S, max(0.2, interval)) if interval - interval == 0 else 2.0
-    local = environ.get("LOCAL_RANK")
+    local, world = environ.get("LOCAL_RANK"), environ.get("WORLD_SIZE")
     # os.uname(), not socket.gethostname(): the same name, without importing socket on every rank.
     RECORDER = Recorder(folder, int(rank), int(local) if (local or "").isdigit() else None,
-                        os.uname().nodename, interval)
+                        os.uname().nodename, interval, int(world) if (world or "").isdigit() else None)
     return RECORDER
 
 

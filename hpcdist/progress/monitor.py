@@ -8,10 +8,16 @@ Every few seconds it reads the ranks' progress (:mod:`hpcdist.progress.watch`) a
 - with ``--hang-timeout``: when no rank has made a step for that long (not while one checkpoints),
   the cause and the grouped stacks, then the job is ended: TERM (and CONT, for a stopped rank) to the
   batch shell's process group, which holds the launcher; the scheduler ends what runs elsewhere;
+- with ``--hang-timeout`` (or ``--start-timeout`` in the job's spec): a start that takes longer than
+  the start-up limit (no rank's first step; default :data:`~hpcdist.progress.watch.START_TIMEOUT_S`)
+  ends the job the same way, naming the ranks that never reached their first step and where they wait;
 - the job's step rate and slowest rank once every rank has finished.
 
-It also keeps ``summary.json`` there (one small file: ``hpcdist status`` reads it) and ends
-with the batch shell (``--pid``).
+A job it ends is recorded as such in the job folder (:mod:`hpcdist.jobs.ending`): ``status``,
+``logs``, ``--wait`` and ``watch`` say the cause. Each run of the job script (a requeue, a run
+by hand) is judged by its own ranks: rank files of an earlier run are left out
+(:func:`hpcdist.progress.watch.read`). It also keeps ``summary.json`` there (one small file:
+``hpcdist status`` reads it) and ends with the batch shell (``--pid``).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import time
 
 from hpcdist.progress import watch
 
-USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--interval S]\n"
+USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--start-timeout S]"
+         " [--interval S]\n"
          "Inside a job script: watch the ranks' progress; stragglers and hangs into the log.")
 SUMMARY = "summary.json"
 
@@ -32,11 +39,12 @@ SUMMARY = "summary.json"
 #: Each option's (least, most, what, example, above least): a value outside is refused in one line.
 LIMITS = {"hang_floor": (0, 1e7, "the least seconds without a step called a hang", "120", False),
           "hang_timeout": (0, 1e7, "the seconds without a step that end the job", "900", True),
+          "start_timeout": (0, 1e7, "the seconds before the first step that end the job", "600", True),
           "interval": (0.5, 3600, "the seconds between checks", "2", False)}
 
 
 def parse(argv: list[str]) -> dict:
-    options = {"dir": None, "pid": None, "hang_floor": None, "hang_timeout": None,
+    options = {"dir": None, "pid": None, "hang_floor": None, "hang_timeout": None, "start_timeout": None,
                "interval": 2.0}
     args = list(argv)
     while args:
@@ -123,17 +131,49 @@ def alive(pid: int) -> bool:
         return True  # no /proc: as kill says
 
 
+def run_start(pid: int) -> float:
+    """When the batch shell ``pid`` started (this run's start), from /proc; else now."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rpartition(")")[2].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+
+
+def start_limit(options: dict, job_folder: str) -> float | None:
+    """The start-up limit: --start-timeout, else the job's (its spec), else the default with a
+    --hang-timeout; None: a slow start is never ended."""
+    from hpcdist.jobs import ending
+
+    limit = options["start_timeout"] or ending.start_timeout(job_folder)
+    if limit is None and options["hang_timeout"] is not None:
+        limit = watch.START_TIMEOUT_S
+    return limit
+
+
 def run(options: dict) -> int:
+    from hpcdist.jobs import ending
+    from hpcdist.progress import run_id
+
     folder, pid = options["dir"], int(options["pid"])
+    job_folder = os.path.dirname(os.path.abspath(folder))
     timeout = options["hang_timeout"]
     floor = watch.floor_for(options["hang_floor"], timeout)
     os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
+    run, started = run_id(), run_start(pid)
+    ending.clear(job_folder)  # the last run's end is not this run's
+    limit = start_limit(options, job_folder)
+    # Ranks that record nothing (a launcher that starts the script itself) say nothing of a slow start.
+    recorded = ending.spec_value(job_folder, "launcher") not in ("none", "accelerate")
     slow_checks: dict[int, int] = {}
     named, hang_told, trouble = set(), False, None
     while alive(pid):
         try:
-            view = watch.analyse(watch.read(folder), floor=floor)
-            _write_summary(folder, view, options["interval"])
+            view = watch.analyse(watch.read(folder, run, started), floor=floor)
+            _write_summary(folder, view, options["interval"], run, started)
             slow = {r["rank"] for r in view.slowest}  # once per check, not once per rank
             for rank in [rank for rank in slow_checks if rank not in slow]:
                 del slow_checks[rank]
@@ -148,17 +188,33 @@ def run(options: dict) -> int:
                 say(f"monitor: cannot read the ranks' progress ({type(e).__name__}: {e}); trying again")
             time.sleep(options["interval"])
             continue
-        ending = timeout is not None and view.stalled_beyond(timeout)
-        if view.hung and not hang_told or ending:
+        ending_now = timeout is not None and view.stalled_beyond(timeout)
+        never_stepped = not any(r.get("step") for r in view.ranks) and not view.finished
+        slow_start = (limit is not None and never_stepped and (recorded or view.ranks)
+                      and view.now - started >= limit)
+        if view.hung and not hang_told or ending_now or slow_start:
             hang_told = True
-            say(f"{view.hung or 'no rank has made a step for %.0f s' % view.stalled_s}; every rank's stack:")
-            for line in stacks_lines(folder, view):
+            if slow_start:
+                say(f"no rank has made its first step {view.now - started:.0f} s after the job's start: "
+                    f"{'; '.join(watch.not_started(view.ranks))}; every rank's stack:")
+            else:
+                say(f"{view.hung or 'no rank has made a step for %.0f s' % view.stalled_s}; every rank's stack:")
+            stacks = _stacks(folder, view)
+            for line in stacks:
                 print(f"hpcdist:   {line}", file=sys.stderr, flush=True)
         elif view.hung is None:
             hang_told = False
-        if ending:
-            say(f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout "
-                f"{timeout:.0f} s)")
+        if ending_now or slow_start:
+            if slow_start:
+                flag, cause = "--start-timeout", (f"ended by --start-timeout after {view.now - started:.0f} s without "
+                                                  f"a first step; {'; '.join(watch.not_started(view.ranks))}")
+            else:
+                flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
+                                                 f"; {_who(view, stacks)}")
+            ending.write(job_folder, flag.lstrip("-"), cause, time.time())
+            say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "
+                f"(--start-timeout {limit:.0f} s)" if slow_start else
+                f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
             end_job(pid)
             return 0
         if view.finished:
@@ -170,7 +226,23 @@ def run(options: dict) -> int:
     return 0
 
 
-def _write_summary(folder: str, view, interval: float) -> None:
+def _stacks(folder: str, view) -> list[str]:
+    """The grouped stacks; best effort (a full disk cannot hold the request): ending the job is not."""
+    try:
+        return stacks_lines(folder, view)
+    except OSError as e:
+        return [f"(no stacks: cannot ask the ranks for them: {e.strerror or e})"]
+
+
+def _who(view, stacks: list[str]) -> str:
+    """The ranks to blame in a few words: those not answering, else where the ranks wait."""
+    if view.not_answering:
+        return watch.not_answering_words(view.not_answering)
+    groups = [line for line in stacks if not line.startswith(" ") and not line.startswith("(")]
+    return "; ".join(groups[:3]) or "every rank answers"
+
+
+def _write_summary(folder: str, view, interval: float, run: str | None = None, started: float | None = None) -> None:
     """``summary.json`` for ``hpcdist status``, with the time after which it is stale (a monitor
     that has stopped): a few checks, and the longest wait for stacks, late."""
     ranks_interval = max((r.get("interval", 2.0) for r in view.ranks), default=2.0)
@@ -178,7 +250,8 @@ def _write_summary(folder: str, view, interval: float) -> None:
     temporary = os.path.join(folder, f".{SUMMARY}.tmp")
     try:
         with open(temporary, "w") as f:
-            json.dump({"time": view.now, "stale_after": round(stale_after, 1), **view.summary()}, f)
+            json.dump({"time": view.now, "stale_after": round(stale_after, 1), "run": run, "run_started": started,
+                       **view.summary()}, f)
         os.replace(temporary, os.path.join(folder, SUMMARY))
     except OSError:
         pass

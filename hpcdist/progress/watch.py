@@ -29,6 +29,8 @@ from hpcdist.progress import MAX_INTERVAL_S, STACKS_REQUEST, rank_file, stacks_f
 HANG_MULTIPLE = 10
 #: The floor's default: a slow step (a long evaluation) is no hang.
 HANG_FLOOR_S = 120
+#: The start-up limit's default with ``--hang-timeout`` (``--start-timeout``): no first step by then ends the job.
+START_TIMEOUT_S = 600
 #: A rank slower than the median rate by this factor is a straggler.
 STRAGGLER_FACTOR = 1.5
 #: A rank that has not written its file for this many of its intervals (and 5 s) is not answering.
@@ -40,8 +42,9 @@ MAX_FILE_BYTES = 64 << 10
 #: The most bytes read of a rank's stack (a deep recursion's: 1,000 frames are about 100 KB).
 MAX_STACK_BYTES = 4 << 20
 #: A rank file's numbers (finite ints or floats, else left out) and words (strings, else left out).
-NUMBERS = ("local_rank", "pid", "step", "first_step", "last_step", "rate", "work", "started", "written", "interval")
-WORDS = ("node", "phase")
+NUMBERS = ("local_rank", "pid", "step", "first_step", "last_step", "rate", "work", "started", "written", "interval",
+           "world")
+WORDS = ("node", "phase", "run")
 
 
 def read_small(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
@@ -83,9 +86,11 @@ def clean(state) -> dict | None:
     return out
 
 
-def read(folder: str) -> list[dict]:
+def read(folder: str, run: str | None = None, since: float | None = None) -> list[dict]:
     """The ranks' states (their ``rank-N.json``), by rank, each :func:`clean`; files that cannot be
-    read (or are no regular file) are skipped."""
+    read (or are no regular file) are skipped, and so are the files of an earlier run in the same
+    folder (a requeue, ``bash job.sh`` again): another ``run`` id (:func:`hpcdist.progress.run_id`),
+    or, a rank without one, started before ``since`` (this run's start, with 2 s for the clocks)."""
     ranks = []
     try:
         names = os.listdir(folder)
@@ -98,9 +103,18 @@ def read(folder: str) -> list[dict]:
                 state = clean(json.loads(text)) if text is not None else None
             except (ValueError, RecursionError):
                 state = None
-            if state is not None:
+            if state is not None and this_run(state, run, since):
                 ranks.append(state)
     return sorted(ranks, key=lambda r: r["rank"])
+
+
+def this_run(state: dict, run: str | None, since: float | None) -> bool:
+    """Where the reader knows no run (``hpcdist monitor`` by hand, an older monitor), every file is."""
+    if not run:
+        return True
+    if state.get("run"):
+        return state["run"] == run
+    return since is None or state.get("started", since) >= since - 2
 
 
 class View:
@@ -108,15 +122,17 @@ class View:
     start, and ``silent``, seconds since it last wrote), :attr:`median_rate`, :attr:`slowest`,
     :attr:`hung` (a line, or None), :attr:`stalled_s` and :attr:`not_answering`."""
 
-    def __init__(self, ranks: list[dict], now: float, floor: float, factor: float):
-        self.ranks, self.now = ranks, now
+    def __init__(self, ranks: list[dict], now: float, floor: float, factor: float, ended: bool = False):
+        self.ranks, self.now, self.ended = ranks, now, ended
         for r in ranks:
             r["since"] = now - (r.get("last_step") or r.get("started") or now)
             r["silent"] = now - r.get("written", now)
         live = [r for r in ranks if r.get("phase") not in ("finished", "failed")]
         rates = [r["rate"] for r in live if r.get("rate") is not None]
         self.median_rate = statistics.median(rates) if rates else 0.0
-        self.not_answering = [r for r in live if r["silent"] > max(5.0, SILENT_INTERVALS * r.get("interval", 2.0))]
+        # A job that has ended: no rank answers any more, and none is to.
+        self.not_answering = [] if ended else [
+            r for r in live if r["silent"] > max(5.0, SILENT_INTERVALS * r.get("interval", 2.0))]
         self._silent = {id(r) for r in self.not_answering}  # one look-up per rank, not a list searched
         # A rank that does not answer is no straggler: its figures are as old as its file.
         answering = [r for r in live if r.get("step") and id(r) not in self._silent]
@@ -131,12 +147,13 @@ class View:
         self.threshold_s = max(HANG_MULTIPLE * step_time, floor)
         self.checkpointing = [r["rank"] for r in live if r.get("phase") == "checkpointing"]
         #: No step for long, and nothing that explains it: stalled_beyond() holds for any time.
-        self.stuck = bool(live and stepped and not self.checkpointing)
+        self.stuck = bool(live and stepped and not self.checkpointing and not ended)
         self.hung = None
         if self.stalled_beyond(self.threshold_s):
+            why = (f"{HANG_MULTIPLE}x the recent step time {step_words(step_time)}, floor {floor:.0f} s" if step_time
+                   else f"the floor {floor:.0f} s; no step time measured yet")
             self.hung = (f"looks hung: no rank has made a step for {self.stalled_s:.0f} s (threshold "
-                         f"{self.threshold_s:.0f} s: {HANG_MULTIPLE}x the recent step time {step_time:.2f} s, "
-                         f"floor {floor:.0f} s)")
+                         f"{self.threshold_s:.0f} s: {why})")
             if self.not_answering:
                 self.hung += "; " + silent_line(self.not_answering)
 
@@ -187,18 +204,91 @@ class View:
                 "not_answering": [r["rank"] for r in self.not_answering]}
 
 
+def step_words(seconds: float) -> str:
+    """A step time as read: ``0.06 s``, or ``4.0 ms`` below 10 ms (never ``0.00 s``)."""
+    return f"{seconds:.2f} s" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
+
+
 #: The silent ranks named one by one in a line; the others by their numbers.
 NAMED_SILENT = 8
+#: What a silent rank's process state (/proc, on its own node) says.
+PROCESS_STATES = {"R": "busy: running but not writing, as in a long call that holds the GIL",
+                  "S": "sleeping, its progress not written: a full disk, or a file system that refuses writes?",
+                  "D": "waiting on a disk or file system that does not answer",
+                  "T": "stopped", "t": "stopped by a debugger", "Z": "its process is gone"}
+#: Where the state cannot be read: another node's rank.
+ELSEWHERE = "busy, stopped or gone"
+_boot_time: list = []
+
+
+def process_state(r: dict) -> str:
+    """Why rank ``r`` does not answer, from its process's state where this host can read it (its
+    own node: R, S, D, T), else :data:`ELSEWHERE`. A pid whose process started after the rank is
+    another process: the rank's is gone."""
+    pid = r.get("pid")
+    if r.get("node") != os.uname().nodename or type(pid) is not int or pid < 1:
+        return ELSEWHERE
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        if not _boot_time:
+            with open("/proc/stat") as f:
+                _boot_time.append(next(int(line.split()[1]) for line in f if line.startswith("btime ")))
+        started = _boot_time[0] + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except FileNotFoundError:
+        return "its process is gone"
+    except (OSError, ValueError, IndexError, StopIteration):
+        return ELSEWHERE
+    if r.get("started") is not None and started > r["started"] + 2:
+        return "its process is gone"
+    return PROCESS_STATES.get(fields[0], ELSEWHERE)
 
 
 def silent_line(ranks: list[dict]) -> str:
-    named = ", ".join(f"rank {r['rank']} on {r.get('node', '?')} (pid {r.get('pid', '?')}) has not answered for "
-                      f"{r['silent']:.0f} s" for r in ranks[:NAMED_SILENT])
+    """The silent ranks, each with its process's state where this host can read it, the others
+    (another node's) ending the line with :data:`ELSEWHERE`."""
+    parts, unknown = [], len(ranks) > NAMED_SILENT
+    for r in ranks[:NAMED_SILENT]:
+        state = process_state(r)
+        unknown = unknown or state == ELSEWHERE
+        parts.append(f"rank {r['rank']} on {r.get('node', '?')} (pid {r.get('pid', '?')}) has not answered for "
+                     f"{r['silent']:.0f} s" + (f" ({state})" if state != ELSEWHERE else ""))
+    named = ", ".join(parts)
     if len(ranks) > NAMED_SILENT:
         more = ranks[NAMED_SILENT:]
         named += (f", and {len(more)} more (ranks {ranges([r['rank'] for r in more])}) for "
                   f"{min(r['silent'] for r in more):.0f} s or more")
-    return named + " (stopped, or its process is gone)"
+    return named + (f" ({ELSEWHERE})" if unknown else "")
+
+
+def not_answering_words(ranks: list[dict]) -> str:
+    """The silent ranks in a few words, for the cause of a job's end: ``rank 3 on node2 not
+    answering (stopped)``."""
+    words = [f"rank {r['rank']} on {r.get('node', '?')} not answering ({process_state(r)})"
+             for r in ranks[:NAMED_SILENT]]
+    if len(ranks) > NAMED_SILENT:
+        words.append(f"and {len(ranks) - NAMED_SILENT} more")
+    return ", ".join(words)
+
+
+#: Where a rank waits before its first step, by its phase.
+WAITS = {"starting": "still starting (before init_distributed)", "rendezvous": "in the rendezvous (init_distributed)"}
+
+
+def not_started(ranks: list[dict]) -> list[str]:
+    """Before any rank's first step: which ranks have not reached it and where they wait
+    (``ranks 0-2 in rendezvous``; ``rank 3 has not started``, from the world size the others say)."""
+    by_phase: dict[str, list[int]] = {}
+    for r in ranks:
+        if not r.get("step"):
+            by_phase.setdefault(r.get("phase", "?"), []).append(r["rank"])
+    world = max((r.get("world", 0) for r in ranks), default=0)
+    missing = sorted(set(range(int(world))) - {r["rank"] for r in ranks}) if world <= 1 << 20 else []
+    out = [f"{'rank' if len(members) == 1 else 'ranks'} {ranges(members)} {WAITS.get(phase, 'in ' + phase)}"
+           for phase, members in sorted(by_phase.items(), key=lambda g: g[1][0])]
+    if missing:
+        out.append(f"{'rank' if len(missing) == 1 else 'ranks'} {ranges(missing)} never started (no progress file)")
+    return out or ["no rank has started (no progress file)"]
 
 
 def seconds(flag: str, value, least: float, most: float, what: str, example: str, above: bool = False) -> float:
@@ -223,8 +313,9 @@ def floor_for(floor_s: float | None, timeout_s: float | None) -> float:
 
 
 def analyse(ranks: list[dict], now: float | None = None, floor: float = HANG_FLOOR_S,
-            factor: float = STRAGGLER_FACTOR) -> View:
-    return View(ranks, time.time() if now is None else now, floor, factor)
+            factor: float = STRAGGLER_FACTOR, ended: bool = False) -> View:
+    """The view of ``ranks``; ``ended``: of a job that has ended (no rank is silent or hung then)."""
+    return View(ranks, time.time() if now is None else now, floor, factor, ended)
 
 
 # -- Stacks -------------------------------------------------------------------------------------
@@ -320,12 +411,20 @@ def end_line(ranks: list[dict]) -> str | None:
         return None
     # In synchronous training every rank steps together: the slowest is the one with the most
     # work of its own per step (the others wait for it), where that was measured.
+    # A rank is named only where it trails the median as watch says it (STRAGGLER_FACTOR).
     works = {r["rank"]: r["work"] for r in ranks if r.get("work") is not None}
-    slowest = max(works, key=works.get) if works else min(rates, key=rates.get)
-    node = next(r.get("node", "?") for r in ranks if r["rank"] == slowest)
-    steps = [r.get("step", 0) for r in ranks]
+    median_rate = statistics.median(rates.values())
     median_work = statistics.median(works.values()) if works else 0
+    slowest = max(works, key=works.get) if works else min(rates, key=rates.get)
+    trails = (slowest in works and works[slowest] > STRAGGLER_FACTOR * median_work
+              and works[slowest] - median_work > 0.005) or (
+              slowest in rates and rates[slowest] * STRAGGLER_FACTOR < median_rate)
+    steps = [r.get("step", 0) for r in ranks]
+    head = (f"hpcdist: progress: {len(ranks)} rank(s), {min(steps)}-{max(steps)} steps, "
+            f"{median_rate:.2f} steps/s (the median rank); slowest: ")
+    if not trails:
+        return head + "none trails the median"
+    node = next(r.get("node", "?") for r in ranks if r["rank"] == slowest)
     work = f", {works[slowest] * 1000:.0f} ms of its own work per step (median {median_work * 1000:.0f} ms)" if works else ""
-    return (f"hpcdist: progress: {len(ranks)} rank(s), {min(steps)}-{max(steps)} steps, "
-            f"{statistics.median(rates.values()):.2f} steps/s (the median rank); slowest: rank {slowest} on {node} "
-            f"at {rates[slowest]:.2f} steps/s{work}")
+    rate = f"{rates[slowest]:.2f} steps/s" if slowest in rates else "no step rate"
+    return f"{head}rank {slowest} on {node} at {rate}{work}"

@@ -9,12 +9,10 @@ keys (:mod:`hpcdist.submission.profiles`), the fields of :class:`~hpcdist.submis
 :data:`FLAG` and :func:`value_checks`. Rules that tie several options together stay in
 :func:`hpcdist.submission.spec.build_spec`.
 
-This module is at the bottom of the package: it imports no scheduler, launcher or container
-module. What an owner knows is named, not imported (:class:`Elsewhere`): the choices of
-``--scheduler`` are the schedulers' registry's, the check of a job name is the scheduler's, and
-each is looked up the first time it is used. Plain classes and tuples only: `hpcdist render` and
-`submit` import this before parsing their flags.
-"""
+At the bottom of the package: it imports no scheduler, launcher or container module. What an owner
+knows is named, not imported (:class:`Elsewhere`): the choices of ``--scheduler`` (the schedulers'
+registry's), a job name's check (the scheduler's), each looked up on first use. Plain classes and
+tuples only: `hpcdist render` and `submit` import this before parsing their flags."""
 
 from __future__ import annotations
 
@@ -404,13 +402,15 @@ OPTIONS = (
            "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (docs/guide/walltime.md)"),
     Option("signal_margin_s", str, None, WHERE, key="signal_margin", held="int | None", check=_walltime,
            metavar="TIME", help="send the walltime warning this long before the walltime (default: 5m)"),
-    # Progress and hangs (hpcdist.progress.watch): the job's monitor ends a job whose ranks made no step
-    # for ``hang_timeout_s``; it calls a job hung after max(10x the recent step time, ``hang_floor_s``).
+    # Owner: the job's monitor (hpcdist.progress.monitor; hung: max(10x the step time, hang_floor_s)).
     Option("hang_timeout_s", str, None, WHERE, key="hang_timeout", held="int | None", check=_walltime,
            metavar="TIME", help="end the job, with every rank's stack in its log, when no rank has made a "
            "step for this long (not while a rank is checkpointing; default: never)"),
     Option("hang_floor_s", str, None, WHERE, key="hang_floor", held="int | None", check=_walltime,
            metavar="TIME", help="call the job hung only after at least this long without a step (default: 2m)"),
+    Option("start_timeout_s", str, None, WHERE, key="start_timeout", held="int | None", check=_walltime,
+           metavar="TIME", help="end the job, naming the ranks and where they wait, when no rank has made its "
+           "first step this long after the start (default: 10m with --hang-timeout, else never)"),
     Option("deepspeed_config", str, None, LAUNCH, check=_word, metavar="FILE",
            help="a DeepSpeed JSON config, given to the script as --deepspeed_config FILE (under any launcher)"),
     Option("deepspeed_runner", str, "pdsh", LAUNCH, check=_one_of, choices=DEEPSPEED_RUNNERS, owner="deepspeed",

@@ -158,7 +158,18 @@ def status(job: Job):
         # A run that resubmits itself ends a moment after it recorded the new id: an answer
         # "finished" about the id asked for may already belong to a job that goes on.
         if not state.finished or job.current_id == asked:
-            return state
+            return true_cause(job, state)
+
+
+def true_cause(job: Job, state: JobStatus) -> JobStatus:
+    """``state`` with the cause hpcdist knows where its monitor ended the job (--hang-timeout,
+    --start-timeout: :mod:`hpcdist.jobs.ending`), not the signal its launcher died of."""
+    if not state.finished or state.state == "COMPLETED" or state.raw == "recorded":
+        return state
+    from hpcdist.jobs import ending
+
+    cause = ending.cause(job.path)
+    return state if cause is None else JobStatus(state.state, state.exit_code, state.raw, cause)
 
 
 def statuses(jobs: list[Job]) -> list:
@@ -193,7 +204,7 @@ def statuses(jobs: list[Job]) -> list:
             # As status(): an answer "finished" about an id the job has since resubmitted under
             # (PBS) belongs to a run that goes on: ask about the new id.
             resubmitted = state.finished and scheduler.resubmits and job.current_id != asked
-            answers[k] = status(job) if resubmitted else state
+            answers[k] = status(job) if resubmitted else true_cause(job, state)
     return answers
 
 
@@ -289,8 +300,8 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
             except (OSError, JobFolderError) as e:  # a full disk, a folder removed: the end is told all the same
                 print(f"hpcdist: job {job.job_id} ended ({state.state.lower()}), but its record in {job.path} could "
                       f"not say so: {getattr(e, 'strerror', None) or e}", file=sys.stderr, flush=True)
-            if state.state != "COMPLETED":
-                print_first_failure(job)
+            if state.state != "COMPLETED":  # the state's line above gave its reason, unless quiet
+                print_first_failure(job, None if quiet else state.reason)
             if state.state == TIMEOUT:
                 print(f"hpcdist: job {job.job_id} was killed at its walltime limit ({state.reason}); give it a longer "
                       f"--walltime, or let it checkpoint and go on with --requeue", file=sys.stderr, flush=True)
@@ -365,7 +376,15 @@ def first_failure(job: Job):
         return None
 
 
-def print_first_failure(job: Job) -> None:
+def print_first_failure(job: Job, said: str | None = None) -> None:
+    """The rank that failed first; for a job hpcdist ended, why (unless ``said``, the state's line, said it)."""
+    from hpcdist.jobs import ending
+
+    cause = ending.cause(job.path)
+    if cause is not None:  # hpcdist ended it: no rank failed first, whatever the launcher says
+        if cause != said:
+            print(f"hpcdist: job {job.job_id} was {cause}", file=sys.stderr, flush=True)
+        return
     failure = first_failure(job)
     if failure is not None:
         print(f"hpcdist: job {job.job_id} failed; the first to fail: {failure}", file=sys.stderr, flush=True)
