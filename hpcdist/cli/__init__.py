@@ -113,6 +113,10 @@ def build_parser(argv: list[str] = ()):
     parser.add_argument("--version", action="version", version=f"hpcdist {__version__}")
     # prog given: argparse would otherwise format the usage above to find it.
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="hpcdist")
+    if list(argv) in ([], ["-h"], ["--help"]):
+        # `hpcdist --help` lists the commands, not their arguments: each command's parser is made
+        # without them (half of its cost was every job option of render and submit, twice).
+        sub._parser_class = _listed_only(sub._parser_class)
     jobs.add_parsers(sub, only, command)
     watch.add_parsers(sub, only, command)
     remote.add_parsers(sub, only)
@@ -121,6 +125,21 @@ def build_parser(argv: list[str] = ()):
     if only is None:
         _group(parser, sub)
     return parser
+
+
+def _listed_only(parser_class):
+    """A command's parser that takes no arguments: for the list of commands, which shows none."""
+    class Listed(parser_class):
+        def add_argument(self, *args, **kwargs):
+            return None
+
+        def add_argument_group(self, *args, **kwargs):
+            return self
+
+        def add_mutually_exclusive_group(self, *args, **kwargs):
+            return self
+
+    return Listed
 
 
 def _group(parser, sub) -> None:

@@ -49,11 +49,13 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
     if only in (None, "monitor"):  # listed by --help; hpcdist.cli runs it without argparse
         import argparse
 
-        from hpcdist.progress.monitor import USAGE
+        own = {}
+        if only == "monitor":  # its usage is the monitor's module's: `hpcdist --help` does not load it
+            from hpcdist.progress.monitor import USAGE
 
-        usage, _, description = USAGE.partition("\n")
-        monitor = sub.add_parser("monitor", help="(in a job script) name stragglers and hangs in the job's log",
-                                 usage=usage.removeprefix("usage: "), description=description)
+            usage, _, description = USAGE.partition("\n")
+            own = dict(usage=usage.removeprefix("usage: "), description=description)
+        monitor = sub.add_parser("monitor", help="(in a job script) name stragglers and hangs in the job's log", **own)
         monitor.add_argument("argv", nargs=argparse.REMAINDER)
         monitor.set_defaults(run=lambda args: run_by_hand("monitor", args.argv))
 
