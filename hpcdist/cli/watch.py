@@ -50,7 +50,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         import argparse
 
         own = {}
-        if only == "monitor":  # its usage is the monitor's module's: `hpcdist --help` does not load it
+        if "monitor" in (only, command):  # its usage is the monitor's module's: `hpcdist --help` loads none
             from hpcdist.progress.monitor import USAGE
 
             usage, _, description = USAGE.partition("\n")
