@@ -2,7 +2,7 @@
 
 When one rank dies, every other rank soon fails too (its peer is gone), and
 a job's log fills with a dozen tracebacks in whatever order the launchers
-flushed them. Two sources tell the first failure apart:
+flushed them. Three sources tell the first failure apart:
 
 - the rank's own report: :func:`report_failures` (installed by
   ``hpcdist.env.init_distributed()``) prints one line when an exception
@@ -13,12 +13,16 @@ flushed them. Two sources tell the first failure apart:
 - the launcher's own line, for ranks that could not report (killed by a
   signal, or ``sys.exit(3)``): torchrun's "Root Cause" block, srun's
   ``task N: Killed``, Open MPI's and MPICH's abort messages, DeepSpeed's
-  ``exits with return code``. Each launcher's module (:mod:`hpcdist.launchers`)
-  holds its patterns; this module keeps the ranks' own reports and the rule
-  that picks the first failure.
+  ``exits with return code``, and Open MPI's refusal to run as root (no rank
+  started). Each launcher's module (:mod:`hpcdist.launchers`) holds its
+  patterns; this module keeps the ranks' own reports and the rule that picks
+  the first failure.
 
-:func:`first_failure` prefers the earliest report, then the first launcher
-line. ``hpcdist logs`` and ``hpcdist submit --wait`` print it for a failed job.
+- the job script's own line when its python cannot import hpcdist, and so no
+  rank could start (:func:`hpcdist.submission.render.hpcdist_check` writes it).
+
+:func:`first_failure` takes the job script's line first, then the earliest report, then the
+first launcher line. ``hpcdist logs`` and ``hpcdist submit --wait`` print it for a failed job.
 """
 
 from __future__ import annotations
@@ -37,13 +41,16 @@ class Failure:
     """One rank's failure as a log tells it; unknown parts are None."""
 
     def __init__(self, why: str, *, rank: int | None = None, host: str | None = None,
-                 local_rank: int | None = None, time: str | None = None, source: str = ""):
+                 local_rank: int | None = None, time: str | None = None, source: str = "",
+                 who: str | None = None):
         self.why, self.rank, self.host, self.local_rank, self.time, self.source = (
             why, rank, host, local_rank, time, source)
+        #: What failed where it is no rank (the job's set-up, the launcher itself).
+        self.who = who
 
     def __str__(self) -> str:
         who = f"rank {self.rank}" if self.rank is not None else (
-            f"local rank {self.local_rank}" if self.local_rank is not None else "a rank")
+            f"local rank {self.local_rank}" if self.local_rank is not None else self.who or "a rank")
         if self.rank is not None and self.local_rank is not None:
             who += f" (local rank {self.local_rank})"
         where = f" on {self.host}" if self.host else ""
@@ -118,12 +125,22 @@ def _global_rank(text: str, host: str | None, local_rank: int) -> int | None:
     return None
 
 
+#: The job script's line where the job's python cannot import hpcdist (its first call of hpcdist,
+#: ``job-setup``, failed: :func:`hpcdist.submission.render.job_setup` writes the check).
+_NO_HPCDIST = re.compile(r"^hpcdist: (?P<who>.+?) on (?P<host>\S+) (?P<why>cannot (?:import|find) (?:the )?hpcdist.*)$",
+                         re.M)
+
+
 def first_failure(text: str, agents: bool = False) -> Failure | None:
     """The rank that failed first according to a job's log, or None if the log shows none.
 
     ``agents``: the job ran one launcher per node (torchrun, accelerate,
     DeepSpeed ``--no-ssh``) spread by srun or mpirun.
     """
+    missing = _NO_HPCDIST.search(text)
+    if missing:  # no rank started: the job's set-up is what failed
+        return Failure(f"{missing['who']} {missing['why']}", host=missing["host"], who="the job's set-up",
+                       source="the job script's check")
     reports = []
     for line in text.splitlines():
         m = _REPORT.search(line)

@@ -65,6 +65,25 @@ DEEPSPEED_KILLED = """\
 node2: [2026-11-22 13:55:37,697] [INFO] [launch.py:169:main] global_rank_mapping=defaultdict(<class 'list'>, {'node1': [0, 1], 'node2': [2, 3]})
 node2: [2026-11-22 13:55:47,763] [ERROR] [launch.py:259:sigkill_handler] ['/work/main/.venv/bin/python3', '-u', 'failing_training.py', '--local_rank=1', '--fail-rank', '3'] exits with return code = -9
 """
+#: Open MPI 4.1's refusal as root (a job submitted without the two variables), as the local backend logged it.
+OPENMPI_ROOT = """\
+hpcdist: nodes: vm; master: 127.0.0.1:27716
+--------------------------------------------------------------------------
+mpirun has detected an attempt to run as root.
+
+Running as root is *strongly* discouraged as any mistake (e.g., in
+defining TMPDIR) or bug can result in catastrophic damage to the OS
+file system, leaving your system in an unusable state.
+
+We strongly suggest that you run mpirun as a non-root user.
+--------------------------------------------------------------------------
+"""
+#: A job whose python has no hpcdist: python's own line, then the job script's (its set-up's check).
+NO_HPCDIST = """\
+/usr/bin/python3: No module named hpcdist
+hpcdist: /usr/bin/python3 on node1 cannot import hpcdist; give the job a python that has it: --venv PATH, \
+--conda ENV, --module NAME or --python PATH
+"""
 REPORTS = """\
 node1: hpcdist: rank 0/4 (local rank 0 on node1) failed at 2026-11-22T13:55:24.930+00:00: RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.12]:19128
 node2: hpcdist: rank 3/4 (local rank 1 on node2) failed at 2026-11-22T13:55:24.020+00:00: ValueError: injected failure at step 5
@@ -94,10 +113,19 @@ node1: hpcdist: rank 1/4 (local rank 1 on node1) failed at 2026-11-22T13:55:24.0
     (PALS_EXIT, False, "rank 3 on node2: exit code 1 [from mpiexec (PALS)]"),
     # Agents spread by PALS (--ppn 1): its "rank" 1 is the second node's agent.
     (PALS_EXIT.replace("rank 3", "rank 1"), True, "a rank on node2: exit code 1 [from mpiexec (PALS)]"),
+    (OPENMPI_ROOT, False, "Open MPI's mpirun: it refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT=1 and "
+                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; set both, e.g. --env OMPI_ALLOW_RUN_AS_ROOT=1 --env "
+                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, or submit as another user [from mpirun]"),
+    # The same refusal where mpirun spreads torchrun's agents (PBS).
+    (OPENMPI_ROOT, True, "Open MPI's mpirun: it refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT=1 and "
+                         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; set both, e.g. --env OMPI_ALLOW_RUN_AS_ROOT=1 --env "
+                         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, or submit as another user [from mpirun]"),
+    (NO_HPCDIST, False, "the job's set-up on node1: /usr/bin/python3 cannot import hpcdist; give the job a python that "
+                        "has it: --venv PATH, --conda ENV, --module NAME or --python PATH [from the job script's check]"),
     ("nothing went wrong\n", False, None),
 ], ids=["torchrun", "srun", "openmpi-signal", "openmpi-exit", "mpich", "deepspeed", "agents", "agents-torchrun",
-         "deepspeed-one-host", "pals-signal", "pals-exit", "pals-agents",
-        "none"])
+         "deepspeed-one-host", "pals-signal", "pals-exit", "pals-agents", "openmpi-root", "openmpi-root-agents",
+        "no-hpcdist", "none"])
 def test_launcher_lines_name_the_rank(log, agents, expected):
     found = first_failure(log, agents)
     assert (str(found) if found else None) == expected

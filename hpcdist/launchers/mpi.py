@@ -106,11 +106,20 @@ class OpenMpi(Flavour):
     def environment(self, spec):
         return [MPI_ENV]
 
+    #: mpirun started as root without the two variables that allow it (containers, cloud VMs): no rank ran.
+    ROOT = r"mpirun has detected an attempt to run as root"
+    #: What the failure summary says of it, and troubleshooting.md too.
+    ROOT_WHY = ("it refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; "
+                "set both, e.g. --env OMPI_ALLOW_RUN_AS_ROOT=1 --env OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, or submit "
+                "as another user")
+
     def failures(self, text, agents, nodes):
         # Under spread agents (one per node) a rank is an agent's: only its host is kept.
         found = [(m.start(), failure(m["why"].strip(), rank=None if agents else int(m["rank"]), host=m["host"],
                                      source="mpirun"))
                  for m in re.finditer(self.SIGNAL, text)]
+        found += [(m.start(), failure(self.ROOT_WHY, who="Open MPI's mpirun", source="mpirun"))
+                  for m in re.finditer(self.ROOT, text)]
         for m in re.finditer(self.EXIT, text):
             if not agents:
                 found.append((m.start(), failure(f"exit code {m['code']}", rank=int(m["rank"]), source="mpirun")))

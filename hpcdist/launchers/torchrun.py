@@ -18,6 +18,16 @@ ROOT_CAUSE = (
     r"rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)\)\s*exitcode\s*: (?P<code>-?\d+)[^\n]*\n"
     r"(?:\s*error_file\s*:[^\n]*\n)?(?:\s*traceback\s*: (?P<tb>[^\n]*))?")
 
+#: torchrun's own lines when a signal (a cancel, the walltime, a preemption) stops it: its log lines
+#: of the shutdown, and the exception each of its nested handlers raises on the way out. Read by
+#: :mod:`hpcdist.jobs.logfiles`, which folds that teardown into one line of ``hpcdist logs``.
+TEARDOWN_LINE = (r"^[IWE]\d{4} (?P<time>\d\d:\d\d:\d\d)\.\d+ +\d+ torch/distributed/elastic/\S+\] "
+                 r"(?:Received \d+ death signal|Sending process \d+ closing signal)")
+#: Searched, not matched: two agents on one host cut each other's lines in the log.
+SIGNAL_EXCEPTION = r"SignalException: Process \d+ got signal: (?P<signal>\d+)"
+#: Any line of torchrun's agent's own log.
+ELASTIC_LINE = r"[IWE]\d{4} [\d:.]+ +\d+ torch/distributed/elastic/"
+
 
 class Torchrun(Launcher):
     name = "torchrun"

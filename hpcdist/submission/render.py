@@ -78,8 +78,37 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list) -> tuple:
             # job reports a port taken itself).
             flags.append("--port-unchecked")
     master = "this host" if scheduler.one_host else "the first node"
-    return (command_lines(words + flags),
-            f"{what}; the master is {master}, its port a free one drawn at random.")
+    return (command_lines(words + flags) + " || {\n" + hpcdist_check(spec) + "\n}",
+            f"{what}; the master is {master}, its port a free one drawn at random. Where the job's "
+            f"python has no hpcdist, one line says what to give the job.")
+
+
+#: The exit status of a job whose python cannot import hpcdist: a shell's for a command not found.
+NO_HPCDIST_STATUS = 127
+
+
+def hpcdist_check(spec) -> str:
+    """The lines run when ``hpcdist job-setup``, the script's first call of hpcdist, fails: only then a
+    probe of whether the job's python can import hpcdist at all, and where it cannot, one line that
+    names it and the fix (:func:`hpcdist.failures.first_failure` quotes it), and the job ends with
+    :data:`NO_HPCDIST_STATUS`. Any other failure of the set-up ends it with its own status."""
+    words = launchers.hpcdist_command(spec, in_image=True)
+    if words[-2:] == ["-m", "hpcdist"]:
+        probe = words_to_line(words[:-2] + ["-c", "import hpcdist"]) + " 2>/dev/null"
+        python = quote(str(words[-3]))
+        if containers.get(spec) is not None:
+            said = [f"hpcdist: {python} in the image on $HOSTNAME cannot import hpcdist;",
+                    "install hpcdist in the image, or give --python the image's python that has it"]
+        else:
+            said = [f"hpcdist: $(command -v {python} || echo {python}) on $HOSTNAME cannot import hpcdist;",
+                    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"]
+    else:  # the hpcdist command (pyxis, the doctor's job)
+        probe = "command -v hpcdist >/dev/null"
+        said = ["hpcdist: the job on $HOSTNAME cannot find the hpcdist command;",
+                "give it an environment that has it: --venv PATH, --conda ENV or --module NAME"]
+    return (f"  setup_status=$?; {probe} && exit \"$setup_status\"\n"
+            f'  echo "{said[0]}" \\\n    "{said[1]}" >&2\n'
+            f"  exit {NO_HPCDIST_STATUS}")
 
 
 def user_setup(spec: JobSpec) -> dict:

@@ -15,8 +15,14 @@ trap 'rm -rf "$run_dir"' EXIT
 
 export NCCL_DEBUG=INFO
 
-# The nodes; the master is this host, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler local --dir "$run_dir"
+# The nodes; the master is this host, its port a free one drawn at random. Where the job's python
+# has no hpcdist, one line says what to give the job.
+python -m hpcdist job-setup --scheduler local --dir "$run_dir" || {
+  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
+  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
+  exit 127
+}
 source "$run_dir/job.env"
 
 # Start torchrun on every node as agents on this host: 2 processes each, meeting at the master.

@@ -26,14 +26,21 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --mpi-env --pass NCCL_DEBUG
+# The nodes; the master is the first node, its port a free one drawn at random. Where the job's
+# python has no hpcdist, one line says what to give the job.
+python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --mpi-env --pass NCCL_DEBUG || {
+  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
+  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
+  exit 127
+}
 source "$run_dir/job.env"
 
 # Start accelerate on every node with Open MPI's launcher, each told its node's index.
 mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_env[@]}" \
   bash -c '
     export NODE_RANK="$OMPI_COMM_WORLD_RANK"
-    exec accelerate launch --num_machines=2 --num_processes=8 --machine_rank="$NODE_RANK" \
+    exec "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- accelerate launch \
+      --num_machines=2 --num_processes=8 --machine_rank="$NODE_RANK" \
       --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT" --multi_gpu \
       train.py --lr 0.1'

@@ -26,15 +26,21 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --mpi-env --pass NCCL_DEBUG
+# The nodes; the master is the first node, its port a free one drawn at random. Where the job's
+# python has no hpcdist, one line says what to give the job.
+python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --mpi-env --pass NCCL_DEBUG || {
+  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
+  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
+  exit 127
+}
 source "$run_dir/job.env"
 
 # Start torchrun on every node with Open MPI's launcher: 4 processes each, meeting at the master.
 mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_env[@]}" \
   bash -c '
     export NODE_RANK="$OMPI_COMM_WORLD_RANK"
-    exec torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
-      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+    exec "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- torchrun --nnodes=2 \
+      --nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
+      --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
       train.py --lr 0.1'

@@ -25,15 +25,21 @@ export NCCL_DEBUG=INFO
 set -u
 
 # The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at
-# random.
+# random. Where the job's python has no hpcdist, one line says what to give the job.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
-  --mpi-env --pass NCCL_DEBUG
+  --mpi-env --pass NCCL_DEBUG || {
+  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
+  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
+  exit 127
+}
 source "$run_dir/job.env"
 
 # Start DeepSpeed on every node with Open MPI's launcher (--no_ssh: each is told its node's index).
 mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_env[@]}" \
   bash -c '
     export NODE_RANK="$OMPI_COMM_WORLD_RANK"
-    exec deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" \
-      --master_port "$MASTER_PORT" --no_ssh --node_rank="$NODE_RANK" --module hpcdist.rank \
+    exec "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- deepspeed \
+      --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" \
+      --no_ssh --node_rank="$NODE_RANK" --module hpcdist.rank \
       train.py --lr 0.1'
