@@ -197,7 +197,12 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
         _kill_group(child.pid)
         _kill_processes(launched)
         try:
-            done = subprocess.run(["pdsh", "-S", "-w", hosts, f"pkill -f -- {shlex.quote(pattern)}"], timeout=grace,
+            # SIGCONT to the launchers' ranks first: a rank stopped by a hang takes its launcher's
+            # SIGTERM only once it runs, and the launcher waits for it (DeepSpeed's, 30 s) after
+            # the job has ended. pkill's status (1: nothing there) is the last command's.
+            quoted = shlex.quote(pattern)
+            remote = f'ranks=$(pgrep -d, -f -- {quoted}) && pkill -CONT -P "$ranks"; pkill -f -- {quoted}'
+            done = subprocess.run(["pdsh", "-S", "-w", hosts, remote], timeout=grace,
                                   env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE)
             # pkill's 1 is a node with nothing left to end; anything else is said.
