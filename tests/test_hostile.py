@@ -197,6 +197,7 @@ FIELDS = [
     Field("signal-margin", "--signal-margin", _set("signal_margin"), must_refuse=lambda p, v: True),
     Field("hang-timeout", "--hang-timeout", _set("hang_timeout"), must_refuse=lambda p, v: True),
     Field("hang-floor", "--hang-floor", _set("hang_floor"), must_refuse=lambda p, v: True),
+    Field("start-timeout", "--start-timeout", _set("start_timeout"), must_refuse=lambda p, v: True),
     Field("requeue", "--requeue", _set("requeue"), must_refuse=lambda p, v: True),
     Field("max-restarts", "--max-restarts", _set("max_restarts"), must_refuse=lambda p, v: True),
     Field("min-nodes", "--min-nodes", _set("min_nodes"), must_refuse=lambda p, v: True),
@@ -707,7 +708,7 @@ def test_dataclass_fields_are_all_in_the_matrix():
     covered = {"job_name", "script", "script_args", "env", "propagate", "modules", "sources", "conda", "venv",
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
-               "pbs_spread", "dialect", "template_dir", "signal_margin_s", "hang_timeout_s", "hang_floor_s", "requeue", "max_restarts", "min_nodes",
+               "pbs_spread", "dialect", "template_dir", "signal_margin_s", "hang_timeout_s", "hang_floor_s", "start_timeout_s", "requeue", "max_restarts", "min_nodes",
                "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
                "mem_per_gpu_mb", "constraint", "hint", "cpu_bind", "gpu_bind", "gpu_map", "env_expand", "setup_on",
                "container_image", "container_binds"}
