@@ -40,6 +40,8 @@ FAILED_NODE = re.compile(rb"^pdsh@[^:\s]+: ([^:\s]+): \S+ exited with exit code 
 
 #: Seconds the launcher gets to clean up every node before it is killed.
 GRACE_SECONDS = 20.0
+#: Seconds after the start in which a pdsh launch is looked for (once a second, until found).
+LOOK_FOR_LAUNCH_S = 300
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 #: Of those, the ones that end a job: a pdsh launch is ended by supervise itself.
@@ -179,10 +181,27 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
     for signum in pending:
         child.send_signal(signum)
 
+    seen: list = []  # the pdsh launch once found: a job's end may have ended pdsh before it is asked for
+
     def pdsh_below():
-        """The pdsh launch below the launcher, if any; what runs below it is kept in ``launched``."""
+        """The pdsh launch below the launcher, if any (or the one seen earlier); what runs below it is
+        kept in ``launched``."""
         launched.extend(launched_processes(child.pid))
-        return pdsh_launch(launched)
+        return pdsh_launch(launched) or (seen[0] if seen else None)
+
+    def look_for_launch() -> None:
+        """Note the pdsh launch as soon as it runs: the monitor's end of a hung job signals every
+        process of the job at once, pdsh and its ssh clients too, and a launch looked for only then
+        was gone (its node 2 launcher and a stopped rank outlived the job)."""
+        for _ in range(LOOK_FOR_LAUNCH_S):
+            if child_exited.wait(1.0):
+                return
+            found = pdsh_launch(launched_processes(child.pid))
+            if found is not None:
+                seen.append(found)
+                return
+
+    threading.Thread(target=look_for_launch, daemon=True).start()
 
     def start_ender(end, launch) -> None:
         """``end`` in a thread of its own: the main thread waits for the launcher."""
