@@ -79,8 +79,7 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list) -> tuple:
             flags.append("--port-unchecked")
     master = "this host" if scheduler.one_host else "the first node"
     return (command_lines(words + flags) + " || {\n" + hpcdist_check(spec) + "\n}",
-            f"{what}; the master is {master}, its port a free one drawn at random. Where the job's "
-            f"python has no hpcdist, one line says what to give the job.")
+            f"{what}; the master is {master}, its port a free one drawn at random.")
 
 
 #: The exit status of a job whose python cannot import hpcdist: a shell's for a command not found.

@@ -15,8 +15,7 @@ trap 'rm -rf "$run_dir"' EXIT
 
 export NCCL_DEBUG=INFO
 
-# The nodes; the master is this host, its port a free one drawn at random. Where the job's python
-# has no hpcdist, one line says what to give the job.
+# The nodes; the master is this host, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler local --dir "$run_dir" || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \

@@ -16,7 +16,6 @@ trap 'rm -rf "$run_dir"' EXIT
 export NCCL_DEBUG=INFO
 
 # The nodes and a hostfile for mpirun; the master is this host, its port a free one drawn at random.
-# Where the job's python has no hpcdist, one line says what to give the job.
 python -m hpcdist job-setup --scheduler local --dir "$run_dir" --hostfile mpich:4 || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \

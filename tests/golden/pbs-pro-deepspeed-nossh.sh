@@ -27,7 +27,7 @@ export NCCL_DEBUG=INFO
 set -u
 
 # The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at
-# random. Where the job's python has no hpcdist, one line says what to give the job.
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
   --mpi-env --pass NCCL_DEBUG || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
