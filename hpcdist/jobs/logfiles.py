@@ -153,6 +153,8 @@ class TeardownFold:
             self.raw = False
         whole, nl, self.partial = (self.partial + text).rpartition("\n")
         if not nl:  # no line ended yet
+            if len(self.partial) > CHUNK:  # a line too long to hold (memory stays bounded): as it is
+                out, self.partial, self.raw = out + self._close() + self.partial, "", True
             return out
         start = 0 if self.held else min((i for i in map(whole.find, MARKERS) if i >= 0), default=-1)
         if start < 0:
