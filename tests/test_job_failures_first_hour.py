@@ -104,8 +104,11 @@ def test_a_cancelled_torchrun_job_says_the_cancel_where_its_teardown_tracebacks_
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         job = waiting.stdout.readline().strip()
-        log = next(tmp_path.glob(".hpcdist/jobs/train-*/job.log"))
         deadline = time.monotonic() + 120
+        # The job's log is written by the job itself: it may not be there yet when its id is.
+        while not list(tmp_path.glob(".hpcdist/jobs/train-*/job.log")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        log = next(tmp_path.glob(".hpcdist/jobs/train-*/job.log"))
         while log.read_text().count("started") < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert hpcdist("cancel", job, cwd=tmp_path, env=env).returncode == 0
