@@ -20,8 +20,7 @@ cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
-# The nodes; the master is the first node, its port a free one drawn at random. Where the job's
-# python has no hpcdist, one line says what to give the job.
+# The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \

@@ -35,8 +35,7 @@ export MIOPEN_USER_DB_PATH="/tmp/miopen-config-${USER}"
 mkdir -p "$MIOPEN_CUSTOM_CACHE_DIR" "$MIOPEN_USER_DB_PATH"
 set -u
 
-# The nodes; the master is the first node, its port a free one drawn at random. Where the job's
-# python has no hpcdist, one line says what to give the job.
+# The nodes; the master is the first node, its port a free one drawn at random.
 singularity exec --rocm "$HPCDIST_IMAGE" python -m hpcdist job-setup --scheduler slurm --nodes 2 \
   --dir "$run_dir" || {
   setup_status=$?; singularity exec --rocm "$HPCDIST_IMAGE" python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"

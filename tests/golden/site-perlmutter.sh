@@ -22,8 +22,7 @@ cd "$SLURM_SUBMIT_DIR"
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
-# The nodes; the master is the first node, its port a free one drawn at random. Where the job's
-# python has no hpcdist, one line says what to give the job.
+# The nodes; the master is the first node, its port a free one drawn at random.
 shifter python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
   setup_status=$?; shifter python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: python in the image on $HOSTNAME cannot import hpcdist;" \

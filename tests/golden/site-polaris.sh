@@ -40,7 +40,7 @@ export FI_CXI_DEFAULT_CQ_SIZE=131072
 set -u
 
 # The nodes and a hostfile for mpirun; the master is the first node, its port a free one drawn at
-# random. Where the job's python has no hpcdist, one line says what to give the job.
+# random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile nodes:4 || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
