@@ -23,7 +23,7 @@ import stat
 import statistics
 import time
 
-from hpcdist.progress import MAX_INTERVAL_S, STACKS_REQUEST, rank_file, stacks_file
+from hpcdist.progress import MAX_INTERVAL_S, STACKS_REQUEST, stacks_file
 
 #: A job looks hung after this many of its recent step times without a step (and the floor).
 HANG_MULTIPLE = 10
