@@ -100,6 +100,10 @@ def test_trains_on_both_moms(row, history, pbs, tmp_path):
         assert sorted(int(r[3]) for r in seen if r[0] == host) == [0, 1], testcluster.log_excerpt(out)
     assert "identical on all ranks: True" in out
     assert row_of(pbs, cwd, job_id)["state"] == "COMPLETED"
+    # A job that succeeded reads as one: no agent's trace at the end (torchrun's first node hosts
+    # the rendezvous store; an agent still in its exit barrier when it left wrote 43 lines of them).
+    errors = [line for line in out.splitlines() if re.search(r"Traceback|Error|\bE\d{4} ", line)]
+    assert errors == [], testcluster.log_excerpt(out)
 
 
 @pytest.mark.parametrize("row", ["torchrun", "torchrun-pbsdsh", "mpirun", "deepspeed-pdsh", "deepspeed-no-ssh",

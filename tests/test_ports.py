@@ -143,16 +143,20 @@ def test_another_user_listening_on_the_port_the_job_id_names_gets_no_agent(tmp_p
         listener.stop()
 
 
-def test_a_master_port_taken_after_it_was_chosen_ends_the_job_instead_of_joining(tmp_path, rival, rival_folder):
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_master_port_taken_after_it_was_chosen_ends_the_job_instead_of_joining(nodes, tmp_path, rival, rival_folder):
     """The rival takes the job's port between its choice and the launch (here: the user's own
-    setup line starts the rival's listener on $MASTER_PORT). The first agent cannot host the
-    rendezvous there: the job fails, and no agent becomes a client of the rival's listener."""
+    setup line starts the rival's listener on $MASTER_PORT). On one node the agent cannot host the
+    rendezvous there; on two, the job script cannot hold the agents' store there (it holds it
+    itself, so that it outlives every agent): the job fails, saying which, and no agent becomes a
+    client of the rival's listener."""
     (tmp_path / "train.py").write_text(TRAINING)
     listen = pathlib.Path(rival_folder)
     (listen / "listen.py").write_text(LISTENER)
     start = (f'runuser -u {rival} -- /usr/bin/python3 {listen}/listen.py "$MASTER_PORT" {listen} '
              f'</dev/null >/dev/null 2>&1 & while [ ! -e {listen}/ready ]; do sleep 0.1; done')
-    proc = hpcdist("submit", "--nodes", "1", "--setup", start, "--setup-on", "every-node", "train.py", cwd=tmp_path)
+    proc = hpcdist("submit", "--nodes", str(nodes), "--setup", start, "--setup-on", "every-node", "train.py",
+                   cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.split()[0]
     try:
@@ -163,7 +167,10 @@ def test_a_master_port_taken_after_it_was_chosen_ends_the_job_instead_of_joining
         assert connections == [], f"the job's agent joined another user's listener on {port}:\n{log}"
         assert status["state"] == "FAILED", log
         assert " met" not in log
-        assert f"port: {port}" in log and "EADDRINUSE" in log, log
+        if nodes == 1:
+            assert f"port: {port}" in log and "EADDRINUSE" in log, log
+        else:
+            assert f"torchrun's rendezvous store cannot listen on port {port} of this node" in log, log
     finally:
         subprocess.run(["pkill", "-9", "-u", rival, "-f", f"{listen}/listen.py"])
 

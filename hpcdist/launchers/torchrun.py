@@ -1,5 +1,8 @@
 """torchrun: one agent per node, a c10d rendezvous on the first host; restarts and elastic size.
 
+Where it runs: on the login node (the launch lines), and on the job's first node, where
+``python -m hpcdist.launchers.torchrun --hold-store PORT`` holds the agents' rendezvous store.
+
 Its settings (``--max-restarts``, ``--min-nodes``) are its own (their owner in
 :mod:`hpcdist.submission.options`): refused under the other launchers. Its log names a failed rank in its
 "Root Cause" block.
@@ -7,7 +10,10 @@ Its settings (``--max-restarts``, ``--min-nodes``) are its own (their owner in
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+import time
 
 from hpcdist.launchers import Launcher, exit_why, failure, program
 from hpcdist.shell import BREAK, Shell
@@ -39,7 +45,8 @@ class Torchrun(Launcher):
         # The agents meet at $MASTER_ADDR:$MASTER_PORT (c10d); torchrun then gives its workers a
         # master of its own choosing (the first agent's host and a free port).
         n = spec.procs_per_node
-        return f"Start torchrun on every node{spread}: {n} process{'es' if n > 1 else ''} each, meeting at the master."
+        meeting = "this node" if holds_store(spec) else "the master"
+        return f"Start torchrun on every node{spread}: {n} process{'es' if n > 1 else ''} each, meeting at {meeting}."
 
     def words(self, spec):
         # c10d rendezvous on the first host; the rendezvous assigns node ranks.
@@ -51,7 +58,12 @@ class Torchrun(Launcher):
         # (another job's store, another user's program), and on the local backend every agent is
         # on the master's host. An elastic job's two srun steps each count their nodes from 0:
         # hpcdist agents --elastic says which agent hosts (hpcdist.schedulers.slurm_job).
-        host = [] if spec.elastic else [Shell('--rdzv-conf=is_host="$(( $NODE_RANK == 0 ))"')]
+        if spec.elastic:
+            host = []
+        elif holds_store(spec):
+            host = ["--rdzv-conf=is_host=0"]
+        else:
+            host = [Shell('--rdzv-conf=is_host="$(( $NODE_RANK == 0 ))"')]
         # Workers that restart (--max-restarts, or an elastic job's new round): torch's agents keep
         # one store for every round, where a restarted worker can read the dead workers' addresses
         # (gloo "Connection refused" at every restart, until torchrun gives up: pytorch/pytorch#135712,
@@ -60,6 +72,14 @@ class Torchrun(Launcher):
         return [BREAK, *fresh, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'), *host,
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + workers(spec)
+
+    def setup(self, spec):
+        if not holds_store(spec):
+            return []
+        # The agents' store outlives every agent: held by the first agent (torch's way), it left
+        # while the other nodes' agents were still in their exit barrier, and a job that succeeded
+        # ended its log with their errors (pytorch/pytorch#69520). It returns once it listens.
+        return [f"{spec.python} -m hpcdist.launchers.torchrun --hold-store \"$MASTER_PORT\""]
 
     def failures(self, text, agents, nodes):
         return [(m.start(), failure(exit_why(int(m["code"])), rank=int(m["rank"]), local_rank=int(m["local"]),
@@ -79,4 +99,61 @@ def workers(spec) -> list:
     return ["-m", "hpcdist.rank"] + program(spec)
 
 
+def holds_store(spec) -> bool:
+    """Whether the job script holds the rendezvous store (:func:`hold_store`): several nodes, a
+    fixed size (an elastic job's rounds are hpcdist agents --elastic's), and the host's python
+    the training's (in a container the host may have no torch)."""
+    from hpcdist import containers
+
+    return spec.nodes > 1 and not spec.elastic and spec.python != "hpcdist" and containers.get(spec) is None
+
+
+def hold_store(port: str) -> int:
+    """Listen with a rendezvous store on ``port`` of this node, then return 0 and leave the store
+    in a child until the job's script (this command's parent) has ended; 1, said, if it cannot
+    listen (the agents must not meet at whatever else listens there). The store's server runs in
+    a thread of torch's, so the child makes it, and tells the parent through a pipe."""
+    job_script = os.getppid()
+    read_end, write_end = os.pipe()
+    if os.fork():
+        os.close(write_end)
+        answer = os.read(read_end, 4096).decode(errors="replace")
+        if answer != "ok":
+            print(f"hpcdist: torchrun's rendezvous store cannot listen on port {port} of this node: "
+                  f"{answer or 'it ended'}", file=sys.stderr)
+            return 1
+        return 0
+    os.close(read_end)
+    try:
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+
+        store = TCPStore("localhost", int(port), is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
+    except Exception as e:  # any failure to listen is said by the parent
+        os.write(write_end, str(e).splitlines()[0].encode() if str(e) else type(e).__name__.encode())
+        os._exit(1)
+    os.write(write_end, b"ok")
+    os.close(write_end)
+    while _alive(job_script):
+        time.sleep(0.5)
+    del store
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 LAUNCHER = Torchrun()
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--hold-store" or not sys.argv[2].isdigit():
+        raise SystemExit("usage: python -m hpcdist.launchers.torchrun --hold-store PORT")
+    sys.exit(hold_store(sys.argv[2]))

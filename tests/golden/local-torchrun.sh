@@ -24,10 +24,10 @@ python -m hpcdist job-setup --scheduler local --dir "$run_dir" || {
 }
 source "$run_dir/job.env"
 
-# Start torchrun on every node as agents on this host: 2 processes each, meeting at the master.
+# Start torchrun on every node as agents on this host: 2 processes each, meeting at this node.
+python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 python -m hpcdist agents --local --nodes 2 -- \
-  bash -c '
-    exec torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \
-      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
-      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
-      train.py --lr 0.1'
+  torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 --rdzv-id="$HPCDIST_JOB_ID" \
+  -m hpcdist.rank \
+  train.py --lr 0.1

@@ -29,10 +29,10 @@ python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || {
 }
 source "$run_dir/job.env"
 
-# Start torchrun on every node with pbsdsh: 4 processes each, meeting at the master.
+# Start torchrun on every node with pbsdsh: 4 processes each, meeting at this node.
+python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 python -m hpcdist agents --pbsdsh --dir "$run_dir" -- \
-  bash -c '
-    exec "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- torchrun --nnodes=2 \
-      --nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
-      --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
-      train.py'
+  "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- torchrun --nnodes=2 --nproc-per-node=4 \
+  --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 \
+  --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+  train.py

@@ -35,11 +35,10 @@ python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
 }
 source "$run_dir/job.env"
 
-# Start torchrun on every node with srun: 4 processes each, meeting at the master.
+# Start torchrun on every node with srun: 4 processes each, meeting at this node.
+python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 \
-  bash -c '
-    export NODE_RANK="$SLURM_NODEID"
-    exec torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
-      --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host="$(( $NODE_RANK == 0 ))" \
-      --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
-      train.py --lr 0.1'
+  torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
+  --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 --rdzv-id="$HPCDIST_JOB_ID" \
+  -m hpcdist.rank \
+  train.py --lr 0.1
