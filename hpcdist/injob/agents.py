@@ -10,7 +10,7 @@ Where neither can, the job script hands the agent's command to this command, in 
 How each way starts its agents is its scheduler's (``--pbsdsh``: :mod:`hpcdist.schedulers.pbsdsh`;
 ``--elastic``: :mod:`hpcdist.schedulers.slurm_job`; ``--local``: :mod:`hpcdist.schedulers.local_job`;
 the command picks one: :func:`hpcdist.cli.in_job.run_by_hand`); what they share is here: :func:`watch` follows the agents, and when one ends badly it says which
-node and why, ends the others (SIGTERM, then SIGKILL after :data:`GRACE_S`) and exits with that
+node and why, ends the others (:mod:`hpcdist.injob.end_all`'s rule) and exits with that
 status. SIGTERM, SIGINT and SIGHUP (a cancel, the walltime) are passed on to every agent.
 ``--node`` is one node's own agent, for a way of starting that cannot tell how its command ended
 (PBS Pro's pbsdsh exits 0 whatever its task did): it runs the command, passes signals on, and
@@ -29,11 +29,10 @@ import signal
 import sys
 import time
 
-#: Seconds the other agents get to end after SIGTERM before they are killed.
-GRACE_S = 10.0
+from hpcdist.injob.end_all import ENDING, GRACE_S
+
 #: Seconds between two looks at the agents.
 POLL_S = 0.2
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 USAGE = """usage: hpcdist agents --pbsdsh --dir RUN_DIR -- COMMAND...
        hpcdist agents --elastic -- srun [SRUN FLAGS] COMMAND...
@@ -118,7 +117,7 @@ def forward_signals(processes: list) -> list:
             if process.poll() is None:
                 process.send_signal(signum)
 
-    for signum in FORWARDED:
+    for signum in ENDING:
         signal.signal(signum, forward)
     return caught
 

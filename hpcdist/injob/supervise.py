@@ -35,17 +35,14 @@ import subprocess
 import sys
 import threading
 
+from hpcdist.injob.end_all import ENDING, GRACE_S, WARNINGS
+
 #: pdsh's report of a node whose remote command failed (``-S`` keeps it on stderr).
 FAILED_NODE = re.compile(rb"^pdsh@[^:\s]+: ([^:\s]+): \S+ exited with exit code (\d+)")
 
-#: Seconds the launcher gets to clean up every node before it is killed.
-GRACE_SECONDS = 20.0
 #: Seconds after the start in which a pdsh launch is looked for (once a second, until found).
 LOOK_FOR_LAUNCH_S = 300
 
-_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-#: Of those, the ones that end a job: a pdsh launch is ended by supervise itself.
-_ENDING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def failed_node(line: bytes) -> tuple[str, int] | None:
@@ -154,7 +151,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
+def supervise(argv: list[str], grace: float = GRACE_S) -> int:
     failure: list[tuple[str, int]] = []
     ended = threading.Event()
     child_exited = threading.Event()
@@ -168,13 +165,13 @@ def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
         if child is None:
             pending.append(signum)  # arrived before the launcher started
         elif child.poll() is None:
-            launch = pdsh_below() if signum in _ENDING and not ended.is_set() else None
+            launch = pdsh_below() if signum in ENDING and not ended.is_set() else None
             if launch is not None:  # DeepSpeed's runner would pkill every DeepSpeed launcher of its Python
                 start_ender(end_pdsh_launch, launch)
                 return
             child.send_signal(signum)
 
-    for signum in _FORWARDED:
+    for signum in ENDING + WARNINGS:  # a pdsh launch is ended by supervise itself
         signal.signal(signum, forward)
     # Its own process group, so that the last resort reaches pdsh and ssh too.
     child = subprocess.Popen(argv, stderr=subprocess.PIPE, start_new_session=True)
