@@ -392,7 +392,7 @@ STUBBED = ("srun", "mpirun", "mpiexec", "mpiexec.hydra", "torchrun", "deepspeed"
 HPCDIST_STUB = r"""#!/bin/bash
 case "$1" in
   job-setup) while [ $# -gt 0 ]; do [ "$1" = --dir ] && dir=$2; shift; done
-             printf 'export MASTER_ADDR=n1 MASTER_PORT=29500 HPCDIST_JOB_ID=4242 HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\nmpi_env=()\n' "$dir" "$dir" > "$dir/job.env" ;;
+             printf 'export MASTER_ADDR=n1 MASTER_PORT=%s HPCDIST_JOB_ID=4242 HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\nmpi_env=()\n' "$((20000 + RANDOM % 30000))" "$dir" "$dir" > "$dir/job.env" ;;
   hostfile) out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
             printf 'n1 slots=2\nn2 slots=2\n' > "$out" ;;
   env) echo 29500 ;;

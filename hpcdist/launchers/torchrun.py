@@ -135,6 +135,11 @@ def hold_store(port: str) -> int:
         os._exit(1)
     os.write(write_end, b"ok")
     os.close(write_end)
+    # Nothing more to say: the job's output is not held open by the store (whoever reads it
+    # waits for its end, and may reap the script only then).
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
     while _alive(job_script):
         time.sleep(0.5)
     del store
@@ -142,13 +147,18 @@ def hold_store(port: str) -> int:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: an ended script not yet reaped (a zombie) has ended."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
         return True
-    return True
 
 
 LAUNCHER = Torchrun()
