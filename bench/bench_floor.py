@@ -6,8 +6,9 @@ Three costs, each next to what no implementation can go below:
 - ``hpcdist render`` (2 nodes x 4 GPUs under Slurm, 90 minutes, torchrun)
   against its jinja2 floor, :file:`floor_render.py`: ``import jinja2``, an
   Environment built as hpcdist's, one render of the same template with the
-  same values as plain data (it prints the same script, checked byte for
-  byte). Target 1.1x.
+  same values as plain data, written out from each tree's own render by
+  :file:`capture_render.py` (it prints the same script, checked byte for
+  byte). Target 1.2x.
 - ``hpcdist status`` in a folder with no jobs against ``python -c pass``.
   Target 2x.
 - ``import hpcdist.env; hpcdist.env.get_rank()`` with torchrun's variables
@@ -41,7 +42,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_revisions import PROJECT_PYTHON, REPO, checkouts, templates_of, tree_env  # noqa: E402
+from bench_revisions import PROJECT_PYTHON, REPO, checkouts, tree_env  # noqa: E402
 
 RENDER = ["render", "--scheduler", "slurm", "--nodes", "2", "--gpus-per-node", "4", "--walltime", "90m", "train.py"]
 #: What torchrun sets for each worker (one process here).
@@ -55,19 +56,14 @@ CASES = (
 )
 
 
-def commands(python: str, tree: Path, version: str) -> dict[str, tuple[list[str], str]]:
-    """name -> (argv, folder it runs in): each case and its floor. The floor renders the templates
-    of issue 27 (beside the schedulers): a tree from before it has none (its render is measured,
-    its floor not)."""
+def commands(python: str, tree: Path, context: Path) -> dict[str, tuple[list[str], str]]:
+    """name -> (argv, folder it runs in): each case and its floor (``context``: the folder of the
+    tree's render written out by capture_render.py)."""
     script = str(REPO / ".venv" / "bin" / "hpcdist")
-    line = "hpcdist " + " ".join(RENDER)
-    templates = templates_of(tree)
-    floors = {} if templates.name == "templates" else {
-        "floor": ([python, str(HERE / "floor_render.py"), str(templates), line, version], "work"),
-        "argparse": ([python, str(HERE / "floor_render.py"), str(templates), line, version, "--argparse"], "work")}
     return {
         "pass": ([python, "-c", "pass"], "empty"),
-        **floors,
+        "floor": ([python, str(HERE / "floor_render.py"), str(context)], "work"),
+        "argparse": ([python, str(HERE / "floor_render.py"), str(context), "--argparse"], "work"),
         "render": ([python, script, *RENDER], "work"),
         "status": ([python, script, "status"], "empty"),
         "rank": ([python, "-c", "import hpcdist.env; hpcdist.env.get_rank()"], "empty"),
@@ -107,15 +103,18 @@ def main() -> int:
         (tmp / "work" / "train.py").write_text("")
         cache = tmp / "cache"
         envs = {name: tree_env(tree, cache, **TORCHRUN) for name, tree in trees.items()}
-        versions = {name: run([args.python, "-c", "import hpcdist; print(hpcdist.__version__)"],
-                              envs[name], tmp / "empty").stdout.strip() for name in trees}
-        cmds = {name: commands(args.python, tree, versions[name]) for name, tree in trees.items()}
+        contexts = {name: tmp / f"context-{name}" for name in trees}
+        for name, folder in contexts.items():  # what each tree's render gives its template, as plain data
+            folder.mkdir()
+            run([args.python, str(HERE / "capture_render.py"), str(folder / "floor_context.py"), *RENDER[1:]],
+                envs[name], tmp / "work")
+        cmds = {name: commands(args.python, tree, contexts[name]) for name, tree in trees.items()}
 
         checks = []
         for name in trees:  # warm-up (bytecode, jinja2's caches), and the output checks
             for _ in range(3):
                 out = {c: run(argv, envs[name], tmp / cwd).stdout for c, (argv, cwd) in cmds[name].items()}
-            if "floor" in out and not out["render"] == out["floor"] == out["argparse"]:
+            if not out["render"] == out["floor"] == out["argparse"]:
                 raise SystemExit(f"{name}: the floor does not print hpcdist's script; fix floor_render.py")
             checks.append(f"{name}: floor and `hpcdist render` print the same script ({len(out['render'])} bytes); "
                           f"`hpcdist status` prints {len(out['status'].splitlines())} line(s)")
@@ -147,7 +146,8 @@ def main() -> int:
           f"Wall: median of {args.reps} interleaved rounds. `hpcdist` is the venv's console script; each tree "
           f"on its own PYTHONPATH, bytecode and jinja2's template cache warm. The jinja2 floor "
           f"(`bench/floor_render.py`): `import jinja2`, an Environment built as hpcdist's, one render of "
-          f"`slurm/job.sh.j2` with the same values as plain data. `get_rank()` runs with torchrun's variables "
+          f"the same template with the same values as plain data (`bench/capture_render.py` writes them out "
+          f"from each tree's own render). `get_rank()` runs with torchrun's variables "
           f"(RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, "
           f"TORCHELASTIC_RUN_ID). Load average (1 min) before / after: {load_before:.2f} / {load_after:.2f} "
           f"on {os.cpu_count()} CPUs.\n")
