@@ -207,3 +207,30 @@ def test_a_remote_setting_where_no_cluster_is_named_is_refused(args, said, tmp_p
     proc = hpcdist(*args, cwd=tmp_path)
     assert (proc.returncode, proc.stderr.strip(), proc.stdout) == (1, said, "")
     assert os.listdir(tmp_path) == []
+
+
+def test_the_in_job_commands_are_listed_by_their_modules_own_first_lines():
+    """`hpcdist --help` lists job-setup and agents from a table, not by loading them (a third of the
+    list's cost): the table says what their docstrings say."""
+    from hpcdist.cli.in_job import LISTED
+    from hpcdist.injob import agents, job_setup
+
+    assert LISTED == {name: module.__doc__.split("\n")[0].split(": ", 1)[1]
+                      for name, module in (("job-setup", job_setup), ("agents", agents))}
+
+
+def test_the_top_level_help_written_out_is_what_argparse_formats(monkeypatch):
+    """`hpcdist --help` prints hpcdist/cli/top_help.py's text (building every parser for it cost
+    three times `python -c pass`): the text is argparse's own, at 80 columns. After a change to
+    the commands: `HPCDIST_UPDATE_GOLDEN=1 pytest tests/test_cli.py -k top_level_help`."""
+    import hpcdist.cli.top_help as written
+    from hpcdist.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    text = build_parser(["--help"]).format_help()
+    if os.environ.get("HPCDIST_UPDATE_GOLDEN"):
+        source = open(written.__file__).read()
+        open(written.__file__, "w").write(source.replace(repr(written.TEXT), repr(text)))
+    assert written.TEXT == text
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "--help"], capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout) == (0, text)

@@ -60,6 +60,11 @@ def _run(argv: list[str]) -> int:
     if argv == ["--version"]:  # as argparse's version action says it, without building every parser
         print(f"hpcdist {__version__}")
         return 0
+    if argv in (["-h"], ["--help"]):  # the list of commands, without building every parser
+        from hpcdist.cli.top_help import TEXT
+
+        sys.stdout.write(TEXT)
+        return 0
     if argv[:1] and argv[0] in in_job.BY_HAND:
         return in_job.run_by_hand(argv[0], argv[1:])
     # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here).

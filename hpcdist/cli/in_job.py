@@ -43,6 +43,12 @@ def run_by_hand(name: str, argv: list[str]) -> int:
     return start(command, options)
 
 
+#: The in-job commands run without argparse, as `hpcdist --help` lists them: each module's first
+#: docstring line (tests/test_cli.py holds them equal), so that the list loads neither module.
+LISTED = {"job-setup": "the job's set-up before the launcher, in one interpreter.",
+          "agents": "start a launcher's agent once on every node, and end them all when one fails."}
+
+
 def add_parsers(sub, only: str | None, command: str | None) -> None:
     """Their parsers on ``sub`` (all, or ``only`` that one)."""
     import argparse  # not at the top: `hpcdist status` and the job scripts' commands build no parser
@@ -101,13 +107,17 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
         requeue.set_defaults(run=run_requeue)
     for name, module in (("job-setup", "hpcdist.injob.job_setup"), ("agents", "hpcdist.injob.agents")):
-        if only in (None, name):  # listed by --help; hpcdist.cli runs them without argparse
+        if name in (only, command):  # its own help: hpcdist.cli runs them without argparse
             text = __import__(module, fromlist=["USAGE"])
             usage, _, description = text.USAGE.partition("\n")
-            parser = sub.add_parser(name, help=text.__doc__.split("\n")[0].split(": ", 1)[1],
-                                    usage=usage.removeprefix("usage: "), description=description)
-            parser.add_argument("argv", nargs=argparse.REMAINDER)
-            parser.set_defaults(run=lambda args, name=name: run_by_hand(name, args.argv))
+            parser = sub.add_parser(name, help=LISTED[name], usage=usage.removeprefix("usage: "),
+                                    description=description)
+        elif only is None:  # listed by --help, the module not loaded for one line
+            parser = sub.add_parser(name, help=LISTED[name])
+        else:
+            continue
+        parser.add_argument("argv", nargs=argparse.REMAINDER)
+        parser.set_defaults(run=lambda args, name=name: run_by_hand(name, args.argv))
 
 
 def run_env(args: Namespace) -> int:
