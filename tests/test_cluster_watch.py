@@ -124,6 +124,15 @@ def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: s
         assert f"hpcdist:   rank {rank}: no answer (stopped, or gone)" in text, text[-3000:]
     else:
         assert "hpcdist:   rank 2 in all_reduce at watch_training.py:" in text, text[-3000:]
+    # The record tells the truth (issue 37 item 3): not "killed by SIGKILL (out of memory ...)" on
+    # Slurm nor a bare "failed 1" on PBS, but the hang and its rank, in status and in logs.
+    said = f"rank {rank} on node1 not answering (stopped)" if case == "stop-node1" else \
+        f"rank {rank} on {'pbsn2' if 'pbsn1' in text else 'node2'} not answering (busy, stopped or gone)" \
+        if fault == "stop" else "rank 2 in all_reduce"
+    assert row["reason"].startswith("ended by --hang-timeout after ") and said in row["reason"], row
+    assert row["state"] == "FAILED", row
+    logs = run("logs", job["job_id"])
+    assert f"hpcdist: job {job['job_id']} was {row['reason']}" in logs.stderr.splitlines(), logs.stderr
     ended_after = os.path.getmtime(os.path.join(row["folder"], "exit_code")) - fault_at
     print(f"ended {ended_after:.1f} s after the fault (--hang-timeout 20s)")
     assert ended_after < 20 + 20, ended_after
