@@ -304,7 +304,7 @@ def test_each_command_is_one_round_trip_over_the_one_login(project, login):
     shim = os.path.join(login.laptop.pw_dir, "shim")
     counted = os.path.join(login.laptop.pw_dir, "ssh-calls")
     as_user(LAPTOP_USER, ["mkdir", "-p", shim]).check_returncode()
-    login.write(LAPTOP_USER, f"{shim}/ssh", f'#!/bin/sh\necho "$*" >> {counted}\nexec /usr/bin/ssh "$@"\n')
+    login.write(LAPTOP_USER, f"{shim}/ssh", f'#!/bin/sh\nprintf "%s\\n" "$*" >> {counted}\nexec /usr/bin/ssh "$@"\n')
     os.chmod(f"{shim}/ssh", 0o755)
     env = {"PATH": f"{shim}:/usr/local/bin:/usr/bin:/bin"}
     connect(project)

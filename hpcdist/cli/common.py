@@ -24,6 +24,10 @@ def job_spec(args: Namespace, check_files: bool = True):
         flag = "--" + given.replace("_", "-")
         raise CommandError(f"{flag} is for a job sent to a cluster from here: give --remote HOST too, or a "
                            f"--profile whose remote = \"user@host\"")
+    if os.environ.get("HPCDIST_SENT_ENV"):  # a laptop's --env values, sent on stdin, not as arguments
+        from hpcdist.remote.script import take_sent_env
+
+        take_sent_env(args)
     try:
         # build: a mistake in a profile's value names the file and the key, not a flag nobody typed.
         flags = {name: getattr(args, name) for name in (*KEYS, "script", "script_args")}

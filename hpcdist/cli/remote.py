@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 #: The commands of this module, and those it may send to a cluster instead of running here.
 COMMANDS = ("connect", "disconnect")
@@ -22,8 +21,6 @@ SENT = ("submit", "render", "status", "logs", "cancel", "watch", "stacks")
 VALUED = ("--from", "--interval", "--timeout")
 HELP = {"connect": "open the ssh connection to a cluster that the other commands use (the only one that may prompt)",
         "disconnect": "close the ssh connection to a cluster"}
-#: How long ``logs -f`` waits for a dropped connection to be opened again before it stops.
-RESUME_PATIENCE_S = 600.0
 
 
 def wanted(argv: list[str]) -> bool:
@@ -39,10 +36,10 @@ def wanted(argv: list[str]) -> bool:
         return True
     if not os.path.exists(os.path.join(".hpcdist", "remote", "jobs")):
         return False
-    from hpcdist import remote
+    from hpcdist.remote import records
 
     refs = _refs(argv)
-    return (command == "status" and not refs) or any(remote.find_job(ref) for ref in refs)
+    return (command == "status" and not refs) or any(records.find_job(ref) for ref in refs)
 
 
 def main(argv: list[str]) -> int:
@@ -151,8 +148,9 @@ def _checked(option, value):
         raise remote.RemoteError("the laptop", str(e)) from None
 
 
-def _cluster(name: str):
-    """A cluster by what the user calls it: a profile with a remote, else an ssh host."""
+def _cluster(name: str, laptop: dict | None = None):
+    """A cluster by what the user calls it: a profile with a remote, else an ssh host; the
+    --remote-folder and --remote-hpcdist of ``laptop`` (the command line's) over its own."""
     from hpcdist.submission.profiles import ProfileError, load_profile
 
     try:
@@ -163,7 +161,8 @@ def _cluster(name: str):
 
             raise remote.RemoteError("the laptop", str(e)) from None
         profile = {}
-    return _target({} if profile.get("remote") else {"remote": name}, profile)
+    flags = {k: v for k, v in (laptop or {}).items() if k in ("remote_folder", "remote_hpcdist")}
+    return _target({**flags} if profile.get("remote") else {**flags, "remote": name}, profile)
 
 
 # -- submit and render ----------------------------------------------------------------------------
@@ -172,7 +171,9 @@ def _send_job(argv: list[str]) -> int:
     import json
 
     from hpcdist import remote
-    from hpcdist.remote import snapshot
+    from hpcdist.remote import records, snapshot
+    from hpcdist.remote import script as login
+    from hpcdist.submission.options import FLAGS_WITH_A_VALUE
     from hpcdist.submission.profiles import ProfileError
 
     command = argv[0]
@@ -186,23 +187,37 @@ def _send_job(argv: list[str]) -> int:
         raise remote.RemoteError("the laptop", str(e)) from None
     forwarded = _profile_flags(profile, code) + forwarded
     _check_no_laptop_paths(forwarded, code)
+    # --env values go on stdin, never as arguments: every user of the login node can read those.
+    forwarded, secret = login.split_secrets(forwarded, FLAGS_WITH_A_VALUE | frozenset(VALUED))
     print(f"hpcdist {command}: {code.summary()}", file=sys.stderr)
     args = [command, "--json", *forwarded] if command == "submit" else [command, *forwarded]
-    send = not remote.sent_before(target, code.digest)
-    archive = code.archive() if send else None
-    done = _round_trip(target, remote.script(target, args, create=True, code=code.digest, send=send,
-                                             subdir=code.subdir), archive)
-    if done is None:  # the laptop's record of it was wrong: the cluster has not got it
-        send, archive = True, code.archive()
-        done = _round_trip(target, remote.script(target, args, create=True, code=code.digest, send=True,
-                                                 subdir=code.subdir), archive)
+    submits = command == "submit" and "--dry-run" not in forwarded
+    token = records.new_token() if submits else ""
+    send = not records.sent_before(target, code.digest)
+    while True:
+        archive = code.archive() if send else b""
+        done = _round_trip(target, login.script(target, args, create=True, code=code.digest, send=send,
+                                                subdir=code.subdir, count=login.file_count(code.files),
+                                                secrets=True, token=token),
+                           login.stdin_line(secret) + archive, lost_ok=submits)
+        if done is not None or send:  # None: the laptop's record of it was wrong, the cluster has not got it
+            break
+        send = True
+    said = remote.marks(done.stderr.decode("utf-8", errors="replace"))
+    if submits and "exit" not in {m.split(" ", 1)[0] for m in said} and (
+            "submitting" in said or done.returncode == remote.SSH_FAILED or done.returncode < 0):
+        records.record_pending(target, code.digest, token)  # it may have submitted: `status` finds out
+        raise remote.RemoteError(f"ssh to {target.host}", "the connection ended before the login node answered: the "
+                                 "job may have been submitted. Check with `hpcdist status` before you submit again"
+                                 + ("" if remote.is_open(target) else f" (once connected: "
+                                    f"{remote.connect_command(target)})"))
     if done.returncode == 0:
-        remote.record_sent(target, code.digest)
-    if done.returncode != 0 or command == "render" or "--dry-run" in forwarded:
+        records.record_sent(target, code.digest)
+    if done.returncode != 0 or not submits:
         sys.stdout.write(done.stdout.decode("utf-8", errors="replace"))
         return done.returncode
     job = _answer(target, done.stdout, "submit --json")
-    remote.record_job(target, job, code.digest)
+    records.record_job(target, job, code.digest, token)
     sent = f"sent {len(archive)} bytes" if send else "already there, nothing sent"
     print(f"hpcdist submit: {job['scheduler']} job {job['job_id']} on {target.name}; code {code.digest} "
           f"({sent}); job folder {target.host}:{job['folder']}", file=sys.stderr)
@@ -262,8 +277,9 @@ def _below(path: str, folder: str) -> bool:
     return bool(folder) and (path == folder or path.startswith(folder + "/"))
 
 
-def _round_trip(target, remote_script: str, data: bytes | None = None):
-    """One command on the login node; its stderr shown, said where from. None: the snapshot is not there."""
+def _round_trip(target, remote_script: str, data: bytes | None = None, lost_ok: bool = False):
+    """One command on the login node; its stderr shown, said where from. None: the snapshot is not
+    there. ``lost_ok``: a connection lost before the end is the caller's to say (a submit's)."""
     from hpcdist import remote
 
     done = remote.run(target, remote_script, data)
@@ -271,10 +287,11 @@ def _round_trip(target, remote_script: str, data: bytes | None = None):
     if f"{remote.MARK} need-code" in stderr:
         return None
     problem = remote.explain(target, done.returncode, stderr)
-    if problem is not None:
+    if problem is not None and not (lost_ok and done.returncode == remote.SSH_FAILED and not remote.marks(stderr)):
         raise problem
     for line in stderr.splitlines():
-        print(f"{target.host}: {line}", file=sys.stderr)
+        if not line.startswith(remote.MARK):
+            print(f"{target.host}: {line}", file=sys.stderr)
     return done
 
 
@@ -298,33 +315,45 @@ def _answer(target, stdout: bytes, command: str):
 def _status(argv: list[str]) -> int:
     from hpcdist import remote
     from hpcdist.cli.jobs import show_rows, status_rows
+    from hpcdist.remote import records
 
     laptop, words = _split(argv)
     as_json, refs = "--json" in words, _refs(argv)
     asks: dict = {}  # (host, folder) -> (target, refs there, the laptop's records of its jobs)
     if "remote" in laptop:
-        target = _cluster(laptop["remote"])
+        target = _cluster(laptop["remote"], laptop)
         remote.require_open(target)  # asked for by name: no connection is the answer
         asks[(target.host, target.folder)] = (target, refs, [])
         local = []
     else:
-        entries = {ref: remote.find_job(ref) for ref in refs}
-        local = [ref for ref, entry in entries.items() if entry is None]
-        for entry in (entries.values() if refs else remote.recorded_jobs()):
+        entries = {ref: records.find_job(ref) for ref in refs}
+        # A job here with the id of one sent from here: both shown (`cancel` asks which).
+        local = [ref for ref, entry in entries.items() if entry is None or _here(ref)]
+        for entry in (entries.values() if refs else records.recorded_jobs() + records.pending()):
             if entry is not None:
                 target = remote.Target.from_record(entry)
-                _, there, records = asks.setdefault((target.host, target.folder), (target, [], []))
+                _, there, kept = asks.setdefault((target.host, target.folder), (target, [], []))
                 there.extend([entry["job_id"]] if refs else [])
-                records.append(entry)
-    rows, status = status_rows(local) if local or not refs else [], 0
-    for target, there, records in asks.values():
-        if not remote.is_open(target):  # the other clusters' rows still shown; this one's said
-            print(f"hpcdist status: error: ssh to {target.host}: no connection is open; its jobs are shown as "
-                  f"unknown. Open one with: {remote.connect_command(target)}", file=sys.stderr)
-            rows += [_unreachable(entry, target) for entry in {e["job_id"]: e for e in records}.values()]
+                kept.append(entry)
+    rows, status, no_ssh = status_rows(local) if local or not refs else [], 0, False
+    for target, there, kept in asks.values():
+        try:
+            reachable = no_ssh is False and remote.is_open(target)
+        except remote.RemoteError as e:  # no ssh here: the jobs run here are still shown
+            print(f"hpcdist status: error: {e}; the jobs sent to clusters are shown as unknown", file=sys.stderr)
+            reachable, no_ssh = False, True
+        if not reachable:  # the other clusters' rows still shown; this one's said
+            if not no_ssh:
+                print(f"hpcdist status: error: ssh to {target.host}: no connection is open; its jobs are shown as "
+                      f"unknown. Open one with: {remote.connect_command(target)}", file=sys.stderr)
+            why = "no ssh on this laptop" if no_ssh else "no connection"
+            known = {e["job_id"]: e for e in kept if e["job_id"]}  # not the submits whose answer was lost
+            rows += [_unreachable(entry, target, why) for entry in known.values()]
             status = 1
             continue
-        done = _round_trip(target, remote.script(target, ["status", "--json", *there]))
+        waiting = tuple(e["pending"] for e in kept if e.get("pending"))
+        done = _round_trip(target, _script(target, ["status", "--json", *there], answers=waiting))
+        records.settle(target, done.stderr.decode("utf-8", errors="replace"), kept)
         if done.returncode != 0:
             return done.returncode
         rows += _answer(target, done.stdout, "status --json")
@@ -332,24 +361,51 @@ def _status(argv: list[str]) -> int:
     return status
 
 
-def _unreachable(entry: dict, target) -> dict:
+def _script(*args, **kwargs) -> str:
+    """The login node's script (:func:`hpcdist.remote.script.script`)."""
+    from hpcdist.remote import script
+
+    return script.script(*args, **kwargs)
+
+
+def _here(ref: str) -> list:
+    """The jobs run here (on this machine, ``.hpcdist/jobs``) that ``ref`` names."""
+    from hpcdist import jobs
+
+    try:
+        return jobs.select([ref])
+    except (jobs.JobNotFound, jobs.JobFolderError):
+        return []
+
+
+def _unreachable(entry: dict, target, why: str = "no connection") -> dict:
     """A row for a job sent from here whose cluster has no connection open: what the laptop knows."""
     return {"job_id": entry["job_id"], "name": entry.get("job_name", ""), "scheduler": entry.get("scheduler", ""),
-            "state": "UNKNOWN", "exit_code": None, "reason": f"on {target.name}: no connection",
+            "state": "UNKNOWN", "exit_code": None, "reason": f"on {target.name}: {why}",
             "restarts": 0, "current_job_id": entry["job_id"], "folder": entry.get("folder"), "log": None}
 
 
 def _job_target(argv: list[str]):
     from hpcdist import remote
+    from hpcdist.remote import records
 
     laptop, _ = _split(argv)
     refs = _refs(argv)
     if not refs:
         raise remote.RemoteError("the laptop", f"hpcdist {argv[0]} needs a job: hpcdist {argv[0]} JOB")
     if "remote" in laptop:
-        return _cluster(laptop["remote"]), refs[0]
-    entry = remote.find_job(refs[0])
-    return remote.Target.from_record(entry), entry["job_id"]
+        return _cluster(laptop["remote"], laptop), refs[0]
+    entry = records.find_job(refs[0])
+    target = remote.Target.from_record(entry)
+    here = _here(refs[0])
+    if here:  # the same id here and there: which one is not guessed
+        from hpcdist.jobs.folders import word
+
+        ref, folder = refs[0], word(here[-1].path)
+        raise remote.RemoteError("the laptop", f"job {ref} names a job run here ({folder}) and one sent to "
+                                 f"{target.name}: {argv[0]} the one here with `hpcdist {argv[0]} {folder}`, the "
+                                 f"cluster's with `hpcdist {argv[0]} --remote {target.name} {ref}`")
+    return target, entry["job_id"]
 
 
 def _cancel(argv: list[str]) -> int:
@@ -357,7 +413,7 @@ def _cancel(argv: list[str]) -> int:
 
     target, job = _job_target(argv)
     remote.require_open(target)
-    return _round_trip(target, remote.script(target, ["cancel", job])).returncode
+    return _round_trip(target, _script(target, ["cancel", job])).returncode
 
 
 def _logs(argv: list[str]) -> int:
@@ -369,77 +425,21 @@ def _logs(argv: list[str]) -> int:
     from hpcdist import remote
 
     remote.require_open(target)
-    done = _round_trip(target, remote.script(target, ["logs", "--from", str(start), job]))
+    done = _round_trip(target, _script(target, ["logs", "--from", str(start), job]))
     sys.stdout.buffer.write(done.stdout)
     return done.returncode
 
 
 def _follow(target, job: str, offset: int) -> int:
-    """``logs -f`` from the laptop: the output streamed as it comes; a dropped connection resumed,
-    once one is open again, from the byte it had reached (``logs --from``), so that none is lost or
-    shown twice."""
-    from hpcdist import remote
+    from hpcdist.remote import follow
 
-    remote.require_open(target)
-    while True:
-        argv = remote.command_argv(target, remote.script(target, ["logs", "-f", "--from", str(offset), job]))
-        returncode, offset, stderr = _stream(target, argv, offset, job)
-        problem = remote.explain(target, returncode, stderr) if returncode in (3, remote.SSH_FAILED) else None
-        if returncode != remote.SSH_FAILED or remote.is_open(target):
-            if problem is not None and returncode != remote.SSH_FAILED:
-                raise problem
-            return returncode  # the job's own end (a 255 of its own, when the connection is still there)
-        print(f"hpcdist logs: ssh to {target.host}: the connection dropped after byte {offset} of the output; "
-              f"following again from there once one is open (`{remote.connect_command(target)}`)", file=sys.stderr,
-              flush=True)
-        deadline = time.monotonic() + RESUME_PATIENCE_S
-        while not remote.is_open(target):
-            if time.monotonic() > deadline:
-                raise remote.RemoteError(f"ssh to {target.host}", f"no connection for {RESUME_PATIENCE_S:g} s; the "
-                                         f"job goes on. Once connected, go on with: hpcdist logs -f {job} "
-                                         f"--from {offset}")
-            time.sleep(1)
+    return follow.follow(target, job, offset)
 
 
-def _stream(target, argv: list[str], offset: int, job: str, redraw: bool = False) -> tuple[int, int, str]:
-    """Run ``argv``: its stdout to ours as it comes (counted from ``offset``), its stderr shown line
-    by line, said where from. Returns the exit status, the offset reached and the stderr.
-    ``redraw``: the screen is cleared before each of `watch`'s screens (a line "job ...")."""
-    import subprocess
-    import threading
+def _stream(*args, **kwargs):
+    from hpcdist.remote import follow
 
-    from hpcdist import remote
-
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    said: list[str] = []
-
-    def relay() -> None:
-        for raw in process.stderr:
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
-            said.append(line)
-            if not line.startswith(remote.MARK):
-                print(f"{target.host}: {line}", file=sys.stderr, flush=True)
-
-    thread = threading.Thread(target=relay, daemon=True)
-    thread.start()
-    try:
-        while True:
-            chunk = process.stdout.readline() if redraw else os.read(process.stdout.fileno(), 1 << 16)
-            if not chunk:
-                break
-            if redraw and chunk.startswith(b"job "):
-                sys.stdout.buffer.write(b"\033[H\033[J")
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-            offset += len(chunk)
-        returncode = process.wait()
-    except KeyboardInterrupt:
-        process.terminate()
-        print(f"\nhpcdist: stopped following job {job}; it goes on. Follow it again with `hpcdist logs -f {job} "
-              f"--from {offset}`, or stop it with `hpcdist cancel {job}`", file=sys.stderr)
-        raise
-    thread.join(5)
-    return returncode, offset, "\n".join(said)
+    return follow.stream(*args, **kwargs)
 
 
 def _watch(argv: list[str]) -> int:
@@ -453,7 +453,7 @@ def _watch(argv: list[str]) -> int:
     ref, command = _refs(argv)[0], argv[0]
     words = [job if w == ref else w for w in words]
     live = command == "watch" and not {"--once", "--json"} & set(words) and sys.stdout.isatty()
-    ssh = remote.command_argv(target, remote.script(target, [command, *words]))
+    ssh = remote.command_argv(target, _script(target, [command, *words]))
     returncode, _, stderr = _stream(target, ssh, 0, job, redraw=live)
     problem = remote.explain(target, returncode, stderr)
     if problem is not None:
@@ -477,8 +477,6 @@ def add_parsers(sub, only: str | None) -> None:
 
 
 def _connect(command: str, cluster: str) -> int:
-    import subprocess
-
     from hpcdist import remote
 
     target = _cluster(cluster)
@@ -489,11 +487,11 @@ def _connect(command: str, cluster: str) -> int:
     if remote.is_open(target):
         print(f"hpcdist connect: a connection to {target.host} is open already", file=sys.stderr)
     else:
-        opened = subprocess.run(remote.master_argv(target)).returncode  # ssh may prompt here, on the terminal
+        opened = remote.ssh(remote.master_argv(target)).returncode  # ssh may prompt here, on the terminal
         if opened != 0:
             raise remote.RemoteError(f"ssh to {target.host}", f"ssh could not connect (exit status {opened}; its "
                                      f"message is above); check that `ssh {target.host}` works")
-    done = _round_trip(target, remote.script(target, None, create=True))
+    done = _round_trip(target, _script(target, None, create=True))
     version, _, folder = done.stdout.decode("utf-8", errors="replace").strip().partition(" ")[2].partition(" ")
     print(f"hpcdist connect: connected to {target.host}: hpcdist {version} there, jobs and code in {folder}; the "
           f"other commands use this connection until it is unused for {remote.PERSIST} "

@@ -9,23 +9,22 @@ password, a second factor). Every other command goes over it with ``ControlMaste
 says so and prints the command that opens one. The user's ``~/.ssh/config`` (jump hosts, keys,
 ports, user names) applies: hpcdist passes the host as typed and only the options above.
 
-Each command is one ssh session running one POSIX ``sh -c`` script on the login node (:func:`script`):
-go to the remote folder, check that the hpcdist there answers with this version, unpack the code
-snapshot when it comes along, run ``hpcdist COMMAND`` there. Every word of it is quoted here with
-:func:`shlex.quote`; nothing of the laptop's environment goes with it. What went wrong is said with
-where it happened (:class:`RemoteError`).
-
-The laptop keeps only how to find its jobs (``.hpcdist/remote/jobs``: id, host, remote folder) and
-which snapshots it sent where (``.hpcdist/remote/sent``); the job folders are on the cluster.
+Each command is one ssh session running one POSIX ``sh -c`` script on the login node
+(:mod:`hpcdist.remote.script`): go to the remote folder, check that it is the user's own, that the
+hpcdist there answers with this version, unpack the code snapshot when it comes along, run
+``hpcdist COMMAND`` there. Every word of it is quoted with :func:`shlex.quote`; nothing of the
+laptop's environment goes with it. What went wrong is said with where it happened
+(:class:`RemoteError`). The laptop's records of its jobs and of the
+snapshots it sent (``.hpcdist/remote/``) are :mod:`hpcdist.remote.records`'. A master connection
+that stops answering is closed by ssh's keepalives (``ServerAliveInterval`` x ``ServerAliveCountMax``
+of the user's config, else :data:`ALIVE`), so that no command waits on it for ever.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
-import time
 
 from hpcdist import __version__
 
@@ -96,20 +95,59 @@ def _control(host: str) -> list[str]:
 
 
 def master_argv(target: Target) -> list[str]:
-    """The command that opens the master connection (it may prompt), then leaves it in the background."""
-    return ["ssh", "-o", "ControlMaster=yes", "-o", f"ControlPersist={PERSIST}", *_control(target.host), "-f", "-N",
-            "--", target.host]
+    """The command that opens the master connection (it may prompt), then leaves it in the background.
+    With keepalives (:func:`alive`): a connection that stops answering is closed, not waited on."""
+    interval, count, theirs = alive(target)
+    keep = [] if theirs else ["-o", f"ServerAliveInterval={interval}", "-o", f"ServerAliveCountMax={count}"]
+    return ["ssh", "-o", "ControlMaster=yes", "-o", f"ControlPersist={PERSIST}", *keep, *_control(target.host),
+            "-f", "-N", "--", target.host]
+
+
+#: ssh's keepalives when the user's config sets none: a master connection that has had no answer
+#: for 10 s x 3 is closed (a Wi-Fi gap shorter than that is no harm).
+ALIVE = (10, 3)
+#: What the laptop says when it has no ssh.
+NO_SSH = ("ssh (OpenSSH's client) is not on this laptop's PATH: install it (apt install openssh-client, or your "
+          "system's package), or put it on the PATH")
+
+
+def ssh(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv)`` of an ssh command; no ssh here is a :class:`RemoteError` saying so."""
+    try:
+        return subprocess.run(argv, **kwargs)
+    except FileNotFoundError:
+        raise RemoteError("the laptop", NO_SSH) from None
+
+
+def ssh_popen(argv: list[str], **kwargs) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(argv, **kwargs)
+    except FileNotFoundError:
+        raise RemoteError("the laptop", NO_SSH) from None
+
+
+def alive(target: Target) -> tuple[int, int, bool]:
+    """ssh's keepalive interval and count for the host, and whether they are the user's own (their
+    ~/.ssh/config sets an interval: ``ssh -G`` says, with no network); else :data:`ALIVE`."""
+    said = ssh(["ssh", "-G", "--", target.host], stdin=subprocess.DEVNULL, capture_output=True)
+    values = dict(line.split(None, 1) for line in said.stdout.decode(errors="replace").splitlines()
+                  if len(line.split(None, 1)) == 2)
+    try:
+        interval, count = int(values.get("serveraliveinterval", 0)), int(values.get("serveralivecountmax", 3))
+    except ValueError:
+        interval, count = 0, 3
+    return (interval, count, True) if interval > 0 else (*ALIVE, False)
 
 
 def is_open(target: Target) -> bool:
     """Whether a master connection to the host is open (asked of the local socket: no network)."""
     argv = ["ssh", "-O", "check", *_control(target.host), "--", target.host]
-    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
+    return ssh(argv, stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
 
 
 def close(target: Target) -> bool:
     argv = ["ssh", "-O", "exit", *_control(target.host), "--", target.host]
-    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
+    return ssh(argv, stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
 
 
 def connect_command(target: Target) -> str:
@@ -123,72 +161,46 @@ def require_open(target: Target) -> None:
                           f"{connect_command(target)}")
 
 
+def lost(target: Target) -> RemoteError:
+    """The master connection is gone in the middle of a command: it stopped answering, or the network did."""
+    interval, count, _ = alive(target)
+    return RemoteError(f"ssh to {target.host}", f"the connection was lost (no answer for {interval * count} s, or "
+                       f"the network went down); open it again with: {connect_command(target)}")
+
+
 def command_argv(target: Target, remote_script: str) -> list[str]:
-    """ssh over the master, never prompting, running ``remote_script`` with the login node's sh."""
-    return ["ssh", "-o", "ControlMaster=no", "-o", "BatchMode=yes", *_control(target.host), "--", target.host,
-            "sh -c " + shlex.quote(remote_script)]
+    """ssh over the master, never prompting, running ``remote_script`` with the login node's sh. Never
+    a login of its own: where the master has gone meanwhile, ssh would connect by itself (and wait on
+    a dead network); ``ProxyCommand=false`` makes that fail at once (the master does not use it)."""
+    return ["ssh", "-o", "ControlMaster=no", "-o", "BatchMode=yes", "-o", "ProxyCommand=false",
+            *_control(target.host), "--", target.host, "sh -c " + shlex.quote(remote_script)]
 
 
-# -- The script run on the login node -----------------------------------------------------------
-
-def folder_word(folder: str) -> str:
-    """``folder`` as one shell word: ``~/...`` and ``$VAR/...`` expand on the login node, nothing else."""
-    if folder == "~" or folder.startswith("~/"):
-        rest = folder[2:]
-        return '"$HOME"' + (f"/{shlex.quote(rest)}" if rest else "")
-    if folder.startswith("$"):
-        name, _, rest = folder[1:].partition("/")
-        return f'"${{{name.strip("{}")}}}"' + (f"/{shlex.quote(rest)}" if rest else "")
-    return shlex.quote(folder)
+#: The marks the login node's script writes that say how it went, not what went wrong.
+INFO = ("exit", "answer", "submitting")
 
 
-def script(target: Target, argv: list[str] | None, *, create: bool = False, code: str | None = None,
-           send: bool = False, subdir: str = "") -> str:
-    """The login node's side of one command: ``hpcdist ARGV`` in the remote folder (in the code
-    snapshot ``code`` below it, unpacked from stdin when ``send``), after the version check."""
-    folder, hpcdist = folder_word(target.folder), " ".join([folder_word(target.hpcdist[0]),
-                                                            *map(shlex.quote, target.hpcdist[1:])])
-    lines = []
-    if create:
-        lines.append(f"mkdir -p {folder} || exit 3")  # mkdir's own message names the folder
-    lines += [f"cd {folder} 2>/dev/null || {{ echo '{MARK} no-folder' >&2; exit 3; }}", "base=$PWD"]
-    if argv is None:  # connect: the version as the hpcdist there says it, whatever its age
-        lines += [f"v=$({hpcdist} --version 2>&1) || {{ echo '{MARK} missing' >&2; printf '%s\\n' \"$v\" >&2; "
-                  f"exit 3; }}", f"[ \"$v\" = {shlex.quote('hpcdist ' + __version__)} ] || "
-                  f"{{ printf '{MARK} version %s\\n' \"$v\" >&2; exit 3; }}"]
-    else:  # the command itself checks it (no second python), and a missing one is said as such
-        lines += [f"command -v {folder_word(target.hpcdist[0])} >/dev/null || {{ echo '{MARK} missing' >&2; exit 3; }}",
-                  f"{EXPECT}={shlex.quote(__version__)}", f"export {EXPECT}"]
-    if argv is None:
-        return "; ".join(lines + ["echo \"$v $base\""])
-    if code is not None:
-        here = f"code/{code}"
-        if send:  # unpacked aside, then renamed: a snapshot folder is whole or absent
-            lines.append(f"[ -d {here} ] || {{ mkdir -p code && t=$(mktemp -d code/.incoming.XXXXXX) && "
-                         f"tar -xzf - -C \"$t\" && {{ mv -T \"$t\" {here} 2>/dev/null || rm -rf \"$t\"; }}; }} "
-                         "|| exit 3")
-        else:
-            lines.append(f"[ -d {here} ] || {{ echo '{MARK} need-code' >&2; exit 3; }}")
-        lines += [f"cd {here}" + (f"/{shlex.quote(subdir)}" if subdir else "") + " || exit 3",
-                  # The job's folder with the others, not in the snapshot; the laptop's profile came as flags.
-                  'HPCDIST_JOBS_DIR="$base/.hpcdist/jobs"', "HPCDIST_NO_DEFAULT_PROFILE=1",
-                  "export HPCDIST_JOBS_DIR HPCDIST_NO_DEFAULT_PROFILE"]
-    lines.append(f"exec {hpcdist} " + " ".join(map(shlex.quote, argv)))
-    return "; ".join(lines)
+def marks(stderr: str) -> list[str]:
+    """The lines the remote script wrote for the laptop (:data:`MARK`), without it."""
+    return [line[len(MARK):].strip() for line in stderr.splitlines() if line.startswith(MARK)]
 
 
 def explain(target: Target, returncode: int, stderr: str) -> RemoteError | None:
     """The failure of a command whose ssh ended with ``returncode`` and ``stderr`` that is not the
     remote command's own (the remote hpcdist's messages are its own: shown as they are)."""
-    marks = [line[len(MARK):].strip() for line in stderr.splitlines() if line.startswith(MARK)]
+    said_marks = [m for m in marks(stderr) if m.split(" ", 1)[0] not in INFO]
     where = f"the login node {target.host}"
-    if returncode == SSH_FAILED and not marks:
+    if returncode == SSH_FAILED and not said_marks:
+        if not is_open(target):
+            return lost(target)
         said = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
         return RemoteError(f"ssh to {target.host}", f"{said}; check that `{connect_command(target)}` works "
                            f"(it opens the connection the other commands use)")
-    if not marks:
+    if not said_marks:
         return None
-    mark = marks[0]
+    mark = said_marks[0]
+    if mark.startswith(("untrusted ", "replaceable ")):
+        return RemoteError(where, untrusted(said_marks))
     if mark == "no-folder":
         return RemoteError(where, f"no folder {target.folder} there: nothing was submitted to it from here yet "
                            f"(or remote_folder names another folder)")
@@ -205,52 +217,43 @@ def explain(target: Target, returncode: int, stderr: str) -> RemoteError | None:
     return RemoteError(where, mark)
 
 
+def untrusted(said: list[str]) -> str:
+    """Why the remote folder, or the code in it, is refused: the marks of :mod:`hpcdist.remote.script`'s
+    check (``untrusted PATH`` or ``replaceable PATH``, ``ls`` and that path's ``ls -ld`` line, ``folder``
+    and the remote folder)."""
+    what, _, path = said[0].partition(" ")
+    info = dict(m.partition(" ")[::2] for m in said[1:])
+    words = info.get("ls", "").split()
+    mode, owner = (words[0], words[2]) if len(words) > 2 else ("?", "?")
+    folder, quoted = info.get("folder", path), shlex.quote(path)
+    if what == "replaceable":
+        return (f"{path} (mode {mode}, owner {owner}) lets other users rename {folder} and put a folder of theirs in "
+                f"its place, with code your jobs would run: choose a remote_folder below a folder only you (and "
+                f"root) can write (remote_folder in the profile, or --remote-folder: $SCRATCH/hpcdist, ~/hpcdist), or "
+                f"ask {path}'s owner to make it sticky (chmod +t {quoted}: then only you can rename what is yours)")
+    if owner not in (info.get("me"), info.get("uid")):
+        return (f"{path} is owned by {owner}, not by you: another user's folder, or one put in place of yours; "
+                f"hpcdist sends code and runs jobs only in folders of your own: choose another remote_folder (in the "
+                f"profile, or --remote-folder), or look at it and move it away (mv {quoted} {quoted}.old)")
+    return (f"{path} is mode {mode}: other users can change the code your jobs run; chmod -R go-w {quoted} if no one "
+            f"did, or remove it (hpcdist sends the code again)")
+
+
 def run(target: Target, remote_script: str, data: bytes | None = None) -> subprocess.CompletedProcess:
-    """One round trip: the script over the master, ``data`` on its stdin."""
+    """One round trip: the script over the master, ``data`` on its stdin; its ``stdout`` from the
+    script's own first line on (:func:`answer`)."""
     argv = command_argv(target, remote_script)
-    return subprocess.run(argv, input=data, stdin=None if data is not None else subprocess.DEVNULL,
-                          capture_output=True)
+    done = ssh(argv, input=data, stdin=None if data is not None else subprocess.DEVNULL, capture_output=True)
+    done.stdout = answer(done.stdout)
+    return done
 
 
-# -- The laptop's records -----------------------------------------------------------------------
-
-def _records_path(name: str) -> str:
-    os.makedirs(RECORDS, mode=0o700, exist_ok=True)
-    return os.path.join(RECORDS, name)
+#: The first line the login node's script writes on stdout: what a login shell printed before it
+#: (a banner of a .bashrc) is not the command's.
+BEGIN = MARK + " begin\n"
 
 
-def record_job(target: Target, job: dict, snapshot: str) -> None:
-    """What the laptop keeps of a job sent to ``target``: how to find it there, nothing more."""
-    entry = {"job_id": job["job_id"], "scheduler": job.get("scheduler"), "job_name": job.get("job_name"),
-             **target.as_record(), "folder": job.get("folder"), "code": snapshot, "submitted_at": time.time()}
-    with open(_records_path("jobs"), "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry) + "\n")
-
-
-def recorded_jobs() -> list[dict]:
-    try:
-        with open(os.path.join(RECORDS, "jobs"), encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
-        return []
-
-
-def find_job(ref: str) -> dict | None:
-    """The newest record of job ``ref`` (its id, or its folder's name there)."""
-    for entry in reversed(recorded_jobs()):
-        if ref in (entry["job_id"], os.path.basename(entry.get("folder") or "")):
-            return entry
-    return None
-
-
-def sent_before(target: Target, digest: str) -> bool:
-    try:
-        with open(os.path.join(RECORDS, "sent"), encoding="utf-8") as f:
-            return f"{target.host}\t{target.folder}\t{digest}\n" in f.readlines()
-    except FileNotFoundError:
-        return False
-
-
-def record_sent(target: Target, digest: str) -> None:
-    with open(_records_path("sent"), "a", encoding="utf-8") as f:
-        f.write(f"{target.host}\t{target.folder}\t{digest}\n")
+def answer(stdout: bytes) -> bytes:
+    """What the script wrote on stdout, after :data:`BEGIN` (nothing when it never ran)."""
+    before, found, after = stdout.partition(BEGIN.encode())
+    return after if found else b""

@@ -5,7 +5,9 @@ and folders the user names (``--include``). Its name is a hash of its content (p
 executable bit, the bytes), so an unchanged tree has the same name and is not sent again; the
 cluster unpacks it into a folder of that name, which the job runs from: a queued job does not see
 later edits. Untracked files are left out, and counted. The archive carries no owner, group or
-laptop path (``tarfile`` with names relative to the tree, uid 0 and no user names).
+laptop path (``tarfile`` with names relative to the tree, uid 0 and no user names). What cannot
+be sent is said with its name, before anything is sent: a name that is not UTF-8, a file that
+cannot be read, a FIFO, socket or device under ``--include`` (never opened: a FIFO would wait).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import stat
 import subprocess
 import tarfile
 
@@ -26,9 +29,10 @@ class Snapshot:
     ``files``: paths relative to ``root``, sorted; ``changed``: those with uncommitted changes;
     ``untracked``: files git does not track, left out; ``digest``: the content's name."""
 
-    def __init__(self, root: str, subdir: str, files: list[str], changed: list[str], untracked: list[str]):
+    def __init__(self, root: str, subdir: str, files: list[str], changed: list[str], untracked: list[str],
+                 included: frozenset = frozenset()):
         self.root, self.subdir, self.files, self.changed, self.untracked = root, subdir, files, changed, untracked
-        self.digest = _digest(root, files)
+        self.digest = _digest(root, files, included)
 
     def archive(self) -> bytes:
         """The files as a gzipped tar, names relative to the tree, no owner."""
@@ -77,19 +81,45 @@ def take(cwd: str, include: tuple[str, ...] = ()) -> Snapshot:
     root = _git(cwd, "rev-parse", "--show-toplevel").decode().strip()
     subdir = os.path.relpath(os.path.realpath(cwd), os.path.realpath(root))
     subdir = "" if subdir == "." else subdir
-    tracked = [p for p in _git(root, "ls-files", "-z", "--cached").decode().split("\0") if p]
+    tracked = [_utf8(p, "tracked by git") for p in _git(root, "ls-files", "-z", "--cached").split(b"\0") if p]
     files = {p for p in tracked if os.path.islink(os.path.join(root, p)) or os.path.isfile(os.path.join(root, p))}
     changed, untracked = [], []
-    for entry in _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all").decode().split("\0"):
+    status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    for entry in status.decode("utf-8", errors="backslashreplace").split("\0"):  # names only shown
         if len(entry) > 3 and entry[:2] == "??":
             if not entry[3:].startswith(".hpcdist/") and "/.hpcdist/" not in entry[3:]:  # hpcdist's own records
                 untracked.append(entry[3:])
         elif len(entry) > 3 and entry[3:] in files:
             changed.append(entry[3:])
+    included = set()
     for path in include:
-        files.update(_included(root, cwd, path))
+        included.update(p for p in _included(root, cwd, path) if p not in files)
+    files |= included
     untracked = [p for p in untracked if p not in files]
-    return Snapshot(root, subdir, sorted(files), sorted(changed), sorted(untracked))
+    return Snapshot(root, subdir, sorted(files), sorted(changed), sorted(untracked), frozenset(included))
+
+
+def _utf8(name: bytes, why: str) -> str:
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = name.decode("utf-8", errors="backslashreplace")
+        raise SnapshotError(f"'{shown}' ({why}) has a name that is not UTF-8: the cluster's file names are read as "
+                            f"UTF-8; rename it (git mv), or leave it out of git (git rm --cached)") from None
+
+
+#: What a file that is not one is called in a message.
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"))
+
+
+def _not_a_file(path: str) -> str | None:
+    """What ``path`` is when it is neither a file, a folder nor a link (checked without opening it)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return next((name for test, name in _KINDS if test(mode)), None)
 
 
 def _included(root: str, cwd: str, path: str) -> list[str]:
@@ -99,27 +129,45 @@ def _included(root: str, cwd: str, path: str) -> list[str]:
         raise SnapshotError(f"--include {path!r} is outside the git working tree {root}: the snapshot holds files "
                             f"below it; copy it to the cluster yourself and point at it there "
                             f"(--env DATA=/scratch/...)")
+    kind = _not_a_file(full)
+    if kind:
+        raise SnapshotError(f"--include {path!r} is {kind}, not a file: the snapshot holds files; name the files to "
+                            f"send")
     if os.path.isfile(full):
+        _utf8(os.fsencode(relative), f"named by --include {path!r}")
         return [relative]
     if not os.path.isdir(full):
         raise SnapshotError(f"--include {path!r}: no such file or folder here ({full})")
     found = []
     for folder, dirs, names in os.walk(full):
         dirs[:] = sorted(d for d in dirs if d != ".git")
-        found += [os.path.relpath(os.path.join(folder, n), os.path.realpath(root)) for n in names]
+        for name in names:
+            inside = os.path.join(folder, name)
+            shown = os.path.relpath(inside, os.path.realpath(cwd))
+            kind = _not_a_file(inside)
+            if kind:
+                raise SnapshotError(f"--include {path!r}: {shown} is {kind}, not a file: the snapshot holds files; "
+                                    f"move it out of {path}, or name the files to send with --include")
+            _utf8(os.fsencode(shown), f"under --include {path!r}")
+            found.append(os.path.relpath(inside, os.path.realpath(root)))
     return found
 
 
-def _digest(root: str, files: list[str]) -> str:
+def _digest(root: str, files: list[str], included: frozenset = frozenset()) -> str:
     """The content's name: every path, its kind (file, executable, link) and its bytes."""
     whole = hashlib.sha256()
     for name in files:
         path = os.path.join(root, name)
-        if os.path.islink(path):
-            kind, content = b"l", os.readlink(path).encode()
-        else:
-            with open(path, "rb") as f:
-                content = f.read()
-            kind = b"x" if os.stat(path).st_mode & 0o100 else b"f"
+        try:
+            if os.path.islink(path):
+                kind, content = b"l", os.fsencode(os.readlink(path))
+            else:
+                with open(path, "rb") as f:
+                    content = f.read()
+                kind = b"x" if os.stat(path).st_mode & 0o100 else b"f"
+        except OSError as e:
+            why = "named by --include" if name in included else "tracked by git"
+            raise SnapshotError(f"cannot read {name} ({why}): {e.strerror or e}; make it readable (chmod u+r "
+                                f"{name}), or leave it out of the snapshot (git rm --cached {name})") from None
         whole.update(name.encode() + b"\0" + kind + hashlib.sha256(content).digest())
     return whole.hexdigest()[:20]
