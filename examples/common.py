@@ -52,6 +52,11 @@ def rank() -> int:
     return dist.get_rank() if dist.is_initialized() else hpcdist.env.get_rank()
 
 
+def ranks(n: int) -> str:
+    """"1 rank", "4 ranks": a count as a person writes it."""
+    return f"{n} rank" if n == 1 else f"{n} ranks"
+
+
 def log(*parts) -> None:
     """Print on rank 0 only: every rank shares the job's log."""
     if rank() == 0:

@@ -75,7 +75,8 @@ def train(env, args) -> None:
     dist.all_gather(gathered, after)
     if env.rank == 0:
         same = all(torch.equal(g, gathered[0]) for g in gathered)
-        print(f"loss {before:.4f} -> {after.item():.4f} on {env.world_size} ranks; "
+        ranks = "1 rank" if env.world_size == 1 else f"{env.world_size} ranks"
+        print(f"loss {before:.4f} -> {after.item():.4f} on {ranks}; "
               f"identical on all ranks: {same}", flush=True)
 
 

@@ -235,7 +235,8 @@ class WeightedDistributedBatchSampler(torch.utils.data.Sampler):
             raise ValueError(f"weights has {len(weights)} entries but world_size is {world_size}: give one per rank")
         length = dataset if isinstance(dataset, int) and not isinstance(dataset, bool) else len(dataset)
         if length < world_size:
-            raise ValueError(f"the data set has {length} samples, fewer than the {world_size} ranks")
+            samples = "1 sample" if length == 1 else f"{length} samples"
+            raise ValueError(f"the data set has {samples}, fewer than the {world_size} ranks")
 
         self.length = length
         self.weights = weights

@@ -247,7 +247,7 @@ def test_a_dataloader_yields_the_micro_batches():
      "weights has 3 entries but world_size is 2"),
     (dict(dataset=10, weights=[1, 1], global_batch_size=4, rank=2, world_size=2), r"rank=2 is not in 0..1"),
     (dict(dataset=1, weights=[1, 1], global_batch_size=4, rank=0, world_size=2),
-     "the data set has 1 samples, fewer than the 2 ranks"),
+     "the data set has 1 sample, fewer than the 2 ranks"),
     (dict(dataset=10, weights=[1, 1], global_batch_size=16, rank=0, world_size=2, drop_last=True),
      "leaves no step at all"),
     (dict(dataset=10, weights=[1, 0], global_batch_size=4, rank=0, world_size=2), r"weights\[1\] = 0"),

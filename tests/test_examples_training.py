@@ -259,7 +259,7 @@ def test_synthetic_data_without_a_launcher(tmp_path):
                           cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "DDP on 1 ranks (single, gloo, cpu)" in proc.stdout
+    assert "DDP on 1 rank (single, gloo, cpu)" in proc.stdout
     assert_trained(proc.stdout, last=30)
 
 

@@ -51,7 +51,7 @@ def main() -> None:
 
     env = hpcdist.env.init_distributed(timeout=120)  # ranks from whichever launcher started us
     device = common.settle(env, args.deterministic)
-    common.log(f"DDP on {env.world_size} ranks ({env.launcher}, {dist.get_backend()}, {device.type})")
+    common.log(f"DDP on {common.ranks(env.world_size)} ({env.launcher}, {dist.get_backend()}, {device.type})")
     train(args, env, device)
     # Leave together: gloo can abort at exit when one rank tears the group down
     # while another still uses it. train() has returned, so the DDP model that
@@ -150,7 +150,7 @@ def train(args, env, device) -> None:
             time.sleep(args.step_delay)
 
     loss, acc = evaluate(model, test_set, env, device)
-    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {env.world_size} ranks")
+    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {common.ranks(env.world_size)}")
     if args.save_final and env.rank == 0:
         common.atomic_save(model.module.state_dict(), args.save_final)  # loads into a plain Net()
 

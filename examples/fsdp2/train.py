@@ -62,7 +62,7 @@ def main() -> None:
 
     env = hpcdist.env.init_distributed(timeout=120)
     device = common.settle(env, args.deterministic)
-    common.log(f"FSDP2 on {env.world_size} ranks ({env.launcher}, {dist.get_backend()}, {device.type})")
+    common.log(f"FSDP2 on {common.ranks(env.world_size)} ({env.launcher}, {dist.get_backend()}, {device.type})")
     train(args, env, device)
     gc.collect()  # the sharded model is gone: the group can go (gloo aborts otherwise)
     dist.barrier()
@@ -113,7 +113,7 @@ def train(args, env, device) -> None:
                 break
 
     loss, acc = evaluate(model, test_set, env, device)
-    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {env.world_size} ranks")
+    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {common.ranks(env.world_size)}")
     if args.save_final:
         # Every rank takes part in the gather; rank 0 receives the full tensors.
         full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

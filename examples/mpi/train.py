@@ -41,7 +41,7 @@ def main() -> None:
     if (env.rank, env.world_size) != (rank, size):
         sys.exit(f"MPI says rank {rank} of {size}, hpcdist.env says {env.rank} of {env.world_size}")
     device = common.settle(env, args.deterministic)
-    common.log(f"MPI + DDP on {size} ranks ({MPI.Get_library_version().split(',')[0].strip()}; "
+    common.log(f"MPI + DDP on {common.ranks(size)} ({MPI.Get_library_version().split(',')[0].strip()}; "
                f"{env.launcher}, {dist.get_backend()}, {device.type})")
     train(args, comm, env, device)
     gc.collect()  # the DDP model is gone: the group can go (gloo aborts otherwise)
@@ -102,7 +102,7 @@ def train(args, comm, env, device) -> None:
     mine = torch.tensor([F.cross_entropy(out, y, reduction="sum").item(), (out.argmax(1) == y).sum().item(), len(y)],
                         dtype=torch.float64)
     loss, correct, n = comm.allreduce(mine.numpy())
-    common.log(f"eval loss {loss / n:.4f} accuracy {correct / n:.3f} on {int(n)} test samples from {comm.Get_size()} ranks")
+    common.log(f"eval loss {loss / n:.4f} accuracy {correct / n:.3f} on {int(n)} test samples from {common.ranks(comm.Get_size())}")
     if args.save_final and env.rank == 0:
         common.atomic_save(model.module.state_dict(), args.save_final)
 

@@ -69,7 +69,7 @@ def main() -> None:
         config["optimizer"]["params"]["lr"] = args.lr
     if args.bf16:
         config["bf16"] = {**config.get("bf16", {}), "enabled": True}
-    common.log(f"DeepSpeed pipeline, {args.stages} stages on {env.world_size} ranks ({env.launcher}, "
+    common.log(f"DeepSpeed pipeline, {args.stages} stages on {common.ranks(env.world_size)} ({env.launcher}, "
                f"{dist.get_backend()}, {device.type}, config {args.deepspeed_config})")
     train(args, config, env)
     gc.collect()  # the engine is gone: the group can go (gloo aborts otherwise)

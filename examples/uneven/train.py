@@ -59,7 +59,7 @@ def main() -> None:
 
     env = hpcdist.env.init_distributed(timeout=120)  # ranks from whichever launcher started us
     device = common.settle(env, deterministic=False)
-    common.log(f"{'DeepSpeed' if args.engine == 'deepspeed' else 'DDP'} on {env.world_size} ranks ({env.launcher}, {device.type})")
+    common.log(f"{'DeepSpeed' if args.engine == 'deepspeed' else 'DDP'} on {common.ranks(env.world_size)} ({env.launcher}, {device.type})")
     train(args, env, device)
     # Leave together: gloo can abort at exit when one rank tears the group down
     # while another still uses it; train() has returned, so its model is gone.
@@ -185,7 +185,7 @@ def train(args, env, device) -> None:
     dist.all_gather(gathered, after)
     same = all(torch.equal(g, gathered[0]) for g in gathered)
     accuracy = test_accuracy(net, test_set, device)
-    common.log(f"loss {before:.4f} -> {after.item():.4f} on {env.world_size} ranks; identical on all ranks: {same}; "
+    common.log(f"loss {before:.4f} -> {after.item():.4f} on {common.ranks(env.world_size)}; identical on all ranks: {same}; "
                f"test accuracy {accuracy:.3f}")
 
 

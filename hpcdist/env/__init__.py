@@ -8,7 +8,7 @@ Where it runs: in every rank, the training's own process, on every node.
 
     env = henv.init_distributed()          # gloo on CPU, nccl on GPUs
     if henv.get_rank() == 0:
-        print(f"{env.world_size} ranks, started by {env.launcher}")
+        print(f"rank 0 of {env.world_size}, started by {env.launcher}")
 
 torchrun, DeepSpeed, Open MPI, MPICH/Intel MPI, MVAPICH, srun, pbsdsh, LSF
 jsrun, Flux, Cray PALS, Horovod and submitit each set different variables;

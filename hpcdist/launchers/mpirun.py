@@ -23,7 +23,9 @@ class Mpirun(Launcher):
         return FLAVOURS[spec.mpi].setup(spec)
 
     def describe(self, spec, spread: str = ""):
-        return (f"Start the {spec.total_procs} ranks with {FLAVOURS[spec.mpi].title}'s launcher, each through "
+        ranks = "the one rank" if spec.total_procs == 1 else f"the {spec.total_procs} ranks"
+        each = "" if spec.total_procs == 1 else "each "
+        return (f"Start {ranks} with {FLAVOURS[spec.mpi].title}'s launcher, {each}through "
                 f"hpcdist.rank (which gives every framework its rank).")
 
     def hostfile_format(self, spec):

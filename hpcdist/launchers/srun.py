@@ -44,6 +44,8 @@ class Srun(Launcher):
         return words + containers.srun_flags(spec) + rank_program(spec)
 
     def describe(self, spec, spread: str = ""):
+        if spec.total_procs == 1:
+            return "Start the one rank with srun, through hpcdist.rank (which gives every framework its rank)."
         return (f"Start the {spec.total_procs} ranks with srun, each through hpcdist.rank (which gives every "
                 f"framework its rank); one that fails ends the others.")
 
