@@ -85,32 +85,41 @@ def job(ref: str) -> JobHandle:
 
 def submit_function(fn, *args, scheduler: str | None = None, nodes: int = 1, procs_per_node: int = 1,
                     gpus_per_node: int = 0, walltime: str | None = None, queue: str | None = None,
-                    account: str | None = None, folder: str = ".hpcdist/submitit", **kwargs):
+                    account: str | None = None, folder: str = ".hpcdist/submitit", profile: str | None = None,
+                    **kwargs):
     """Run ``fn(*args, **kwargs)`` on every task of a multi-node job, through submitit.
 
-    On Slurm submitit starts one srun task per process; locally its
-    LocalExecutor starts them on this host (one node). Inside, hpcdist.env
-    resolves the ranks (``init_distributed()`` works as under any launcher).
+    On Slurm submitit starts one srun task per process; on PBS hpcdist's submitit plugin
+    (:mod:`hpcdist.functions`) renders the job through hpcdist (several tasks on every node by
+    torchrun, ``profile`` a profile or site preset such as ``polaris``); locally submitit's
+    LocalExecutor starts them on this host (one node). Inside, hpcdist.env resolves the ranks
+    (``init_distributed()`` works as under any launcher).
     Returns submitit's job: ``.job_id``, ``.state``, ``.results()`` (one per task).
     """
     import submitit  # an optional dependency (the submitit extra): only this function needs it
 
-    if scheduler not in (None, "slurm", "local"):
-        raise v.ValidationError("scheduler", scheduler, "submit_function runs on Slurm or locally.",
-                                "Use hpcdist.submit() with a script for PBS.")
+    if scheduler not in (None, "slurm", "pbs", "local"):
+        raise v.ValidationError("scheduler", scheduler, "submit_function runs on Slurm, PBS or locally.",
+                                "Use scheduler='slurm', 'pbs' or 'local', or hpcdist.submit() with a script.")
     executor = submitit.AutoExecutor(folder=folder, cluster=scheduler)
     params = {"nodes": v.check_positive(nodes, "nodes"), "tasks_per_node": v.check_positive(procs_per_node, "procs_per_node")}
     if gpus_per_node:
         params["gpus_per_node"] = v.check_positive(gpus_per_node, "gpus_per_node")
     if walltime:
         params["timeout_min"] = max(1, v.parse_walltime(walltime, "walltime") // 60)
-    if executor.cluster == "slurm":
+    if profile is not None and executor.cluster != "pbs":
+        raise v.ValidationError("profile", profile, f"profiles reach submitit's {executor.cluster} executor only "
+                                "through its own parameters.", "Leave profile out, or use scheduler='pbs'.")
+    if executor.cluster in ("slurm", "pbs"):
+        prefix = executor.cluster
         if queue:
-            params["slurm_partition"] = v.check_name(queue, "queue")
+            params[f"{prefix}_partition" if prefix == "slurm" else "pbs_queue"] = v.check_name(queue, "queue")
         if account:
-            params["slurm_account"] = v.check_name(account, "account")
+            params[f"{prefix}_account"] = v.check_name(account, "account")
+        if profile is not None:
+            params["pbs_profile"] = profile
     elif nodes != 1:
         raise v.ValidationError("nodes", str(nodes), "submitit's local executor runs one node.",
-                                "Use procs_per_node for several processes, or Slurm for several nodes.")
+                                "Use procs_per_node for several processes, or Slurm or PBS for several nodes.")
     executor.update_parameters(**params)
     return executor.submit(fn, *args, **kwargs)

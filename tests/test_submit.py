@@ -232,13 +232,14 @@ def test_submit_function_runs_a_function_on_every_task(tmp_path):
     assert sorted(job.results()) == [(0, 2, "submitit", 21.0), (1, 2, "submitit", 21.0)]
 
 
-def test_submit_function_refuses_pbs_and_local_multi_node(tmp_path):
+def test_submit_function_refuses_lsf_and_local_multi_node(tmp_path):
+    """PBS goes through hpcdist's submitit plugin (tests/test_submitit_pbs.py); LSF has none."""
     import hpcdist
     from hpcdist.validate import ValidationError
 
     pytest.importorskip("submitit")
-    with pytest.raises(ValidationError, match="scheduler 'pbs'"):
-        hpcdist.submit_function(print, scheduler="pbs")
+    with pytest.raises(ValidationError, match="scheduler 'lsf'"):
+        hpcdist.submit_function(print, scheduler="lsf")
     with pytest.raises(ValidationError, match="nodes '2'.*one node"):
         hpcdist.submit_function(print, scheduler="local", nodes=2, folder=str(tmp_path))
 
