@@ -20,6 +20,7 @@
 #   BENCH_UNEVEN_REPS=N     repetitions of the uneven-batch epochs (default 7)
 #   BENCH_LAUNCH_REPS=N     jobs per script in the launch-overhead benchmark (default 5)
 #   BENCH_PROGRESS_REPS=N   runs each way of the progress-recording loop (default 7)
+#   BENCH_SWEEP_REPS=N      submissions of a 10,000-set sweep, scheduler stubbed (bench_sweep.py; default 5)
 #   BENCH_BASE=COMMIT       the commit this checkout's render and rank lookup are compared with (default HEAD~1)
 #   BENCH_FLOOR_BASE=COMMIT the commit shown beside this checkout against the floors (bench_floor.py;
 #                           default 404c70c, before "the CLI at its floor")
@@ -114,6 +115,10 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
     "$repo/.venv/bin/python" "$here/bench_rank_start.py" --reps "${BENCH_IMPORT_REPS:-30}"
     echo
     "$repo/.venv/bin/python" "$here/bench_progress.py" --reps "${BENCH_PROGRESS_REPS:-7}"
+    echo
+    "$repo/.venv/bin/python" "$here/bench_sweep.py" --reps "${BENCH_SWEEP_REPS:-5}"
+    echo
+    "$repo/.venv/bin/python" "$here/bench_startup_model.py"
 } > "$tmp/RESULTS.md"
 cp "$tmp/RESULTS.md" "$here/RESULTS.md"
 cat "$here/RESULTS.md"

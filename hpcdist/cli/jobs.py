@@ -18,17 +18,18 @@ from hpcdist.cli.common import CommandError, SkipBytes, command_line, follow, he
 COMMANDS = ("render", "submit", "status", "logs", "cancel", "doctor", "profiles")
 #: Those whose flags are the job options (hpcdist.submission.options): built only when one of them is asked
 #: for. Each with the flags it adds of its own (hpcdist.cli.dash_values reads them).
-OWN_FLAGS = {"render": (), "submit": ("--dry-run", "--wait", "--json"), "doctor": ("--probe",)}
+OWN_FLAGS = {"render": (), "submit": ("--dry-run", "--wait", "--json", "--resubmit", "--failed"), "doctor": ("--probe",)}
 JOB_COMMANDS = tuple(OWN_FLAGS)
 
 
 def add_parsers(sub, only: str | None, command: str | None) -> None:
     """Their parsers on ``sub`` (all, or ``only`` that one); ``command``: the subcommand named, whose
     job flags are the only ones built (argparse's parsers cost more than most commands)."""
-    from hpcdist.submission.options import add_flags  # the job options: `hpcdist status` and the in-job commands pay none
-
     def job_flags(parser, script: bool = True) -> None:
         if command in JOB_COMMANDS:
+            # The job options: `hpcdist status`, --help's list and the in-job commands pay none.
+            from hpcdist.submission.options import add_flags
+
             add_flags(parser, script)
 
     # allow_abbrev=False: the script's own flags (--deepspeed) must never be taken for an
@@ -42,12 +43,20 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         submit = sub.add_parser("submit", **help_end("submit"), help="write the job script and submit it", allow_abbrev=False,
                                 description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
         job_flags(submit)
-        dry_run, wait, as_json = OWN_FLAGS["submit"]
+        dry_run, wait, as_json, resubmit, failed = OWN_FLAGS["submit"]
         submit.add_argument(dry_run, action="store_true", help="print the script and the submit command; submit nothing")
         submit.add_argument(wait, action="store_true", help="follow the job to its end; exit with its exit code")
         submit.add_argument(as_json, action="store_true",
                             help="print a JSON object (job_id, scheduler, job_name, script, folder, log)")
-        submit.set_defaults(run=run_submit)
+        # A sweep's sets again (hpcdist.sweeps): no SCRIPT, the sweep's own.
+        submit.add_argument(resubmit, metavar="JOB", help="submit sets of the sweep JOB again (with --failed), as "
+                            "part of the same sweep; JOB: any of its arrays' ids or folders")
+        submit.add_argument(failed, action="store_true", help="with --resubmit: the sets that failed, were killed "
+                            "or were never submitted")
+        for action in submit._actions:  # SCRIPT may be left out with --resubmit (run_submit says when it may not)
+            if action.dest == "script":
+                action.nargs, action.required, action.default = "?", False, None
+        submit.set_defaults(run=run_submit, parser=submit)
     if only in (None, "status"):
         status = sub.add_parser("status", **help_end("status"), help="the state of submitted jobs")
         status.add_argument("jobs", nargs="*", metavar="JOB", help="job ids or folders (default: all from here)")
@@ -85,8 +94,25 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
 def run_render(args: Namespace) -> int:
     from hpcdist.submission.render import render  # not at the top: every command, status and agents too, imports this module
 
-    sys.stdout.write(render(job_spec(args), command_line=command_line()))
+    spec = job_spec(args)
+    if spec.sweep or spec.sweep_file:  # a sweep's first array, as submit would write it (hpcdist.sweeps)
+        from hpcdist.sweeps import cli as sweeps
+
+        return sweeps.render_first(spec, command_line(), dry_run=False)
+    sys.stdout.write(render(_max_running(spec), command_line=command_line()))
     return 0
+
+
+def _max_running(spec):
+    """--max-running N with --array: the array's own ``%N`` (Slurm, PBS and Torque read it)."""
+    if spec.max_running and not spec.array:
+        raise CommandError(f"--max-running {spec.max_running}: it limits the subjobs of an array or a sweep, "
+                           "and this job is neither; give --sweep or --array, or leave it out")
+    if not spec.max_running:
+        return spec
+    from dataclasses import replace
+
+    return replace(spec, array=f"{spec.array.partition('%')[0]}%{spec.max_running}")
 
 
 def run_submit(args: Namespace) -> int:
@@ -94,8 +120,15 @@ def run_submit(args: Namespace) -> int:
 
     from hpcdist.submission.render import render
 
+    if getattr(args, "resubmit", None) or getattr(args, "failed", False):
+        return _resubmit(args)
+    if getattr(args, "script", "") is None:  # argparse's own answer, as when SCRIPT was required
+        args.parser.error("the following arguments are required: SCRIPT, ARGS")
     spec = job_spec(args)
     _warn_flags_after_script(args)
+    if spec.sweep or spec.sweep_file:
+        return _submit_sweep(args, spec)
+    spec = _max_running(spec)
     if args.dry_run:
         sys.stdout.write(render(spec, command_line=command_line()))
         folder = ".hpcdist/jobs/<name>-<time>"
@@ -124,6 +157,20 @@ def run_submit(args: Namespace) -> int:
     return 0
 
 
+def _submit_sweep(args: Namespace, spec) -> int:
+    """``--sweep``/``--sweep-file``: the sets, checked before the queue, as few arrays as the site
+    allows (hpcdist.sweeps)."""
+    from hpcdist.sweeps import cli as sweeps
+
+    return sweeps.submit(args, spec, command_line())
+
+
+def _resubmit(args: Namespace) -> int:
+    from hpcdist.sweeps import cli as sweeps
+
+    return sweeps.resubmit(args, command_line())
+
+
 def _warn_flags_after_script(args: Namespace) -> None:
     """Everything after the script is the script's (torchrun's rule), hpcdist's flags too: say so
     when one of them is there (`submit train.py --nodes 2` asks for one node, and train.py fails on
@@ -146,6 +193,11 @@ def _warn_flags_after_script(args: Namespace) -> None:
 
 
 def run_status(args: Namespace) -> int:
+    if len(args.jobs) == 1:  # a sweep's array: every set's row (hpcdist.sweeps.table)
+        from hpcdist.sweeps import cli as sweeps
+
+        if sweeps.status(args.jobs[0], args.json):
+            return 0
     rows = status_rows(args.jobs)
     if not rows and not args.jobs and not args.json:  # not a table with no rows: what to do first
         folder = os.environ.get("HPCDIST_JOBS_DIR")  # where hpcdist.jobs keeps them, when not here
@@ -197,6 +249,9 @@ def status_rows(refs: list[str]) -> list[dict]:
 def show_rows(rows: list[dict], as_json: bool) -> None:
     """The rows as a table, or as JSON (what a laptop's hpcdist reads from the login node's)."""
     if as_json:
+        for row in rows:  # where the start-up went, per node (hpcdist.progress.startup), as the monitor wrote it
+            if row.get("folder") and "startup" not in row:
+                row["startup"] = watch.startup_of(row["folder"])
         import json  # not at the top: it would cost `hpcdist status` 7%
 
         print(json.dumps(rows, indent=2))

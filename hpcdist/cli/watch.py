@@ -37,6 +37,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         watch.add_argument("--once", action="store_true", help="one snapshot, then exit")
         watch.add_argument("--json", action="store_true", help="one snapshot as JSON")
         watch.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)")
+        watch.add_argument("--index", type=int, default=None, metavar="N", help="an array's subjob N")
         watch.set_defaults(run=run_watch)
     if only in (None, "stacks"):
         stacks = sub.add_parser("stacks", help="every rank's Python stack in a running job, grouped",
@@ -45,6 +46,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         stacks.add_argument("job", metavar="JOB")
         stacks.add_argument("--timeout", type=float, default=None,
                             help="seconds to wait for the answers (default: two of the ranks' intervals and 2)")
+        stacks.add_argument("--index", type=int, default=None, metavar="N", help="an array's subjob N")
         stacks.set_defaults(run=run_stacks)
     if only in (None, "monitor"):  # listed by --help; hpcdist.cli runs it without argparse
         import argparse
@@ -60,10 +62,40 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         monitor.set_defaults(run=lambda args: run_by_hand("monitor", args.argv))
 
 
-def progress_dir(job) -> str:
-    from hpcdist import jobs
+def progress_dir(job, index: int | None = None) -> str:
+    """The job's progress folder, or its subjob ``index``'s (an array's: :mod:`hpcdist.jobs.subjobs`)."""
+    from hpcdist.jobs import subjobs
 
-    return os.path.join(job.path, jobs.PROGRESS)
+    return subjobs.progress_dir(job.path, index)
+
+
+def subjob_indices(job) -> list[int]:
+    """The indices of an array's subjobs that have a progress folder, by index."""
+    from hpcdist.jobs import subjobs
+
+    return [index for index, _ in subjobs.indexed(subjobs.progress_dir(job.path, 0)[:-1])]
+
+
+def subjob_index(job, index: int | None, command: str) -> int | None:
+    """``--index`` checked against the job: an array's subjob must be named, a job that is no array has none."""
+    try:
+        array = job.spec_values().get("array")
+    except (OSError, ValueError, AttributeError):
+        array = None
+    array = array or (subjob_indices(job) and not os.path.isdir(progress_dir(job)))
+    if index is not None and index < 0:
+        raise CommandError(f"--index {index}: expected a subjob's index, 0 or more (as hpcdist {command} "
+                           f"{job.job_id} --index 1)")
+    if index is not None and not array:
+        raise CommandError(f"--index {index}: job {job.job_id} is no array; leave --index out")
+    if index is None and array:
+        from hpcdist.progress.watch import ranges
+
+        found = subjob_indices(job)
+        some = f" (subjobs with progress so far: {ranges(found)})" if found else ""
+        raise CommandError(f"job {job.job_id} is an array{some}: name a subjob with --index N (as hpcdist "
+                           f"{command} {job.job_id} --index {found[0] if found else 1})")
+    return index
 
 
 def _find(ref: str):
@@ -86,27 +118,40 @@ def hang_floor(job) -> float:
     return watch.floor_for(values.get("hang_floor_s"), values.get("hang_timeout_s"))
 
 
-def _status(job):
-    """The job's state (a JobStatus, as ``hpcdist status`` has it)."""
+def _status(job, index: int | None = None):
+    """The job's state (a JobStatus, as ``hpcdist status`` has it); an array's subjob ``index``:
+    its own end where its exit-code file says it (and why, where its monitor ended it), else the array's."""
     from hpcdist.schedulers.base import JobStatus
     from hpcdist.submission import submit as sub
 
     try:
-        return sub.status(job)
+        status = sub.status(job)
     except sub.SubmitError as e:
-        return JobStatus(f"UNKNOWN ({e})", None, "unknown", None)
+        status = JobStatus(f"UNKNOWN ({e})", None, "unknown", None)
+    if index is None:
+        return status
+    from hpcdist import jobs
+    from hpcdist.jobs import ending
+    from hpcdist.schedulers.batch import signal_words
+
+    code = jobs.read_subjob_exit_codes(job.path).get(index)
+    if code is None:
+        return status
+    cause = ending.cause(job.path, index)
+    return JobStatus("COMPLETED" if code == 0 else "FAILED", code, f"exit {code}",
+                     cause or signal_words(code).removesuffix("; ") or None)
 
 
-def this_run(job) -> tuple:
-    """``(run id, run start)`` of the job's last run, as its monitor wrote them in its summary: the
-    rank files of an earlier run in the folder are not shown (None, None: every file)."""
+def this_run(job, index: int | None = None) -> tuple:
+    """``(run id, run start)`` of the job's (or subjob ``index``'s) last run, as its monitor wrote them
+    in its summary: the rank files of an earlier run in the folder are not shown (None, None: every file)."""
     import json
 
     from hpcdist.progress.monitor import SUMMARY
     from hpcdist.progress.watch import read_small
 
     try:
-        summary = json.loads(read_small(os.path.join(progress_dir(job), SUMMARY)) or "{}")
+        summary = json.loads(read_small(os.path.join(progress_dir(job, index), SUMMARY)) or "{}")
     except ValueError:
         return None, None
     if not isinstance(summary, dict):
@@ -116,17 +161,35 @@ def this_run(job) -> tuple:
             started if type(started) in (int, float) and started == started else None)
 
 
+def startup_of(job_folder: str) -> dict | None:
+    """The start-up's breakdown as the job's monitor last wrote it (``status --json``'s ``startup``)."""
+    import json
+
+    from hpcdist import jobs
+    from hpcdist.progress.monitor import SUMMARY
+    from hpcdist.progress.watch import read_small
+
+    try:
+        summary = json.loads(read_small(os.path.join(job_folder, jobs.PROGRESS, SUMMARY)) or "{}")
+    except ValueError:
+        return None
+    found = summary.get("startup") if isinstance(summary, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def ended_words(state) -> str:
     """How an ended job ended, in ``hpcdist status``'s words: ``failed, exit 143: ended by ...``."""
     code = "" if state.exit_code is None else f", exit {state.exit_code}"
     return f"{state.state.lower()}{code}{': ' + state.reason if state.reason else ''}"
 
 
-def screen(job, view, state: str, ended=None) -> str:
+def screen(job, view, state: str, ended=None, index: int | None = None) -> str:
     """``watch``'s screen: a header, one row per rank by node, the slowest ranks, the hang line;
-    for a job that has ended (``ended``: its JobStatus), how it ended and its last figures."""
+    for a job that has ended (``ended``: its JobStatus), how it ended and its last figures. ``index``:
+    an array's subjob."""
     nodes = sorted({r.get("node", "?") for r in view.ranks})
-    lines = [f"job {job.job_id} ({job.record['scheduler']}, {state.lower()}): {len(view.ranks)} rank(s) on "
+    which = f"{job.job_id} subjob {index}" if index is not None else job.job_id
+    lines = [f"job {which} ({job.record['scheduler']}, {state.lower()}): {len(view.ranks)} rank(s) on "
              f"{len(nodes)} node(s), {time.strftime('%H:%M:%S', time.localtime(view.now))}",
              f"{'NODE':<16} {'RANK':>5} {'STEP':>8} {'STEPS/S':>8} {'WORK/STEP':>10} {'LAST STEP':>10}  PHASE"]
     for r in sorted(view.ranks, key=lambda r: (r.get("node", ""), r["rank"])):
@@ -148,7 +211,8 @@ def screen(job, view, state: str, ended=None) -> str:
     if view.checkpointing:
         lines.append(f"checkpointing: rank(s) {', '.join(map(str, view.checkpointing))}")
     if view.hung:
-        lines.append(f"LOOKS HUNG: {view.hung.removeprefix('looks hung: ')}; `hpcdist stacks {job.job_id}` shows "
+        at = f" --index {index}" if index is not None else ""
+        lines.append(f"LOOKS HUNG: {view.hung.removeprefix('looks hung: ')}; `hpcdist stacks {job.job_id}{at}` shows "
                      f"where each rank waits")
     elif view.not_answering:
         from hpcdist.progress.watch import silent_line
@@ -160,6 +224,17 @@ def screen(job, view, state: str, ended=None) -> str:
     if ended is not None:
         lines.append(f"the job has ended: {ended_words(ended)}; the figures above are the ranks' last")
     return "\n".join(lines) + "\n"
+
+
+def startup_text(job, view, index: int | None = None) -> str:
+    """Where the start-up went, per node, so far (:mod:`hpcdist.progress.startup`): ``watch``'s last
+    lines while the job starts (until every rank has made its first step: then the log's end and
+    ``status --json`` give it)."""
+    from hpcdist.progress import startup
+
+    run, started = this_run(job, index)
+    found = startup.of_folder(progress_dir(job, index), run, view.ranks, started)
+    return "".join(line + "\n" for line in startup.lines(found)) if found and not found["complete"] else ""
 
 
 def _seconds(flag: str, value: float, least: float, most: float, what: str, example: str, above: bool = False) -> float:
@@ -179,22 +254,24 @@ def run_watch(args) -> int:
     from hpcdist.submission.submit import exit_status
 
     job = _find(args.job)
-    folder, floor = progress_dir(job), hang_floor(job)
+    index = subjob_index(job, args.index, "watch")
+    folder, floor = progress_dir(job, index), hang_floor(job)
     while True:
-        status = _status(job)
+        status = _status(job, index)
         state, ended = status.state, status if status.finished else None
         # Its exit status follows the job's once it has ended, as --wait's does.
         code = exit_status(ended) if ended is not None else 0
-        view = watch.analyse(watch.read(folder, *this_run(job)), floor=floor, ended=ended is not None)
+        view = watch.analyse(watch.read(folder, *this_run(job, index)), floor=floor, ended=ended is not None)
         if args.json:
             import json
 
             # Each rank's row under "ranks" (the summary's "ranks" is their count: len() says it).
             how = {"exit_code": ended.exit_code, "reason": ended.reason} if ended is not None else {}
-            print(json.dumps({"job_id": job.job_id, "state": state, **how, "time": view.now, **view.summary(),
-                              "ranks": view.ranks}, indent=2))
+            subjob = {"index": index} if index is not None else {}
+            print(json.dumps({"job_id": job.job_id, **subjob, "state": state, **how, "time": view.now,
+                              **view.summary(), "ranks": view.ranks}, indent=2))
             return code
-        text = screen(job, view, state, ended)
+        text = screen(job, view, state, ended, index) + startup_text(job, view, index)
         if args.once:
             sys.stdout.write(text)
             return code
@@ -214,17 +291,32 @@ def run_stacks(args) -> int:
     if args.timeout is not None:
         _seconds("--timeout", args.timeout, 0, 3600, "the seconds to wait for the ranks' answers", "10", above=True)
     job = _find(args.job)
-    folder = progress_dir(job)
-    ranks = [r for r in watch.read(folder, *this_run(job)) if r.get("phase") not in ("finished", "failed")]
+    index = subjob_index(job, args.index, "stacks")
+    _not_ended(job, index)
+    folder = progress_dir(job, index)
+    ranks = [r for r in watch.read(folder, *this_run(job, index)) if r.get("phase") not in ("finished", "failed")]
     if not ranks:
-        raise CommandError(f"job {job.job_id} has no running rank that records its progress ({folder})")
+        which = f"{job.job_id} subjob {index}" if index is not None else job.job_id
+        raise CommandError(f"job {which} has no running rank that records its progress ({folder})")
     wait = args.timeout if args.timeout is not None else 2 * max(r.get("interval", 2.0) for r in ranks) + 2
     try:
         answers = watch.request_stacks(folder, [r["rank"] for r in ranks], wait)
     except OSError as e:
         raise CommandError(f"cannot ask the ranks for their stacks in {folder}: {e.strerror or e}") from None
+    if all(frames is None for frames in answers.values()):
+        _not_ended(job, index)  # it ended while we waited
     print("\n".join(watch.group_stacks(answers)))
     return 0
+
+
+def _not_ended(job, index: int | None = None) -> None:
+    """A job (or subjob) that has ended has no rank to answer: say so, and how it ended (its
+    monitor's record where hpcdist ended it), at once."""
+    status = _status(job, index)
+    if status.finished:
+        which = f"{job.job_id} subjob {index}" if index is not None else job.job_id
+        raise CommandError(f"job {which} has ended ({ended_words(status)}): no rank is left to answer; "
+                           f"`hpcdist logs {job.job_id}` shows its last lines")
 
 
 def print_end_line(job) -> None:
@@ -234,7 +326,11 @@ def print_end_line(job) -> None:
     from hpcdist.jobs import logfiles
     from hpcdist.progress import watch
 
-    line = watch.end_line(watch.read(progress_dir(job), *this_run(job)))
+    from hpcdist.progress import startup
+
+    run, started = this_run(job)
+    ranks = watch.read(progress_dir(job), run, started)
+    line = watch.end_line(ranks)
     if not line:
         return
     try:
@@ -243,6 +339,10 @@ def print_end_line(job) -> None:
         tail = ""
     if line not in tail:
         print(line, file=sys.stderr)
+    # Where the start-up went: the monitor says it last, unless the job ended before its next look.
+    if "hpcdist: start-up: " not in tail:
+        for said in startup.lines(startup.of_folder(progress_dir(job), run, ranks, started)):
+            print(f"hpcdist: {said}", file=sys.stderr)
 
 
 def status_column(job, state: str) -> str:
@@ -254,19 +354,27 @@ def status_column(job, state: str) -> str:
     from hpcdist.progress.monitor import SUMMARY
     from hpcdist.progress.watch import read_small
 
-    try:
-        summary = json.loads(read_small(os.path.join(progress_dir(job), SUMMARY)) or "{}")
-    except ValueError:
-        return ""
-    if not isinstance(summary, dict):
+    def read(folder: str):
+        try:
+            found = json.loads(read_small(os.path.join(folder, SUMMARY)) or "{}")
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) and found else None
+
+    summary, which = read(progress_dir(job)), ""
+    if summary is None:  # an array: the first hung subjob, else the first with figures
+        found = [(index, s) for index in subjob_indices(job) if (s := read(progress_dir(job, index)))]
+        index, summary = next((f for f in found if f[1].get("hung")), found[0] if found else (None, None))
+        which = f"subjob {index} " if summary is not None else ""
+    if summary is None:
         return ""
     try:
         if summary.get("hung"):
-            column = f"HUNG {summary.get('stalled_s', 0):.0f}s"
+            column = f"{which}HUNG {summary.get('stalled_s', 0):.0f}s"
         elif not summary.get("ranks"):
             return ""
         else:
-            column = f"step {summary.get('step_min', 0)} {summary.get('median_rate', 0):.1f}/s"
+            column = f"{which}step {summary.get('step_min', 0)} {summary.get('median_rate', 0):.1f}/s"
         # A monitor that has stopped (killed, its node gone) left its last figures: say how old.
         age = time.time() - summary.get("time", time.time())
         if age > summary.get("stale_after", 30):

@@ -177,6 +177,11 @@ def main(argv: list) -> int:
         options = parse(argv)
         text, log = setup(options, os.environ)
         _write(options["dir"], "job.env", text)
+        # The job's start and the set-up's end, for the start-up's breakdown (hpcdist.progress.startup).
+        from hpcdist.progress.startup import record_setup
+        import time
+
+        record_setup(os.environ, time.time(), os.getppid(), os.path.basename(os.path.abspath(options["dir"])))
     except SetupError as e:
         print(f"hpcdist job-setup: error: {e}", file=sys.stderr)
         return 2

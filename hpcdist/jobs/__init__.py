@@ -18,6 +18,7 @@ Its files:
 - ``exit_code`` (:data:`EXIT_CODE`): how the script ended, written whole by the script's EXIT
   trap and by the local runner; ``hpcdist status`` reads it when the scheduler keeps no record.
   An array's subjobs each write ``exit_code.<index>``, and a log of their own (:mod:`hpcdist.jobs.subjobs`).
+- ``sweep.json``: a sweep's array only, which parameter set each subjob runs (:mod:`hpcdist.jobs.params`).
 - ``ended.json``: why hpcdist ended the job (its monitor, at --hang-timeout): :mod:`hpcdist.jobs.ending`.
 - ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time> <host> <boot id>`` of the
   runner process (the last two: where it runs; older folders have the first two alone).

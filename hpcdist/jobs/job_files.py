@@ -15,7 +15,8 @@ def script_context(folder: str | None, index_variable: str | None = None, job_id
     path (the renderer quotes it; the script holds it once, as ``$job_dir``), the other files as
     shell words and lines under it (:class:`~hpcdist.shell.Shell`). None without a folder
     (``hpcdist render``): the script then records nothing. An array's subjob (its index in
-    ``index_variable``) writes an exit-code file of its own. ``recorded_id``: :func:`recorded_run_shell`'s."""
+    ``index_variable``) writes an exit-code file and a progress folder of its own. ``recorded_id``:
+    :func:`recorded_run_shell`'s."""
     if not folder:
         return None
     exit_file = f'"$job_dir/{EXIT_CODE}"'
@@ -25,7 +26,9 @@ def script_context(folder: str | None, index_variable: str | None = None, job_id
         "write_exit_code": Shell(write_exit_code_shell("$exit_file")),
         "check_run": Shell(recorded_run_shell(recorded_id)),
         "record_start": Shell('[ -z "$exit_file" ] || ' + start_line_shell(Shell('"$job_dir"'), job_id_variable)),
-        "progress_dir": Shell(f'"$job_dir/{PROGRESS}"'),
+        # Each subjob's ranks in a folder of their own (progress.<index>: hpcdist.jobs.subjobs.progress_dir).
+        "progress_dir": Shell(exit_file_shell(f'"$job_dir/{PROGRESS}"', index_variable) if index_variable
+                              else f'"$job_dir/{PROGRESS}"'),
     }
 
 

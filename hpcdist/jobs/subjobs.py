@@ -6,7 +6,9 @@ named by its array index (one shared file would be overwritten by each subjob in
 - the log of subjob ``i`` is ``<prefix><i><suffix>``, ``[prefix, suffix]`` being the record's
   ``subjob_logs`` (the scheduler puts the index there: ``Scheduler.array_log``);
 - its exit code is in ``exit_code.<i>``: the job script's exit-code file, the index appended
-  (:func:`exit_file_shell`).
+  (:func:`exit_file_shell`);
+- its ranks' progress is in ``progress.<i>/`` (:func:`progress_dir`), and how its monitor ended it
+  in ``ended.json.<i>`` (:mod:`hpcdist.jobs.ending`): each subjob is watched, and ended, alone.
 """
 
 from __future__ import annotations
@@ -47,3 +49,21 @@ def exit_file_shell(path_word: str, index_variable: str) -> str:
     """Shell for the exit-code file of this subjob: ``path_word`` (a quoted path) with ``.<index>``
     appended when ``index_variable`` is set (a job submitted without the array runs too)."""
     return f"{path_word}${{{index_variable}:+.${index_variable}}}"
+
+
+def of_subjob(name: str, index: int | None) -> str:
+    """``name`` (a file or folder of the job folder) as subjob ``index`` has its own: ``name.<index>``;
+    ``name`` itself for a job that is no array."""
+    return name if index is None else f"{name}.{int(index)}"
+
+
+def progress_dir(job_folder: str, index: int | None = None) -> str:
+    """The ranks' progress folder of subjob ``index`` (``progress.3``), or of the job (``progress``:
+    :data:`hpcdist.jobs.PROGRESS`)."""
+    return os.path.join(job_folder, of_subjob("progress", index))
+
+
+def index_of(path: str, name: str) -> int | None:
+    """The subjob index in ``path``'s last part (``.../progress.3`` and ``progress``: 3); None without one."""
+    index = os.path.basename(os.path.normpath(path)).removeprefix(name + ".")
+    return int(index) if index.isascii() and index.isdigit() and len(index) <= 9 else None

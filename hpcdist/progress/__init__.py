@@ -81,6 +81,8 @@ class Recorder:
         self.steps = 0
         self.last_step = self.first_step = None  # time.time() of the last and first steps
         self.phase, self.phase_since = "starting", time.perf_counter()
+        # The start-up's marks (hpcdist.progress.startup): the process's start, the rendezvous.
+        self.proc_started = self.rdzv_started = self.rdzv_ended = None
         self.explicit = False  # step() was called: the optimizer hook no longer counts
         self.started = time.time()
         self.samples = []
@@ -124,6 +126,10 @@ class Recorder:
         now = time.perf_counter()
         if self.phase == "checkpointing":
             self.waited += now - self.phase_since
+        if name == "rendezvous" and self.rdzv_started is None:
+            self.rdzv_started = time.time()
+        elif self.phase == "rendezvous" and name != "rendezvous" and self.rdzv_ended is None:
+            self.rdzv_ended = time.time()
         self.phase, self.phase_since = name, now
 
     def finish(self, status: int) -> None:
@@ -137,6 +143,7 @@ class Recorder:
 
     def _run(self) -> None:
         hooked, next_write = False, 0.0
+        self.proc_started = process_start(os.getpid())
         try:
             os.makedirs(self.folder, 0o700, exist_ok=True)  # private, as the job folder
         except OSError:
@@ -221,7 +228,8 @@ class Recorder:
         state = {"rank": self.rank, "local_rank": self.local_rank, "node": self.node, "pid": os.getpid(),
                  "step": self.steps, "first_step": self.first_step, "last_step": self.last_step, "phase": self.phase,
                  "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval,
-                 "world": self.world, "run": self.run}
+                 "world": self.world, "run": self.run, "proc_started": self.proc_started,
+                 "rdzv_started": self.rdzv_started, "rdzv_ended": self.rdzv_ended}
         _replace(rank_file(self.folder, self.rank), _json(state))
 
     def _answer_stacks(self) -> None:
@@ -243,6 +251,20 @@ class Recorder:
         if not number.isdigit():
             return
         _replace(stacks_file(self.folder, self.rank), f"request {number}\n" + main_stack())
+
+
+def process_start(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds, from /proc, to the clock tick: its start since
+    boot against /proc/uptime, not the whole second of /proc/stat's btime); None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rpartition(")")[2].split()[19])
+        now = time.time()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return now - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def whole_steps(n) -> int:
@@ -301,8 +323,11 @@ def _replace(path: str, text: str) -> None:
         with open(temporary, "w") as f:
             f.write(text)
         os.replace(temporary, path)
-    except OSError:
-        pass  # a full or gone file system: the next write tries again
+    except OSError:  # a full or gone file system: the next write tries again
+        try:
+            os.unlink(temporary)  # an empty file a full disk took, not left behind
+        except OSError:
+            pass
 
 
 def start(environ=None):

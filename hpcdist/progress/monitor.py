@@ -13,7 +13,9 @@ Every few seconds it reads the ranks' progress (:mod:`hpcdist.progress.watch`) a
   ends the job the same way, naming the ranks that never reached their first step and where they wait;
 - the job's step rate and slowest rank once every rank has finished.
 
-A job it ends is recorded as such in the job folder (:mod:`hpcdist.jobs.ending`): ``status``,
+An array's subjob has a progress folder of its own (``progress.<index>``, :mod:`hpcdist.jobs.subjobs`):
+its monitor watches, and ends, that subjob alone. A job it ends is recorded as such in the job
+folder (:mod:`hpcdist.jobs.ending`; a subjob's in ``ended.json.<index>``): ``status``,
 ``logs``, ``--wait`` and ``watch`` say the cause. Each run of the job script (a requeue, a run
 by hand) is judged by its own ranks: rank files of an earlier run are left out
 (:func:`hpcdist.progress.watch.read`). It also keeps ``summary.json`` there (one small file:
@@ -28,7 +30,7 @@ import signal
 import sys
 import time
 
-from hpcdist.progress import watch
+from hpcdist.progress import startup, watch
 
 USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--start-timeout S]"
          " [--interval S]\n"
@@ -71,7 +73,15 @@ def parse(argv: list[str]) -> dict:
 
 
 def say(line: str) -> None:
-    print(f"hpcdist: {line}", file=sys.stderr, flush=True)
+    tell(f"hpcdist: {line}")
+
+
+def tell(line: str) -> None:
+    """A line into the job's log; a log that cannot take it (a full disk) does not stop the monitor."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def stacks_lines(folder: str, view) -> list[str]:
@@ -155,25 +165,30 @@ def start_limit(options: dict, job_folder: str) -> float | None:
 
 
 def run(options: dict) -> int:
-    from hpcdist.jobs import ending
+    from hpcdist.jobs import PROGRESS, ending, subjobs
     from hpcdist.progress import run_id
 
     folder, pid = options["dir"], int(options["pid"])
     job_folder = os.path.dirname(os.path.abspath(folder))
+    index = subjobs.index_of(folder, PROGRESS)  # an array's subjob: its own folder, its own end
     timeout = options["hang_timeout"]
     floor = watch.floor_for(options["hang_floor"], timeout)
     os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
     run, started = run_id(), run_start(pid)
-    ending.clear(job_folder)  # the last run's end is not this run's
+    ending.clear(job_folder, index)  # the last run's end is not this run's
+    ending.reserve(job_folder, index)  # room for this run's end, should the disk fill
     limit = start_limit(options, job_folder)
     # Ranks that record nothing (a launcher that starts the script itself) say nothing of a slow start.
     recorded = ending.spec_value(job_folder, "launcher") not in ("none", "accelerate")
     slow_checks: dict[int, int] = {}
     named, hang_told, trouble = set(), False, None
+    boot = None  # the start-up's breakdown (hpcdist.progress.startup), until every rank has stepped
     while alive(pid):
         try:
             view = watch.analyse(watch.read(folder, run, started), floor=floor)
-            _write_summary(folder, view, options["interval"], run, started)
+            if boot is None or not boot["complete"]:
+                boot = startup.of_folder(folder, run, view.ranks, started) or boot
+            _write_summary(folder, view, options["interval"], run, started, boot)
             slow = {r["rank"] for r in view.slowest}  # once per check, not once per rank
             for rank in [rank for rank in slow_checks if rank not in slow]:
                 del slow_checks[rank]
@@ -201,7 +216,7 @@ def run(options: dict) -> int:
                 say(f"{view.hung or 'no rank has made a step for %.0f s' % view.stalled_s}; every rank's stack:")
             stacks = _stacks(folder, view)
             for line in stacks:
-                print(f"hpcdist:   {line}", file=sys.stderr, flush=True)
+                tell(f"hpcdist:   {line}")
         elif view.hung is None:
             hang_told = False
         if ending_now or slow_start:
@@ -211,7 +226,7 @@ def run(options: dict) -> int:
             else:
                 flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
                                                  f"; {_who(view, stacks)}")
-            ending.write(job_folder, flag.lstrip("-"), cause, time.time())
+            ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index)
             say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "
                 f"(--start-timeout {limit:.0f} s)" if slow_start else
                 f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
@@ -220,9 +235,20 @@ def run(options: dict) -> int:
         if view.finished:
             line = watch.end_line(view.ranks)
             if line:
-                print(line, file=sys.stderr, flush=True)
+                tell(line)
+            for line in startup.lines(startup.of_folder(folder, run, view.ranks, started)):
+                say(line)  # the start-up's breakdown: the job's last lines from hpcdist
             return 0
         time.sleep(options["interval"])
+    # The batch shell ended before the ranks' last look (a short job): the breakdown, where this
+    # monitor still may write (logs and --wait say it after the log where it is missing).
+    if boot is not None and boot["complete"]:
+        ranks = watch.read(folder, run, started)
+        line = watch.end_line(ranks)
+        if line:
+            tell(line)
+        for line in startup.lines(startup.of_folder(folder, run, ranks, started)):
+            say(line)
     return 0
 
 
@@ -242,19 +268,43 @@ def _who(view, stacks: list[str]) -> str:
     return "; ".join(groups[:3]) or "every rank answers"
 
 
-def _write_summary(folder: str, view, interval: float, run: str | None = None, started: float | None = None) -> None:
+def _write_summary(folder: str, view, interval: float, run: str | None = None, started: float | None = None,
+                   boot: dict | None = None) -> None:
     """``summary.json`` for ``hpcdist status``, with the time after which it is stale (a monitor
     that has stopped): a few checks, and the longest wait for stacks, late."""
     ranks_interval = max((r.get("interval", 2.0) for r in view.ranks), default=2.0)
     stale_after = max(30.0, 3 * interval + 2 * ranks_interval + 2)
+    text = json.dumps({"time": view.now, "stale_after": round(stale_after, 1), "run": run, "run_started": started,
+                       **view.summary(), "startup": boot})
     temporary = os.path.join(folder, f".{SUMMARY}.tmp")
     try:
         with open(temporary, "w") as f:
-            json.dump({"time": view.now, "stale_after": round(stale_after, 1), "run": run, "run_started": started,
-                       **view.summary()}, f)
+            f.write(text)
         os.replace(temporary, os.path.join(folder, SUMMARY))
     except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        _summary_in_place(os.path.join(folder, SUMMARY), text)
+
+
+def _summary_in_place(path: str, text: str) -> None:
+    """A full disk takes no new file: ``text`` over the last summary, in the blocks it has (padded
+    with spaces, which JSON allows, to the old size). A reader may find
+    it half written for a moment (``status`` then shows no figures, never wrong ones)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        data = text.encode()
+        os.write(fd, data + b" " * max(0, size - len(data)))
+    except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def main(argv: list[str]) -> int:

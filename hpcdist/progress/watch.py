@@ -7,7 +7,8 @@ column of ``hpcdist status``) and inside the job (``hpcdist monitor``, :mod:`hpc
 - :func:`read` the ranks' states; :func:`analyse` them into a :class:`View`: each rank's step,
   steps per second, seconds since its last step and phase; the median rate and the ranks that trail
   it by :data:`STRAGGLER_FACTOR`; whether the job looks hung (no rank has made a step for
-  max(:data:`HANG_MULTIPLE` x the recent step time, the floor), and no rank checkpoints), and which
+  max(:data:`HANG_MULTIPLE` x the recent step time, the floor), the ranks' files being up to
+  their interval old, and no rank checkpoints), and which
   ranks stopped writing (a stopped or dead process);
 - :func:`request_stacks` asks every rank for its stack through the control file and gathers the
   answers; :func:`group_stacks` groups identical stacks ("ranks 0-2,4-7 in all_reduce at
@@ -43,7 +44,7 @@ MAX_FILE_BYTES = 64 << 10
 MAX_STACK_BYTES = 4 << 20
 #: A rank file's numbers (finite ints or floats, else left out) and words (strings, else left out).
 NUMBERS = ("local_rank", "pid", "step", "first_step", "last_step", "rate", "work", "started", "written", "interval",
-           "world")
+           "world", "proc_started", "rdzv_started", "rdzv_ended")
 WORDS = ("node", "phase", "run")
 
 
@@ -143,6 +144,11 @@ class View:
         self.finished = bool(ranks) and not live
         stepped = [r["last_step"] for r in ranks if r.get("last_step")]
         self.stalled_s = now - max(stepped) if stepped else 0.0
+        #: How old the ranks' files may be and still be on time (each rank's age, at most its
+        #: interval): a healthy rank's last step is that old in its file. A stall is counted
+        #: from what the files show, so a hang is named (and ended) that much later, never a
+        #: healthy job that writes less often than the threshold.
+        self.lag_s = max((min(max(0.0, r["silent"]), r.get("interval", 2.0)) for r in live), default=0.0)
         step_time = 1 / self.median_rate if self.median_rate else 0.0
         self.threshold_s = max(HANG_MULTIPLE * step_time, floor)
         self.checkpointing = [r["rank"] for r in live if r.get("phase") == "checkpointing"]
@@ -162,8 +168,9 @@ class View:
         return id(r) in self._silent
 
     def stalled_beyond(self, seconds: float) -> bool:
-        """No rank has made a step for ``seconds``, none checkpoints, and some have not finished."""
-        return self.stuck and self.stalled_s >= seconds
+        """No rank has made a step for ``seconds`` as far as the files show (:attr:`lag_s`
+        allowed for), none checkpoints, and some have not finished."""
+        return self.stuck and self.stalled_s - self.lag_s >= seconds
 
     def _trails(self, r: dict, factor: float) -> bool:
         """Fewer steps per second than the median by ``factor``, or (synchronous training, where
@@ -330,9 +337,16 @@ def request_stacks(folder: str, ranks: list[int], wait_s: float) -> dict[int, li
     number = time.time_ns()
     request = os.path.join(folder, STACKS_REQUEST)
     temporary = os.path.join(folder, f".{STACKS_REQUEST}.{os.uname().nodename}.{os.getpid()}.{number}")
-    with open(temporary, "w") as f:
-        f.write(f"{number}\n")
-    os.replace(temporary, request)
+    try:
+        with open(temporary, "w") as f:
+            f.write(f"{number}\n")
+        os.replace(temporary, request)
+    except OSError:  # a full disk: no request, and no empty file left behind
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
     fresh = {number}  # the requests this one's answers may answer
     answers: dict[int, list[str] | None] = {rank: None for rank in ranks}
     waiting = list(answers)

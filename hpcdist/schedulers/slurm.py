@@ -150,6 +150,8 @@ class Slurm(BatchScheduler):
     config_fix = "set SLURM_CONF to the cluster's slurm.conf"
     job_id_variable = JOB_ID_VARIABLES[0]
     recorded_id_shell = "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}"  # an array task has an id of its own
+    # An array task writes its own exit code and log (hpcdist.jobs.subjobs), as a PBS subjob does.
+    array_index_variable = "SLURM_ARRAY_TASK_ID"
     # Slurm counts the restarts of a requeued job itself.
     restart_variable = "SLURM_RESTART_COUNT"
     job_names = JOB_NAMES
@@ -200,6 +202,17 @@ class Slurm(BatchScheduler):
     def submit_argv(self, script, log):
         # --parsable: the id alone (and the cluster), not a sentence to pick it from.
         return [self.submit_program, "--parsable", script]
+
+    def array_log(self, log):
+        """Each array task's output where ``%a`` (its index) stands in --output (``job.%a.log``,
+        unless the path has one already)."""
+        import os
+
+        if "%a" not in log:
+            stem, ext = os.path.splitext(log)
+            log = f"{stem}.%a{ext}"
+        before, _, after = log.partition("%a")
+        return log, before, after
 
     def directives(self, spec):
         """Every ``#SBATCH`` line, by one rule (:func:`sbatch_line`), after the user's own."""

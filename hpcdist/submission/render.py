@@ -15,6 +15,7 @@ scheduler it gets could otherwise submit or cancel).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import textwrap
@@ -22,6 +23,7 @@ import textwrap
 from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
 from hpcdist.jobs import job_files
 from hpcdist.launchers.mpi import FLAVOURS, MPI_ENV
+from hpcdist.submission import stage
 from hpcdist.submission.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
 from hpcdist.submission.spec import JobSpec
@@ -30,20 +32,27 @@ from hpcdist.submission.spec import JobSpec
 # `cancel` import this module (through hpcdist.submission.submit) and render nothing.
 
 
-def launch(spec: JobSpec, scheduler, launcher, hpcdist: list) -> tuple:
+def launch(spec: JobSpec, scheduler, launcher, hpcdist: list, wrapper: str | None = None) -> tuple:
     """``(lines, comment)``: the shell lines that start the training on every node, and what they
     do, for the comment above them. The launcher's setup, then its command, spread one agent per
     node by the scheduler where the launcher runs per node. With a container the launcher runs in
     it, unless it starts the ranks itself (srun, mpirun: then each rank's program is in it,
-    :func:`hpcdist.launchers.rank_program`)."""
+    :func:`hpcdist.launchers.rank_program`). ``wrapper`` (--stage-env): each node's agent, or each
+    rank's program, runs through it (:mod:`hpcdist.submission.stage`)."""
+    # The launcher's own python (its setup lines; the rank's, under srun and mpirun): the node's own copy.
+    staged = dataclasses.replace(spec, python=Shell(f"{quote(wrapper)} {quote(spec.python)}")) if wrapper else spec
+    if launcher.starts_ranks:
+        spec = staged
     words = launcher.words(spec)
+    if wrapper and not launcher.starts_ranks:
+        words = stage.wrapped(words, wrapper)
     if not launcher.starts_ranks:
         words = containers.wrap(spec, words)
     if launcher.per_node(spec):
         mpi = FLAVOURS[spec.mpi]
-        return (launcher.setup(spec) + scheduler.spread(spec, words, hpcdist, mpi),
+        return (launcher.setup(staged) + scheduler.spread(spec, words, hpcdist, mpi),
                 launcher.describe(spec, " " + scheduler.spreader(spec, mpi)))
-    return launcher.setup(spec) + [command_lines(words)], launcher.describe(spec)
+    return launcher.setup(staged) + [command_lines(words)], launcher.describe(spec)
 
 
 def launch_lines(spec: JobSpec) -> list[str]:
@@ -302,7 +311,7 @@ def _job_files(job_dir: str | None, spec, scheduler):
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
-           job_dir: str | None = None) -> str:
+           job_dir: str | None = None, sweep=None) -> str:
     """The job script. ``job_dir`` (set by ``hpcdist submit``) is where it records its exit code.
 
     ``workdir`` and ``job_dir`` come from the file system, not from a flag: a
@@ -320,7 +329,10 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
     launcher = launchers.get(spec.launcher)
     import jinja2  # imported by environment() already
 
+    if sweep is not None:  # one array of a sweep (hpcdist.sweeps.arrays.Part): each subjob's set after the script's arguments
+        spec = sweep.apply(spec)
     context = _context(spec, scheduler, launcher, command_line, workdir, job_dir)
+    context["sweep"] = sweep and sweep.context()
     try:
         return env.get_template(name).render(**context)
     except validate.ValidationError:  # a value a filter refused: its own message
@@ -373,8 +385,9 @@ def submit_by_hand(scheduler, workdir: str, job_dir: str | None) -> str:
 def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
     """What a template gets (hpcdist/schedulers/TEMPLATES.md lists it)."""
     hpcdist = launchers.hpcdist_command(spec)
-    lines, launch_comment = launch(spec, scheduler, launcher, hpcdist)
-    setup_line, allocation_comment = job_setup(spec, scheduler, launcher, lines)
+    staged = _stage(spec, scheduler, launcher, workdir)
+    lines, launch_comment = launch(spec, scheduler, launcher, hpcdist, staged and staged["wrapper"])
+    setup_line, allocation_comment = job_setup(spec, scheduler, launcher, lines + (staged["lines"] if staged else []))
     requeue = [*hpcdist, "requeue", "--scheduler", spec.scheduler, "--max", str(spec.requeue), "--script",
                Shell('"$0"')] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
     return dict(
@@ -401,4 +414,14 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         container_lines=[Shell(line) for line in containers.script_lines(spec, scheduler.allocation_files)],
         # The image, exported once at the top: the lines below name it "$HPCDIST_IMAGE".
         image=containers.named_image(spec),
+        # --stage-env: the environment copied to every node and unpacked there (hpcdist.submission.stage).
+        stage=staged,
     )
+
+
+def _stage(spec, scheduler, launcher, workdir) -> dict | None:
+    """The staging block's values, with --stage-env (None without)."""
+    if not spec.stage_env:
+        return None
+    stage.refuse(spec, launcher, scheduler)
+    return stage.script(spec, scheduler, stage.plan(spec, workdir), FLAVOURS[spec.mpi])

@@ -25,15 +25,23 @@ from hpcdist.jobs.subjobs import LOGS as SUBJOB_LOGS
 SUBMITTING, INTERRUPTED = "SUBMITTING", "SUBMISSION INTERRUPTED"
 
 
-def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_DIR) -> Job:
+def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_DIR, sweep=None) -> Job:
     """Write the job folder and a record marked "submitting", submit the script, record its id.
 
     A submission that fails before the scheduler is asked, or that the scheduler refused,
     leaves nothing; once the scheduler may have the job, its folder stays and ``status``
-    lists it, with its id or as "submission interrupted".
+    lists it, with its id or as "submission interrupted". ``sweep``: one array of a sweep
+    (:class:`hpcdist.sweeps.arrays.Part`); a spec with ``--sweep`` goes through :mod:`hpcdist.sweeps`.
     """
+    if (spec.sweep or spec.sweep_file) and sweep is None:
+        raise SubmitError("--sweep: this submits one job, and a sweep is several; submit it with `hpcdist submit "
+                          "--sweep ...` (hpcdist.sweeps.arrays.submit_sweep from Python)")
     scheduler = get_scheduler(spec.scheduler, spec.dialect)
     workdir = os.getcwd()
+    if spec.stage_env:  # packed once per content, before the script names the file (hpcdist.submission.stage)
+        from hpcdist.submission import stage
+
+        stage.pack(stage.plan(spec, workdir), say=lambda line: print(f"hpcdist submit: {line}", file=sys.stderr))
     draft = Draft(os.path.abspath(root), spec.job_name)
     try:
         spec = dataclasses.replace(spec, output=spec.output or draft.default_log)
@@ -43,7 +51,12 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
             spec = dataclasses.replace(spec, output=subjob_logs[0])
         log = os.path.join(workdir, spec.output)  # where the script really writes (a user's --output too)
         draft.write_spec(spec.as_dict())
-        script = draft.write_script(render(spec, command_line=command_line, workdir=workdir, job_dir=draft.path))
+        script = draft.write_script(render(spec, command_line=command_line, workdir=workdir, job_dir=draft.path,
+                                           sweep=sweep))
+        if sweep is not None:  # which subjob runs which parameter set (hpcdist.sweeps)
+            from hpcdist.jobs.params import write_sweep
+
+            write_sweep(draft, sweep.record(draft.path))
         record = {"job_id": "", "cluster": None, "scheduler": spec.scheduler, "dialect": spec.dialect,
                   "job_name": spec.job_name, "workdir": workdir, "log": log, "submitted_at": time.time(),
                   "command_line": command_line}

@@ -1,0 +1,101 @@
+"""The full comparison (opt-in: ``HPCDIST_STAGE_COMPARE=1``; docs/testing.md gives the command): on the
+Slurm test cluster and the real OpenPBS, 2 nodes x 2 ranks, torchrun and mpirun, the time to the
+first step with the environment on a slow shared file system (tests/cluster/slowshare.sh: sshfs
+without caches from a file server in a namespace of its own), and with ``--stage-env``; both
+breakdowns, staging's own cost included. Then, without the slow share (this clone's .venv on the
+local disk every node sees), what ``--stage-env`` costs. The figures go to
+test-output/stage-compare.json and into the report this prints (docs/guide/staging.md quotes them).
+
+Staging must reach the first step sooner on the slow share (the ratio is printed). The submit
+folder is one for all rows (``/tmp/hpcdist-stage-tests/compare``): the environment is packed from the
+share once per machine (about 5 minutes here: reading 55,000 files through it is the login
+node's one-time cost), and the slow share is taken down at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+import stage_clusters as sc
+import testcluster
+
+pytestmark = pytest.mark.skipif(os.environ.get("HPCDIST_STAGE_COMPARE") != "1",
+                                reason="the slow-share comparison is opt-in: HPCDIST_STAGE_COMPARE=1")
+OUT = testcluster.ROOT / "test-output" / "stage-compare.json"
+
+
+def _save(name: str, figures: dict) -> None:
+    OUT.parent.mkdir(exist_ok=True)
+    found = json.loads(OUT.read_text()) if OUT.exists() else {}
+    found[name] = figures
+    OUT.write_text(json.dumps(found, indent=2))
+
+
+def _one(submit, venv, launcher, staged, cwd):
+    proc, job_id, row, took = submit(venv, launcher, staged, cwd)
+    assert proc.returncode == 0, f"{testcluster.log_excerpt(proc.stdout)}\n{proc.stderr}"
+    startup = row.get("startup") or {}
+    assert startup.get("complete"), row
+    expected = "/tmp/hpcdist-env-" if staged else venv
+    assert all(prefix.startswith(expected) for _, prefix in sc.ran_from(proc.stdout).values()), proc.stdout[-3000:]
+    return {"job_id": job_id, "first_step_s": startup["total_s"], "slowest_node": startup["slowest_node"],
+            "nodes": startup["nodes"], "broadcast_s": startup.get("broadcast_s"), "wall_s": round(took, 1),
+            "log": sc.startup_lines(proc.stdout)}
+
+
+def _compare(name, submit, cwd, shared_venv):
+    figures = {}
+    for launcher in sc.LAUNCHERS:
+        slow = _one(submit, shared_venv, launcher, False, cwd)
+        staged = _one(submit, shared_venv, launcher, True, cwd)
+        ratio = round(slow["first_step_s"] / staged["first_step_s"], 2)
+        figures[launcher] = {"slow_share": slow, "staged": staged, "ratio": ratio}
+        print(f"\n{name} {launcher}: first step {slow['first_step_s']:.1f} s on the slow share, "
+              f"{staged['first_step_s']:.1f} s staged ({ratio}x)")
+        for line in slow["log"] + staged["log"]:
+            print("   ", line)
+        assert staged["first_step_s"] < slow["first_step_s"], figures[launcher]
+    _save(name, figures)
+
+
+@pytest.fixture(scope="module")
+def share():
+    path = sc.slowshare("up", sys.prefix)
+    try:
+        yield path
+    finally:
+        sc.slowshare("down")
+
+
+@pytest.mark.slurm_cluster
+def test_slurm_slow_share_against_staged(cluster, share):
+    cwd = sc.workdir("compare")
+    _compare("slurm", lambda *a: sc.slurm_submit(cluster, *a), cwd, share)
+
+
+def test_openpbs_slow_share_against_staged(openpbs_cluster, share):
+    openpbs_cluster.history(False)
+    for pid in sc.pbs_holders(openpbs_cluster):
+        sc.slowshare("mount-in", str(pid))
+    cwd = sc.workdir("compare")
+    os.chmod(cwd, 0o755)
+    _compare("openpbs", lambda *a: sc.pbs_submit(openpbs_cluster, *a), cwd, share)
+
+
+@pytest.mark.slurm_cluster
+def test_slurm_staging_costs_little_without_a_slow_share(cluster):
+    """This clone's .venv on the local disk the nodes share: staging's cost, measured."""
+    cwd = sc.workdir("compare-local")
+    figures = {}
+    for staged in (False, True, False, True):
+        got = _one(lambda *a: sc.slurm_submit(cluster, *a), sys.prefix, "torchrun", staged, cwd)
+        figures.setdefault("staged" if staged else "unstaged", []).append(got)
+    best = {k: min(x["first_step_s"] for x in v) for k, v in figures.items()}
+    figures["extra_s"] = round(best["staged"] - best["unstaged"], 1)
+    print(f"\nno slow share: first step {best['unstaged']:.1f} s unstaged, {best['staged']:.1f} s staged "
+          f"(+{figures['extra_s']} s)")
+    _save("slurm-local-disk", figures)
