@@ -32,3 +32,13 @@ class Pattern:
 
     def __getattr__(self, name: str):  # search, finditer, sub, ...
         return getattr(self._compiled or self._compile(), name)
+
+
+def is_id_word(text) -> bool:
+    """A job id as the schedulers give them (``12345``, ``12345_3``, ``123[].server``), or a
+    cluster's name: one word that no command reads as an option. Here, not with the schedulers:
+    the job folder checks its records with it, and `hpcdist status` of no jobs loads no scheduler."""
+    return isinstance(text, str) and _ID_WORD.fullmatch(text) is not None
+
+
+_ID_WORD = Pattern(r"[A-Za-z0-9][A-Za-z0-9._\[\]+@:-]{0,199}")

@@ -25,7 +25,7 @@ import stat
 # Imported here, not in each call: `hpcdist status` reads thousands of records.
 from hpcdist.schedulers import DIALECTS, NAMES, get
 # A job id or a cluster's name: a word that no scheduler command reads as an option.
-from hpcdist.schedulers.base import is_id_word as looks_like_id
+from hpcdist.patterns import is_id_word as looks_like_id
 
 
 class JobFolderError(LookupError):

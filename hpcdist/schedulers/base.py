@@ -20,7 +20,7 @@ whose site wraps ``qsub`` in a script sees what that script said.
 from __future__ import annotations
 
 from hpcdist.frozen import Frozen
-from hpcdist.patterns import Pattern
+from hpcdist.patterns import Pattern, is_id_word
 from hpcdist.schedulers import QUEUED, all_schedulers, get
 from hpcdist.shell import BREAK, Shell, command_lines, single_quoted
 
@@ -154,13 +154,6 @@ class SchedulerOutputError(ValueError):
         )
 
 
-def is_id_word(text) -> bool:
-    """A job id as the schedulers give them (``12345``, ``12345_3``, ``123[].server``), or a
-    cluster's name: one word that no command reads as an option."""
-    return isinstance(text, str) and _ID_WORD.fullmatch(text) is not None
-
-
-_ID_WORD = Pattern(r"[A-Za-z0-9][A-Za-z0-9._\[\]+@:-]{0,199}")
 
 
 def output_text(value) -> str:
