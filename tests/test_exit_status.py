@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -31,9 +32,9 @@ def hpcdist(*args, cwd, env, timeout=120) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def submit(tmp_path, env, *flags) -> dict:
+def submit(tmp_path, env, *flags, args=()) -> dict:
     (tmp_path / "sleeper.py").write_text(SLEEPER)
-    proc = hpcdist("submit", *flags, "--launcher", "none", "--json", "sleeper.py", cwd=tmp_path, env=env)
+    proc = hpcdist("submit", *flags, "--launcher", "none", "--json", "sleeper.py", *args, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
 
@@ -124,7 +125,9 @@ def test_a_cancel_on_the_cluster_is_never_completed(backend, cluster, tmp_path):
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     ours.mkdir()
     theirs.mkdir()
-    jobs = {"ours": submit(ours, env, *BACKENDS[backend]), "theirs": submit(theirs, env, *BACKENDS[backend])}
+    run_id = f"run-{uuid.uuid4().hex}"  # an argument the script ignores: its processes, found after
+    jobs = {name: submit(folder, env, *BACKENDS[backend], args=[run_id])
+            for name, folder in (("ours", ours), ("theirs", theirs))}
     for job in jobs.values():
         wait_for(lambda: log_says(job, "waiting"), 120, f"start of job {job['job_id']}")
     proc = hpcdist("cancel", jobs["ours"]["job_id"], cwd=ours, env=env)
@@ -139,4 +142,6 @@ def test_a_cancel_on_the_cluster_is_never_completed(backend, cluster, tmp_path):
     assert found["state"] in ("FAILED", "UNKNOWN") and found["exit_code"] in (143, None), found
     if found["exit_code"] == 143:
         assert found["reason"].startswith("killed by SIGTERM"), found
+    # Nothing of either job is left on any node (issue 37 item 2: a cancel too).
+    assert not testcluster.leftover_processes(run_id)
     testcluster.wait_idle(cluster)

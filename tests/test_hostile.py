@@ -717,6 +717,11 @@ def test_dataclass_fields_are_all_in_the_matrix():
                "template",  # a file read by jinja2 (its folder and name), never written into the script
                # The user's own shell lines, written as they are by design (and marked so): their file's
                # path is checked as one word (tests/test_setup_binding.py runs them).
-               "setup", "setup_file"}
+               "setup", "setup_file",
+               "max_array_size", "max_running", "max_submit_jobs", "stage_env",  # numbers, a yes/no
+               # A sweep's values reach the script in its case block: tests/test_sweeps.py runs the
+               # hostile corpus through it; --stage-dir takes plain characters and $VARIABLE parts only
+               # (tests/test_stage_env.py); the sweep file is read at submit, never written in.
+               "sweep", "sweep_file", "stage_dir"}
     names = {f.name for f in dataclasses.fields(JobSpec)}
     assert names == covered | no_text, names ^ (covered | no_text)

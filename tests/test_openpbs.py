@@ -137,9 +137,10 @@ def test_a_killed_job_never_reads_completed(history, pbs, tmp_path):
     qstat then forgets a job as it ends) and on."""
     pbs.history(history)
     (tmp_path / "slow.py").write_text(SLOW)
+    run_id = f"run-{uuid.uuid4().hex}"  # an argument the script ignores: its processes, found after
     ids = {}
     for name, extra in (("qdel", []), ("cancel", []), ("walltime", ["--walltime", "0:00:08"])):
-        proc, ids[name] = submit(pbs, tmp_path, "--launcher", "none", *extra, "slow.py", wait=False)
+        proc, ids[name] = submit(pbs, tmp_path, "--launcher", "none", *extra, "slow.py", run_id, wait=False)
         assert proc.returncode == 0, proc.stderr
     # Queued behind the others (it waits for the qdel one to end), then cancelled.
     proc, ids["queued"] = submit(pbs, tmp_path, "--launcher", "none", "--dependency", f"afterok:{ids['qdel']}",
@@ -160,6 +161,8 @@ def test_a_killed_job_never_reads_completed(history, pbs, tmp_path):
     assert states["walltime"] in ("FAILED", "TIMEOUT"), rows["walltime"]
     waited = pbs.hpcdist("status", ids["walltime"], cwd=tmp_path)
     assert "completed" not in waited.stdout, waited.stdout
+    # Nothing of a killed job is left on any node (issue 37 item 2: cancel, qdel and the walltime too).
+    assert not testcluster.leftover_processes(run_id)
 
 
 def test_a_running_jobs_log_is_followed_live(pbs, tmp_path):

@@ -171,3 +171,22 @@ def test_a_job_whose_node_cannot_stage_fails_at_once_naming_it(tmp_path):
     assert proc.returncode != 0 and "the training ran" not in proc.stdout
     assert (f"hpcdist: {node}: staging the environment failed (--stage-env): --stage-dir "
             f"$HPCDIST_NOT_ON_THE_NODES/env: a variable in it is not set on this node") in proc.stdout, proc.stdout
+
+
+def test_a_hostile_stage_dir_is_refused_or_plain(tmp_path):
+    """--stage-dir reaches every node's shell (expanded there: $TMPDIR, $PBS_JOBFS): each payload of
+    the hostile corpus (tests/hostile.py) is refused, naming --stage-dir, or is an absolute path of
+    plain characters and $NAME parts, which nothing in a shell can turn into a command."""
+    import hostile
+
+    accepted = []
+    for payload in hostile.corpus(str(tmp_path / "PWNED")):
+        try:
+            held = spec(venv=str(tmp_path), stage_dir=payload.value).stage_dir
+        except ValidationError as e:
+            assert "--stage-dir" in str(e), e
+            continue
+        accepted.append(held)
+        assert re.fullmatch(r"(/|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)([A-Za-z0-9._/-]|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)*",
+                            held), held
+    assert len(accepted) < len(hostile.corpus(str(tmp_path / "PWNED")))

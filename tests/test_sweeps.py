@@ -375,3 +375,30 @@ def test_render_shows_the_first_array_and_the_api_refuses_a_sweep_it_cannot_subm
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert "SubmitError --sweep: this submits one job, and a sweep is several" in out.stdout, out.stdout + out.stderr
     assert not (tmp_path / ".hpcdist").exists() or not os.listdir(tmp_path / ".hpcdist" / "jobs")
+
+
+def test_hostile_values_reach_the_subjob_as_typed_and_run_nothing(tmp_path):
+    """Every one-line payload of the hostile corpus (tests/hostile.py) as a swept value: the rendered
+    case block, run by bash for each index, gives the subjob exactly the value typed, and nothing
+    in it runs (no sentinel file). A value a sweep cannot carry (a comma separates values) is left
+    out; one the check refuses is refused before the script, naming --sweep."""
+    import hostile
+
+    sentinel = tmp_path / "PWNED"
+    (tmp_path / "train.py").write_text("")
+    values = [p.value for p in hostile.corpus(str(sentinel))
+              if p.argv_safe and p.one_line and p.value and "," not in p.value]
+    carried = 0
+    for value in values:
+        proc = hpcdist("render", "--scheduler", "slurm", "--sweep", f"v=plain,{value}", "train.py", cwd=tmp_path)
+        if proc.returncode != 0:
+            assert "--sweep" in proc.stderr, proc.stderr
+            continue
+        carried += 1
+        text = proc.stdout
+        case = text[text.index('case "${SLURM_ARRAY_TASK_ID'):text.index("\nexport HPCDIST_SWEEP_SET") + 1]
+        seen = subprocess.run(["bash", "-c", case + 'printf "%s" "$sweep_v"'], env={"SLURM_ARRAY_TASK_ID": "1",
+                              "PATH": os.environ["PATH"]}, capture_output=True, text=True, cwd=tmp_path, timeout=30)
+        assert (seen.returncode, seen.stdout) == (0, value), (value, case, seen.stderr)
+    assert not sentinel.exists()
+    assert carried >= 30, f"only {carried} of {len(values)} payloads rendered"
