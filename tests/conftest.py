@@ -105,15 +105,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 #: The tests on one cluster run in one test process, one after the other (scripts/test.sh runs two
 #: with pytest-xdist's --dist loadgroup): each cluster is one set of hosts that its tests share.
 CLUSTER_GROUPS = {"cluster": "slurm-cluster", "openpbs_cluster": "openpbs-cluster"}
+#: The mark of a row that asks for a cluster with request.getfixturevalue (a parametrized fixture).
+CLUSTER_MARKS = {"cluster": "slurm_cluster", "openpbs_cluster": "openpbs_cluster"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test in a cluster's group: it takes the cluster's fixture, or is marked ``slurm_cluster``
-    (a row that asks for the cluster with request.getfixturevalue: in the other process it would
-    wait for the cluster's lock until the first one's session ends)."""
+    """A test in a cluster's group: it takes the cluster's fixture, or is marked ``slurm_cluster`` or
+    ``openpbs_cluster`` (a row that asks for the cluster with request.getfixturevalue: in the other
+    process it would wait for the cluster's lock until the first one's session ends, and a session
+    holding the other cluster's lock and asking for this one waits for ever: a parametrized fixture
+    that asked for both, unmarked, once stopped a full run at 84%)."""
     for item in items:
         for fixture, group in CLUSTER_GROUPS.items():
-            if fixture in item.fixturenames or fixture == "cluster" and item.get_closest_marker("slurm_cluster"):
+            if fixture in item.fixturenames or item.get_closest_marker(CLUSTER_MARKS[fixture]):
                 item.add_marker(pytest.mark.xdist_group(group))
     if getattr(config.option, "loadgroup", False):  # in a test process of --dist loadgroup
         _group_suffix(items)

@@ -57,7 +57,9 @@ class Pbs:
         return self.hpcdist("submit", "--scheduler", "pbs", "--venv", sys.prefix, "--json", *args, cwd=cwd)
 
 
-@pytest.fixture(params=["pbs-history-off", "pbs-history-on", "slurm"])
+@pytest.fixture(params=[pytest.param("pbs-history-off", marks=pytest.mark.openpbs_cluster),
+                        pytest.param("pbs-history-on", marks=pytest.mark.openpbs_cluster),
+                        pytest.param("slurm", marks=pytest.mark.slurm_cluster)])
 def where(request):
     if request.param == "slurm":
         yield Slurm(request.getfixturevalue("cluster"))
