@@ -113,7 +113,7 @@ def submit_function(fn, *args, scheduler: str | None = None, nodes: int = 1, pro
     if executor.cluster in ("slurm", "pbs"):
         prefix = executor.cluster
         if queue:
-            params[f"{prefix}_partition" if prefix == "slurm" else "pbs_queue"] = v.check_name(queue, "queue")
+            params[{"slurm": "slurm_partition", "pbs": "pbs_queue"}[prefix]] = v.check_name(queue, "queue")
         if account:
             params[f"{prefix}_account"] = v.check_name(account, "account")
         if profile is not None:

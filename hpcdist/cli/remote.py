@@ -162,7 +162,7 @@ def _cluster(name: str, laptop: dict | None = None):
             raise remote.RemoteError("the laptop", str(e)) from None
         profile = {}
     flags = {k: v for k, v in (laptop or {}).items() if k in ("remote_folder", "remote_hpcdist")}
-    return _target({**flags} if profile.get("remote") else {**flags, "remote": name}, profile)
+    return _target(flags if profile.get("remote") else {**flags, "remote": name}, profile)
 
 
 # -- submit and render ----------------------------------------------------------------------------
@@ -286,9 +286,10 @@ def _round_trip(target, remote_script: str, data: bytes | None = None, lost_ok: 
     stderr = done.stderr.decode("utf-8", errors="replace")
     if f"{remote.MARK} need-code" in stderr:
         return None
-    problem = remote.explain(target, done.returncode, stderr)
-    if problem is not None and not (lost_ok and done.returncode == remote.SSH_FAILED and not remote.marks(stderr)):
-        raise problem
+    if not (lost_ok and done.returncode == remote.SSH_FAILED and not remote.marks(stderr)):
+        problem = remote.explain(target, done.returncode, stderr)
+        if problem is not None:
+            raise problem
     for line in stderr.splitlines():
         if not line.startswith(remote.MARK):
             print(f"{target.host}: {line}", file=sys.stderr)

@@ -181,10 +181,7 @@ def main(argv: list) -> int:
         command, options = parse(argv)
         record = {"broadcast": broadcast, "unpack": unpack, "clean": clean}[command](options)
         _record(record)
-    except StageError as e:
-        print(f"hpcdist: {host}: staging the environment failed (--stage-env): {e}", file=sys.stderr, flush=True)
-        return 1
-    except OSError as e:
+    except (StageError, OSError) as e:
         print(f"hpcdist: {host}: staging the environment failed (--stage-env): {e}", file=sys.stderr, flush=True)
         return 1
     if command == "unpack":

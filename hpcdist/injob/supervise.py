@@ -44,7 +44,6 @@ FAILED_NODE = re.compile(rb"^pdsh@[^:\s]+: ([^:\s]+): \S+ exited with exit code 
 LOOK_FOR_LAUNCH_S = 300
 
 
-
 def failed_node(line: bytes) -> tuple[str, int] | None:
     """``(node, exit code)`` when the line is pdsh's report of a failed node."""
     m = FAILED_NODE.match(line)
@@ -165,13 +164,14 @@ def supervise(argv: list[str], grace: float = GRACE_S) -> int:
         if child is None:
             pending.append(signum)  # arrived before the launcher started
         elif child.poll() is None:
+            # A pdsh launch is ended by supervise itself.
             launch = pdsh_below() if signum in ENDING and not ended.is_set() else None
             if launch is not None:  # DeepSpeed's runner would pkill every DeepSpeed launcher of its Python
                 start_ender(end_pdsh_launch, launch)
                 return
             child.send_signal(signum)
 
-    for signum in ENDING + WARNINGS:  # a pdsh launch is ended by supervise itself
+    for signum in ENDING + WARNINGS:
         signal.signal(signum, forward)
     # Its own process group, so that the last resort reaches pdsh and ssh too.
     child = subprocess.Popen(argv, stderr=subprocess.PIPE, start_new_session=True)

@@ -140,25 +140,12 @@ def hold_store(port: str) -> int:
     quiet = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(quiet, fd)
-    while _alive(job_script):
+    from hpcdist.progress.monitor import alive  # the monitor's own test of the batch shell's end
+
+    while alive(job_script):
         time.sleep(0.5)
     del store
     os._exit(0)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs: an ended script not yet reaped (a zombie) has ended."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 LAUNCHER = Torchrun()

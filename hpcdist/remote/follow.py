@@ -29,9 +29,9 @@ def follow(target, job: str, offset: int) -> int:
     while True:
         argv = remote.command_argv(target, script(target, ["logs", "-f", "--from", str(offset), job]))
         returncode, offset, stderr = stream(target, argv, offset, job)
-        problem = remote.explain(target, returncode, stderr) if returncode in (3, remote.SSH_FAILED) else None
         if returncode != remote.SSH_FAILED or remote.is_open(target):
-            if problem is not None and returncode != remote.SSH_FAILED:
+            problem = remote.explain(target, returncode, stderr) if returncode == 3 else None
+            if problem is not None:
                 raise problem
             return returncode  # the job's own end (a 255 of its own, when the connection is still there)
         print(f"hpcdist logs: ssh to {target.host}: the connection dropped after byte {offset} of the output; "

@@ -19,6 +19,7 @@ import sys
 import time
 
 from hpcdist.remote import RECORDS, Target, marks
+from hpcdist.remote.script import SUBMITS
 
 JOBS = os.path.join(RECORDS, "jobs")
 SENT = os.path.join(RECORDS, "sent")
@@ -155,4 +156,4 @@ def settle(target, stderr: str, kept: list[dict]) -> None:
         else:
             record_not_submitted(token)
             print(f"hpcdist status: the submit of {when} to {target.name} whose answer was lost submitted nothing "
-                  f"(its message: {target.host}:{target.folder}/.hpcdist/remote-submits/{token}.err)", file=sys.stderr)
+                  f"(its message: {target.host}:{target.folder}/{SUBMITS}/{token}.err)", file=sys.stderr)

@@ -20,7 +20,7 @@ whose site wraps ``qsub`` in a script sees what that script said.
 from __future__ import annotations
 
 from hpcdist.frozen import Frozen
-from hpcdist.patterns import Pattern, is_id_word
+from hpcdist.patterns import is_id_word
 from hpcdist.schedulers import QUEUED, all_schedulers, get
 from hpcdist.shell import BREAK, Shell, command_lines, single_quoted
 
@@ -152,8 +152,6 @@ class SchedulerOutputError(ValueError):
             type(self),
             (self.problem, self.stdout, self.stderr, self.returncode, self.command),
         )
-
-
 
 
 def output_text(value) -> str:

@@ -23,7 +23,6 @@ import textwrap
 from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
 from hpcdist.jobs import job_files
 from hpcdist.launchers.mpi import FLAVOURS, MPI_ENV
-from hpcdist.submission import stage
 from hpcdist.submission.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
 from hpcdist.submission.spec import JobSpec
@@ -43,10 +42,13 @@ def launch(spec: JobSpec, scheduler, launcher, hpcdist: list, wrapper: str | Non
     staged = dataclasses.replace(spec, python=Shell(f"{quote(wrapper)} {quote(spec.python)}")) if wrapper else spec
     if launcher.starts_ranks:
         spec = staged
-    words = launcher.words(spec)
-    if wrapper and not launcher.starts_ranks:
-        words = stage.wrapped(words, wrapper)
-    if not launcher.starts_ranks:
+        words = launcher.words(spec)
+    else:
+        words = launcher.words(spec)
+        if wrapper:
+            from hpcdist.submission import stage  # --stage-env only: `status`, `logs`, `cancel` load none of it
+
+            words = stage.wrapped(words, wrapper)
         words = containers.wrap(spec, words)
     if launcher.per_node(spec):
         mpi = FLAVOURS[spec.mpi]
@@ -423,5 +425,7 @@ def _stage(spec, scheduler, launcher, workdir) -> dict | None:
     """The staging block's values, with --stage-env (None without)."""
     if not spec.stage_env:
         return None
+    from hpcdist.submission import stage
+
     stage.refuse(spec, launcher, scheduler)
     return stage.script(spec, scheduler, stage.plan(spec, workdir), FLAVOURS[spec.mpi])

@@ -222,11 +222,9 @@ def _write_wrapper(p: Plan) -> None:
                 return
     except OSError:
         pass
-    temporary = f"{p.wrapper}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(temporary, 0o755)
-    os.replace(temporary, p.wrapper)
+    from hpcdist.jobs.atomic import write_text_atomic
+
+    write_text_atomic(p.wrapper, text, 0o755)
 
 
 #: How the job script runs the in-job side: the set-up's interpreter by its path (hpcdist.injob.job_setup).

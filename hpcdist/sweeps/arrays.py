@@ -58,7 +58,7 @@ class Part:
         return {"index": index, "index_ref": Shell(f"${{{index}:-}}") if index else None, "lines": lines,
                 "numbers": [number for number, _ in self.sets],
                 "variables": [variable(k) for k in self.keys], "set_variable": SET_VARIABLE,
-                "count": len(self.sets), "part": self.part + 1, "parts": self.parts}
+                "part": self.part + 1, "parts": self.parts}
 
     def record(self, folder: str) -> dict:
         """sweep.json: the sweep it belongs to (the first array's folder name), this array's sets by

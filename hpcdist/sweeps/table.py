@@ -122,7 +122,7 @@ def summary(sweep: dict, table: list[dict]) -> str:
 
 def text(sweep: dict, table: list[dict]) -> str:
     """The table a person reads: one line per set."""
-    from hpcdist.shell import quote
+    from hpcdist.sweeps.sets import words
 
     head = ["SET", "STATE", "EXIT", "JOB", "PARAMETERS"]
     lines = []
@@ -130,7 +130,7 @@ def text(sweep: dict, table: list[dict]) -> str:
         job = row["job_id"] or "-"
         if row["index"] is not None:
             job = f"{job} [{row['index']}]"
-        params = " ".join(f"{k}={quote(v)}" for k, v in row["params"].items())
+        params = words(row["params"])
         if row["reason"]:
             params += f"  ({row['reason']})"
         lines.append([str(row["set"]), row["state"].lower(), "" if row["exit_code"] is None else str(row["exit_code"]),
