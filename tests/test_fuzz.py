@@ -44,7 +44,7 @@ from hpcdist.env import DistEnv, DistEnvError, UndistributedWarning, resolve
 from hpcdist.env.ports import PORT_BASE, PORT_SPAN, port_for_job
 from hpcdist.hostlist import HostlistError, compress, expand, expand_counts
 from hpcdist.submission.profiles import ProfileError, load_profile, merge
-from hpcdist.schedulers import check_directive, check_gpu_directives, check_job_name
+from hpcdist.schedulers.registry import check_directive, check_gpu_directives, check_job_name
 from hpcdist.schedulers.base import STATES, JobId, JobStatus, SchedulerOutputError
 from hpcdist.schedulers.pbs import format_pbs_mem, format_pbs_walltime, parse_qsub
 from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json

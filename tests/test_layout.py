@@ -82,18 +82,6 @@ def test_every_module_opens_with_a_docstring_that_says_what_it_owns():
     assert missing == []
 
 
-#: The one circle left, and only while it is this one: the schedulers' registry (``get``, by name)
-#: and the shared modules that ask every scheduler (base's id grammars and messages, rules' directive
-#: prefixes), with the job folder that the local backend and batch submission write. NOTES.md says
-#: how it goes: the cross-scheduler queries move above the members, into the registry.
-KNOWN_KNOT = {
-    "hpcdist.jobs", "hpcdist.jobs.folders", "hpcdist.schedulers", "hpcdist.schedulers.base",
-    "hpcdist.schedulers.batch", "hpcdist.schedulers.local", "hpcdist.schedulers.pbs", "hpcdist.schedulers.pbs_qstat",
-    "hpcdist.schedulers.pbs_request", "hpcdist.schedulers.retry", "hpcdist.schedulers.rules",
-    "hpcdist.schedulers.slurm", "hpcdist.schedulers.slurm_queue",
-}
-
-
 def import_graph() -> dict[str, set[str]]:
     """Module -> the package's modules it imports: at the top, inside functions (a lazy import only
     hides a circle until the call), a package's to its own modules, and every module a registry
@@ -134,10 +122,13 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-def test_no_import_circles_but_the_known_one():
-    """The launchers, the containers, the allocation readers, the rank path and every other part
-    are in no circle; the one left is :data:`KNOWN_KNOT`, and it may only shrink (then shrink it here)."""
-    assert [sorted(group) for group in circles(import_graph())] in ([], [sorted(KNOWN_KNOT)])
+def test_no_import_circles():
+    """No module imports, even lazily or by name, one that imports it back: the launchers, the
+    containers, the allocation readers, the rank path, and the schedulers too. Their registry
+    (:mod:`hpcdist.schedulers.registry`: ``get`` and the checks by name) sits above the scheduler
+    modules; the package holds the names they share, the id grammars sit below base, and the job
+    folder asks a scheduler's in-job module what its ids look like."""
+    assert [sorted(group) for group in circles(import_graph())] == []
 
 
 def test_launchers_and_schedulers_point_one_way():
@@ -175,16 +166,26 @@ def test_options_are_at_the_bottom():
 
 
 def test_the_registries_name_what_their_modules_hold():
-    """Choices the CLI lists without importing a module (its --help stays fast) match the module."""
+    """Choices the CLI lists without importing a module (its --help stays fast) match the module,
+    and so does what the schedulers' shared checks say of another scheduler without loading it."""
     from hpcdist import launchers, schedulers
     from hpcdist.launchers.mpi import FLAVOURS
+    from hpcdist.schedulers import registry
+    from hpcdist.schedulers.job_ids import GRAMMARS
     from hpcdist.schedulers.pbs import DIALECTS
 
     assert tuple(DIALECTS) == schedulers.DIALECTS["pbs"]
     assert set(FLAVOURS) == {"openmpi", "mpich", "intel", "pals"}
     assert launchers.DEEPSPEED_RUNNERS == ("pdsh", "openmpi", "slurm")
     assert [launchers.get(name).name for name in launchers.NAMES] == list(launchers.NAMES)
-    assert [schedulers.get(name).name for name in schedulers.NAMES] == list(schedulers.NAMES)
+    every = registry.all_schedulers()
+    assert [s.name for s in every] == list(schedulers.NAMES)
+    assert {s.name: s.title for s in every} == schedulers.TITLES
+    assert {s.name: s.directive_prefix for s in every if s.directive_prefix} == schedulers.DIRECTIVE_PREFIXES
+    assert tuple(s.name for s in every if s.elastic_agents) == schedulers.ELASTIC
+    assert tuple(s.name for s in every if s.dialects) == tuple(schedulers.DIALECTS)
+    assert tuple(s.name for s in every if s.queued) == schedulers.QUEUED == tuple(GRAMMARS)
+    assert all(s.ids is GRAMMARS[s.name] for s in every if s.queued)
 
 
 #: The package root holds the public faces and little else (the house, issue 38).

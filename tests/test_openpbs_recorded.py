@@ -215,7 +215,7 @@ def test_torque_appends_the_index_to_each_subjobs_log(tmp_path):
     adaptivecomputing/torque src/server/job_func.c): hpcdist reads each subjob's log there."""
     folder = Path(recorded_job(tmp_path, "12[].torque-head"))
     record = json.loads((folder / "record.json").read_text())
-    from hpcdist.schedulers import get
+    from hpcdist.schedulers.registry import get
 
     given, prefix, suffix = get("pbs", "torque").array_log(record["log"])
     assert given == record["log"] and (prefix, suffix) == (record["log"] + "-", "")

@@ -119,7 +119,7 @@ def test_the_run_check_knows_the_schedulers_ids_of_the_recorded_job(tmp_path):
     """A stand-in for each scheduler's variables (none runs in this test): the recorded job, its
     array's subjobs, its PBS resubmissions and a job still being recorded run as the job; a new
     id (`sbatch job.sh` again) or none (`bash job.sh`) does not."""
-    from hpcdist.schedulers import get
+    from hpcdist.schedulers.registry import get
 
     slurm, pbs = get("slurm").recorded_id_shell, get("pbs").recorded_id_shell
 

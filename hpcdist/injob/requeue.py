@@ -32,7 +32,7 @@ class RequeueError(RuntimeError):
 
 
 def restarts_so_far(scheduler: str, environ=os.environ) -> int:
-    from hpcdist import schedulers
+    from hpcdist.schedulers import registry as schedulers
 
     name = schedulers.get(scheduler).restart_variable
     text = environ.get(name, "").strip() or "0"
@@ -46,7 +46,8 @@ def requeue(scheduler: str, max_restarts: int, script: str, job_dir: str | None 
             environ=os.environ) -> tuple[str | None, int]:
     """Requeue or resubmit this job: the new job's id (None when this one goes on), and which
     restart this is. RequeueError when it may not or cannot."""
-    from hpcdist import jobs, schedulers
+    from hpcdist import jobs
+    from hpcdist.schedulers import registry as schedulers
     from hpcdist.schedulers.batch import SubmitError
 
     done = restarts_so_far(scheduler, environ)

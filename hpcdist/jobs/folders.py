@@ -23,7 +23,7 @@ import pwd
 import stat
 
 # Imported here, not in each call: `hpcdist status` reads thousands of records.
-from hpcdist.schedulers import DIALECTS, NAMES, get
+from hpcdist.schedulers import DIALECTS, NAMES
 # A job id or a cluster's name: a word that no scheduler command reads as an option.
 from hpcdist.patterns import is_id_word as looks_like_id
 
@@ -210,7 +210,7 @@ def record_problem(record) -> str | None:
     # A record written before the submit command ran has no id yet (jobs.SUBMITTING says so):
     # it is listed as submitting or interrupted, not as broken.
     awaiting_id = job_id == "" and isinstance(record.get("submitting"), dict)
-    if not awaiting_id and not get(scheduler).is_job_id(job_id):
+    if not awaiting_id and not _is_job_id(scheduler, job_id):
         return f"holds the job id {job_id!r}, which is not a {scheduler} job id"
     if record.get("dialect") not in (None, *DIALECTS.get(scheduler, ())):
         return f"names the dialect {record['dialect']!r}, not one of {scheduler}'s"
@@ -220,6 +220,20 @@ def record_problem(record) -> str | None:
         if key in record and not isinstance(record[key], str):
             return f"holds {json_text(record[key])} as {key!r}, not a string"
     return None
+
+
+_ID_CHECKS: dict = {}
+
+
+def _is_job_id(scheduler: str, text) -> bool:
+    """Whether ``text`` can be one of ``scheduler``'s ids: its in-job module's ``is_job_id`` where it
+    has one (a local job's id is its runner's pid), else an id word. The in-job module, not the
+    scheduler's: it is light, and the scheduler's own module writes job folders (an import circle)."""
+    check = _ID_CHECKS.get(scheduler)
+    if check is None:
+        in_job = __import__(f"hpcdist.schedulers.{scheduler}_job", fromlist=["JOB_ID_VARIABLES"])
+        check = _ID_CHECKS[scheduler] = getattr(in_job, "is_job_id", looks_like_id)
+    return check(text)
 
 
 def json_text(value) -> str:

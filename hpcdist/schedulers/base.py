@@ -1,9 +1,12 @@
 """What every scheduler shares: job states and ids, the error for output that cannot be read,
 and the :class:`Scheduler` interface each scheduler module implements.
 
-Nothing here knows one scheduler from another: a scheduler's own grammar (its job ids, its
-job names, its directives) is data or a method of its class in its own module, looked up
-through :func:`hpcdist.schedulers.get`. Running the commands is :mod:`~hpcdist.schedulers.batch`'s.
+Nothing here knows one scheduler from another: a scheduler's own grammar (its job names, its
+directives) is data or a method of its class in its own module, its job ids' grammar is in
+:mod:`~hpcdist.schedulers.job_ids`, and what a message says of the others is in the package's
+names (:mod:`hpcdist.schedulers`). This module loads no scheduler: they import it
+(:mod:`hpcdist.schedulers.registry` finds one by name). Running the commands is
+:mod:`~hpcdist.schedulers.batch`'s.
 
 States
 ------
@@ -20,8 +23,7 @@ whose site wraps ``qsub`` in a script sees what that script said.
 from __future__ import annotations
 
 from hpcdist.frozen import Frozen
-from hpcdist.patterns import is_id_word
-from hpcdist.schedulers import QUEUED, all_schedulers, get
+from hpcdist.schedulers import DIALECTS, ELASTIC, NAMES, QUEUED, TITLES
 from hpcdist.shell import BREAK, Shell, command_lines, single_quoted
 
 # validate and rules (which imports validate) are imported by the checks that use them, not here:
@@ -175,31 +177,17 @@ def output_lines(text: str) -> list[str]:
 # --------------------------------------------------------------------------
 
 
-class IdGrammar:
-    """How one scheduler writes its job ids (each scheduler with ids of its own has one:
-    ``Scheduler.ids``); :class:`JobId` asks the grammar of its ``scheduler``."""
-
-    #: What the error says an id of this grammar looks like.
-    expected: str = ""
-    title: str = ""
-
-    def split(self, text: str) -> tuple[str, str | None] | None:
-        """(sequence number, array index or None) when ``text`` is wholly an id, else None."""
-        raise NotImplementedError
-
-    def matches(self, job: "JobId", other: str) -> bool:
-        """Whether ``other`` (stripped text) names ``job``."""
-        raise NotImplementedError
-
-
 _GRAMMARS: dict = {}
 
 
 def _grammars() -> dict:
     """The id grammars, by scheduler name, in the order an id without a scheduler is tried
-    (each scheduler module registers its own when first imported, through get())."""
+    (:data:`hpcdist.schedulers.job_ids.GRAMMARS`; loaded with the first id: `hpcdist status`
+    with no job makes none)."""
     if not _GRAMMARS:
-        _GRAMMARS.update((name, get(name).ids) for name in QUEUED)
+        from hpcdist.schedulers.job_ids import GRAMMARS
+
+        _GRAMMARS.update(GRAMMARS)
     return _GRAMMARS
 
 
@@ -275,10 +263,10 @@ class JobId(Record):
 # --------------------------------------------------------------------------
 
 
-def _those(what: str) -> tuple[str, str]:
-    """The names and the titles of the schedulers that have ``what`` (for messages)."""
-    having = [s for s in all_schedulers() if getattr(s, what)]
-    return " or ".join(s.name for s in having), " or ".join(s.title for s in having)
+def _those(names) -> tuple[str, str]:
+    """The names and the titles of the schedulers ``names`` (for messages), in :data:`NAMES` order."""
+    having = [name for name in NAMES if name in names]
+    return " or ".join(having), " or ".join(TITLES[name] for name in having)
 
 
 def uses_node_rank(words: list) -> bool:
@@ -305,7 +293,7 @@ def on_each_node(prefix: list, words: list, rank_variable: str) -> list:
 class Scheduler:
     """One scheduler as hpcdist uses it: the job spec's rules, the script, the job.
 
-    One subclass per scheduler module; :func:`hpcdist.schedulers.get` gives one instance per
+    One subclass per scheduler module; :func:`hpcdist.schedulers.registry.get` gives one instance per
     scheduler (and dialect). Errors in the spec are :class:`~hpcdist.validate.ValidationError`.
     """
 
@@ -320,7 +308,7 @@ class Scheduler:
     recorded_id_shell: str = ""
     restart_variable: str = "HPCDIST_RESTART_COUNT"  # counts a job's restarts inside it
     job_names: "JobNameRules"  # see hpcdist.schedulers.rules
-    ids: IdGrammar | None = None  # its job ids' grammar, when it has ids of its own
+    ids = None  # its job ids' grammar (a job_ids.IdGrammar), when it has ids of its own
     dialects: tuple[str, ...] = ()  # kinds of this scheduler that read different directives
     dialect = None  # the kind this instance is for (PBS: a Dialect)
     #: An elastic job's agents may lose a node and go on (--min-nodes).
@@ -354,10 +342,6 @@ class Scheduler:
         """It has a queue (a job may go back to it) and reads directives."""
         return self.name in QUEUED
 
-    def is_job_id(self, text) -> bool:
-        """Whether ``text``, read from a job's record, can be one of its job ids."""
-        return is_id_word(text)
-
     def __repr__(self) -> str:
         return f"<{self.title} scheduler{f' ({self.dialect.name})' if self.dialect else ''}>"
 
@@ -383,7 +367,7 @@ class Scheduler:
         from hpcdist import validate as v  # see the note at the top
 
         if dialect is not None and dialect != "":
-            names, titles = _those("dialects")
+            names, titles = _those(DIALECTS)
             raise v.ValidationError("--dialect", dialect, f"only {titles} has dialects, and --scheduler is {self.name}.",
                                     f"Drop --dialect, or use --scheduler {names}.")
         return None
@@ -392,7 +376,7 @@ class Scheduler:
         from hpcdist import validate as v  # see the note at the top
 
         if values.get("min_nodes") and not self.elastic_agents:
-            names, titles = _those("elastic_agents")
+            names, titles = _those(ELASTIC)
             raise v.ValidationError("--min-nodes", str(values["min_nodes"]),
                                     f"needs --scheduler {names}: under {self.name} the node agents are started so "
                                     "that one agent's end ends them all.",
@@ -406,7 +390,7 @@ class Scheduler:
 
     def check_directive(self, line) -> str:
         """A raw directive as the full line to put at the top of the script: see
-        :func:`hpcdist.schedulers.check_directive`."""
+        :func:`hpcdist.schedulers.registry.check_directive`."""
         from hpcdist import validate as v  # see the note at the top
 
         field = "--directive"
@@ -432,7 +416,7 @@ class Scheduler:
 
     def check_gpu_directives(self, gpus_per_node: int, directives: list[str]) -> None:
         """Raw directives that clash with what hpcdist writes itself: see
-        :func:`hpcdist.schedulers.check_gpu_directives`."""
+        :func:`hpcdist.schedulers.registry.check_gpu_directives`."""
         return None
 
     # --- the script ------------------------------------------------------------

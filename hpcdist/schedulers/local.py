@@ -142,10 +142,6 @@ class Local(Scheduler):
         jobs.write_runner(folder, proc.pid, process_start(proc.pid), *this_host())
         return JobId(id=str(proc.pid), scheduler="slurm")  # a plain number, compared exactly
 
-    def is_job_id(self, text) -> bool:
-        """A local job's id is its runner's pid."""
-        return isinstance(text, str) and text.isascii() and text.isdigit()
-
     def status(self, job) -> JobStatus:
         code = jobs.read_exit_code(job.path)
         if code is None and self._live_runner(job) is not None:

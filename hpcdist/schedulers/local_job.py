@@ -1,4 +1,5 @@
-"""The local backend from inside its job: the runner's id, and this host as the allocation.
+"""The local backend from inside its job: the runner's id (and what one looks like), and this host
+as the allocation.
 
 A local job's "nodes" all run on this host, whatever allocation the shell it was submitted from
 sits in (an salloc or ``qsub -I`` shell): :func:`hpcdist.allocation.read` with
@@ -10,6 +11,12 @@ sits in (an salloc or ``qsub -I`` shell): :func:`hpcdist.allocation.read` with
 JOB_ID_VARIABLES = ("HPCDIST_JOB_ID", "SUBMITIT_LOCAL_JOB_ID")
 #: The master of a local job: every agent is on this host.
 MASTER_ADDR = "127.0.0.1"
+
+
+def is_job_id(text) -> bool:
+    """Whether ``text``, read from a job's record, can be a local job's id: its runner's pid.
+    (A scheduler without such a rule here takes any id word: :func:`hpcdist.jobs.folders.record_problem`.)"""
+    return isinstance(text, str) and text.isascii() and text.isdigit()
 
 
 def allocation(environ, step: bool = False, slots: bool = True):

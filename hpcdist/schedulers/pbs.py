@@ -23,11 +23,10 @@ from types import SimpleNamespace
 from hpcdist.schedulers import retry
 from hpcdist import validate as v
 from hpcdist.patterns import Pattern
-from hpcdist.schedulers import get, pbs_request
-from hpcdist.schedulers.base import (
-    IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
-    output_lines, output_text)
+from hpcdist.schedulers import pbs_request
+from hpcdist.schedulers.base import JobId, JobStatus, SchedulerOutputError, on_each_node, output_lines, output_text
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
+from hpcdist.schedulers.job_ids import GRAMMARS, PbsIds
 from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, next_job_environment, own_command
 from hpcdist.schedulers.pbs_qstat import (
     parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown, parse_qstat_unknown_ids)
@@ -82,8 +81,8 @@ DIALECTS = {
                        "Use --nodes and --procs-per-node, or --dialect pro if the server is PBS Pro/OpenPBS."),
         }),
 }
-#: The PBS dialects: PBS Pro / OpenPBS (``select=``) and Torque (``nodes=``), as the registry
-#: (hpcdist.schedulers.DIALECTS) names them for --dialect.
+#: The PBS dialects: PBS Pro / OpenPBS (``select=``) and Torque (``nodes=``), as the package's
+#: names (hpcdist.schedulers.DIALECTS) give them to --dialect.
 PBS_DIALECTS = tuple(DIALECTS)
 _DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pro": "pro", "altair": "pro"}
 
@@ -91,31 +90,10 @@ _DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pr
 # Job ids
 # --------------------------------------------------------------------------
 
-# ASCII digits only: Python's \d also matches other scripts' digits.
-_PBS_ID = Pattern(r"([0-9]+)(\[[0-9]*\])?(\.[A-Za-z0-9_.-]+)?")
-# What qsub may print: the same, with an optional "N:" prefix.
+# Their grammar (PbsIds) is in hpcdist.schedulers.job_ids, which base's JobId reads.
+
+# What qsub may print: a PBS id (ASCII digits only), with an optional "N:" prefix.
 _QSUB_LINE = Pattern(r"(?:[0-9]+:)?([0-9]+)(\[[0-9]*\])?(\.[A-Za-z0-9_.-]+)?")
-# What qstat or PBS_JOBID may show for a PBS id: an optional "N:" prefix
-# (dask-jobqueue#134), and any (possibly truncated, "*"-ended) server part.
-_PBS_ID_LOOSE = Pattern(r"(?:[0-9]+:)?([0-9]+)(\[[0-9]*\])?(?:\..*)?", re.S)
-
-
-class PbsIds(IdGrammar):
-    title = "PBS"
-    expected = "123.server or 123[].server"
-
-    def split(self, text):
-        m = _PBS_ID.fullmatch(text)
-        if m is None:
-            return None
-        return m.group(1), (m.group(2)[1:-1] if m.group(2) else None)
-
-    def matches(self, job, other):
-        m = _PBS_ID_LOOSE.fullmatch(other)
-        if m is None:
-            return False
-        other_index = m.group(2)[1:-1] if m.group(2) else None
-        return m.group(1) == job.number and other_index == job.array_index
 
 
 _NQS_REQUEST = Pattern(r"^[ \t]*Request ([0-9]+(?:\[[0-9]*\])?\.[A-Za-z0-9_.-]+) submitted to queue", re.M)
@@ -210,7 +188,7 @@ class Pbs(BatchScheduler):
     job_id_variable = JOB_ID_VARIABLES[0]
     recorded_id_shell = "${PBS_JOBID:-}"  # a subjob's 123[4].server is the array's 123[].server by its number
     job_names = JOB_NAMES
-    ids = PbsIds()
+    ids = GRAMMARS["pbs"]
     dialects = PBS_DIALECTS
     # The node file lies in the MOM's aux folder, where no image sees it.
     allocation_files = (NODEFILE,)
@@ -244,7 +222,7 @@ class Pbs(BatchScheduler):
             raise v.ValidationError("--mem", "0", "is all of a node's memory to Slurm; PBS gives a job the memory it "
                                     "asks for, or the site's default.", "Give an amount (e.g. 380G), or leave --mem out.")
         # The spec's dialect, which need not be this instance's.
-        pbs = get(self.name, values["dialect"])
+        pbs = scheduler(values["dialect"])
         pbs_request.check_request(values, given, torque=pbs.dialect.request == "nodes")
         pbs.check_gpu_directives(values.get("gpus_per_node", 0), list(values.get("directives", ())))
 

@@ -1,7 +1,9 @@
 """The job spec's rules every scheduler applies with its own data: job names and directive lines.
 
 A scheduler module gives the data (its job-name characters and limit, its directive prefix);
-the checks here read it, so that each message has one wording for every scheduler.
+the checks here read it, so that each message has one wording for every scheduler. A line with
+another scheduler's prefix is told apart by the package's names (:data:`hpcdist.schedulers.DIRECTIVE_PREFIXES`),
+not by loading every scheduler: they import this module.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 
 from hpcdist import validate as v
-from hpcdist.schedulers import all_schedulers
+from hpcdist.schedulers import DIRECTIVE_PREFIXES, TITLES
 
 
 class JobNameRules:
@@ -27,7 +29,7 @@ class JobNameRules:
         self.leading_dot = leading_dot
 
     def suggest(self, text) -> str:
-        """A valid name made from ``text``: see :func:`hpcdist.schedulers.suggest_job_name`."""
+        """A valid name made from ``text``: see :func:`hpcdist.schedulers.registry.suggest_job_name`."""
         s = str(text).strip() if text is not None else ""
         if s.lower().endswith(".py"):
             s = s[:-3]
@@ -40,7 +42,7 @@ class JobNameRules:
 
     def check(self, name) -> str:
         """``name`` if the scheduler accepts it, else ValidationError: see
-        :func:`hpcdist.schedulers.check_job_name`."""
+        :func:`hpcdist.schedulers.registry.check_job_name`."""
         field = "--job-name"
         name = v.require_str(name, field)
         if not name:
@@ -68,7 +70,7 @@ class JobNameRules:
 
 def prefix_pattern():
     """``#SBATCH``, ``#PBS`` ...: every directive prefix, any case, as one pattern."""
-    words = [s.directive_prefix[1:] for s in all_schedulers() if s.directive_prefix]
+    words = [prefix[1:] for prefix in DIRECTIVE_PREFIXES.values()]
     return re.compile("#(" + "|".join(re.escape(w) for w in words) + ")", re.I | re.A)
 
 
@@ -110,11 +112,11 @@ def directive_line(scheduler, line: str) -> str:
         if not m:
             raise v.ValidationError(field, line, f"starts with '#' but not with {prefix}.",
                                     f"Give the bare option ({example}) or a full line ({prefix} {example}).")
-        found = next(x for x in all_schedulers() if x.directive_prefix[1:] == m.group(1).upper())
-        if found.name != scheduler.name:
-            raise v.ValidationError(field, line, f"is a {found.title} directive, but --scheduler is {scheduler.name}.",
+        found = next(name for name, its in DIRECTIVE_PREFIXES.items() if its[1:] == m.group(1).upper())
+        if found != scheduler.name:
+            raise v.ValidationError(field, line, f"is a {TITLES[found]} directive, but --scheduler is {scheduler.name}.",
                                     f"Write the {scheduler.title} option instead (e.g. {example}), "
-                                    f"or submit with --scheduler {found.name}.")
+                                    f"or submit with --scheduler {found}.")
         s = s[m.end():].strip()
     if not s:
         raise v.ValidationError(field, line, "has no option.", f"Write for example {prefix} {example}.")

@@ -18,10 +18,9 @@ from hpcdist import containers
 from hpcdist.schedulers import retry
 from hpcdist import validate as v
 from hpcdist.patterns import Pattern
-from hpcdist.schedulers.base import (
-    IdGrammar, JobId, JobStatus, SchedulerOutputError, on_each_node,
-    output_lines, output_text)
+from hpcdist.schedulers.base import JobId, JobStatus, SchedulerOutputError, on_each_node, output_lines, output_text
 from hpcdist.schedulers.batch import BatchScheduler, query, recorded_exit, run_or_fail
+from hpcdist.schedulers.job_ids import GRAMMARS, SLURM_ID, SlurmIds
 from hpcdist.schedulers.slurm_queue import (
     parse_sacct, parse_sacct_disabled, parse_sacct_jobs, parse_squeue, parse_squeue_jobs, parse_squeue_unknown)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
@@ -36,21 +35,7 @@ __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "
 # Job ids
 # --------------------------------------------------------------------------
 
-# ASCII digits only: Python's \d also matches other scripts' digits.
-_SLURM_ID = Pattern(r"([0-9]+)(?:_([0-9]+))?")
-
-
-class SlurmIds(IdGrammar):
-    title = "Slurm"
-    expected = "123 or 123_4"
-
-    def split(self, text):
-        m = _SLURM_ID.fullmatch(text)
-        return (m.group(1), m.group(2)) if m else None
-
-    def matches(self, job, other):
-        return other == job.id
-
+# Their grammar (SlurmIds) is in hpcdist.schedulers.job_ids, which base's JobId reads.
 
 _SUBMITTED = Pattern(r"Submitted batch job ([0-9]+)(?: on cluster (\S+))?")
 _CLUSTER_NAME = Pattern(r"[^\s;]+")
@@ -79,7 +64,7 @@ def parse_sbatch(stdout, stderr="", returncode: int | None = 0) -> JobId:
     lines = [line for line in output_lines(stdout) if not line.startswith("sbatch:")]
     if lines:
         parts = lines[-1].split(";")
-        if len(parts) <= 2 and _SLURM_ID.fullmatch(parts[0]):
+        if len(parts) <= 2 and SLURM_ID.fullmatch(parts[0]):
             cluster = parts[1].strip() if len(parts) == 2 else ""
             if not cluster or _CLUSTER_NAME.fullmatch(cluster):
                 return JobId(parts[0], cluster or None, scheduler="slurm")
@@ -155,7 +140,7 @@ class Slurm(BatchScheduler):
     # Slurm counts the restarts of a requeued job itself.
     restart_variable = "SLURM_RESTART_COUNT"
     job_names = JOB_NAMES
-    ids = SlurmIds()
+    ids = GRAMMARS["slurm"]
     elastic_agents = True
     runs_srun = True
     directive_prefix = "#SBATCH"

@@ -85,8 +85,8 @@ def _name(x, o, _):
 
 #: The scheduler's rules for a job name (before the scheduler is known, a profile without one:
 #: Slurm's, the widest), and for a directive line.
-_job_name = Elsewhere("hpcdist.schedulers:option_job_name")
-_directive = Elsewhere("hpcdist.schedulers:option_directive")
+_job_name = Elsewhere("hpcdist.schedulers.registry:option_job_name")
+_directive = Elsewhere("hpcdist.schedulers.registry:option_directive")
 
 
 def _text(x, o, _):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 
-from hpcdist import schedulers
+from hpcdist.schedulers import registry as schedulers
 from hpcdist import validate as v
 from hpcdist.submission.options import OPTIONS, REMOTE_OPTIONS, value_checks
 from hpcdist.submission.spec import build_spec

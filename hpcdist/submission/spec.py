@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from hpcdist import containers, launchers, schedulers
+from hpcdist import containers, launchers
+from hpcdist.schedulers import registry as schedulers
 from hpcdist import validate as v
 from hpcdist.frozen import DataclassFields, Frozen
 from hpcdist.submission.options import BY_NAME, OPTIONS, REQUIRED

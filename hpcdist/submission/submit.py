@@ -15,7 +15,7 @@ from hpcdist.jobs import JOBS_DIR, Draft, Job, JobFolderError
 from hpcdist.jobs.logfiles import LogCopy, UnreadableLog, read_tail
 from hpcdist.submission.render import render
 from hpcdist.schedulers import QUEUED
-from hpcdist.schedulers import get as get_scheduler
+from hpcdist.schedulers.registry import get as get_scheduler
 from hpcdist.schedulers.base import FINISHED_STATES, NEVER_RUNS, NODE_FAIL, PREEMPTED, TIMEOUT, JobStatus
 from hpcdist.schedulers.batch import UNCONFIRMED, UNREACHABLE, MaybeQueued, SubmitError
 from hpcdist.submission.spec import JobSpec
