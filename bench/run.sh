@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Benchmarks for hpcdist (not tests): host lists against python-hostlist,
 # ClusterShell and Slurm's scontrol, the start-up cost of hpcdist.env,
-# `hpcdist submit --dry-run` against torchx and submitit, the CLI against its
-# floors in instructions (valgrind) and wall time, `hpcdist hostfile` over a PBS
+# `hpcdist submit --dry-run` against torchx and submitit, the light paths against
+# their floors in instructions (valgrind) and wall time (bench_floor.py: render,
+# status, get_rank() outside a launcher and under torchrun, --help, --version,
+# python -m hpcdist.rank with progress recorded, node lists against
+# python-hostlist), `hpcdist hostfile` over a PBS
 # node file of 10,000 hosts x 8 lines in instructions (valgrind), and uneven per-rank
 # batches (hpcdist.data) against torch's even DistributedSampler, starting a rank
 # through python -m hpcdist.rank against plain python and python -m mpi4py, and (as root)
@@ -42,7 +45,7 @@ import_args=()
 for arg in "$@"; do
     case "$arg" in
         --hyperfine) import_args+=(--hyperfine) ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "unknown option: $arg" >&2; exit 2 ;;
     esac
 done

@@ -32,7 +32,7 @@ themselves); each rank prints why.
    hook and a thread that writes it; no change to the script).
 
 A rank that starts and ends well imports only :mod:`hpcdist.env` (and what
-its lookup needs; :mod:`hpcdist.progress` and ``threading`` in a submitted job): MPI's abort (:mod:`hpcdist.env.mpi_discovery`) is
+its lookup needs; :mod:`hpcdist.progress` in a submitted job): MPI's abort (:mod:`hpcdist.env.mpi_discovery`) is
 imported when the script ends badly, and ``__future__`` never (it costs each
 rank about 2% of Python's start).
 """

@@ -14,15 +14,14 @@ import pytest
 
 import hpcdist.env as henv
 from hpcdist.env import DistEnvError, UndistributedWarning, resolve
-from hpcdist.env import resolver
 from hpcdist.env.ports import PORT_BASE, PORT_SPAN, port_for_job
 
 
 @pytest.fixture(autouse=True)
 def _fresh_warnings():
-    resolver._warned.clear()
+    henv._warned.clear()
     yield
-    resolver._warned.clear()
+    henv._warned.clear()
 
 
 def torchrun(rank, local, world, lws, group, **extra):

@@ -629,3 +629,31 @@ def test_property_expand_counts_round_trip(values):
     assert expand_counts(",".join(items)) == values
     # and without merging, (x1) included
     assert expand_counts(",".join(f"{v}(x1)" for v in values)) == values
+
+
+def test_expand_one_bracket_items_as_the_general_way_reads_them():
+    """Items with one bracket group are read on their own path (issue 38): the same names as the
+    path for several groups gives them, whatever the groups' sizes and the order they come in."""
+    from hpcdist.hostlist.nodelists import _item_names, _parse_ranges
+
+    items = ["a[1-3]b", "c[1-3]", "c[1-3]x", "d[1-100]e", "d[1-100]f", "x[07-11]", "y[07-11]-ib", "z[5]",
+             "w[1-70]", "w[1-70]", "v[1-2][3-4]", "v[1-2]w"]
+    for item in items + items[::-1]:
+        head, _, rest = item.partition("[")
+        body, _, tail = rest.partition("]")
+        if "[" in tail:
+            continue
+        ranges, count = _parse_ranges(body, len(head) + 1)
+        general = _item_names([head, tail], [[ranges, count, None]]).split(",")
+        assert expand(item) == general
+    text = ",".join(items)
+    assert expand(text) == [name for item in items for name in expand(item)]
+    assert expand(",".join(items[::-1])) == [name for item in items[::-1] for name in expand(item)]
+
+
+@pytest.mark.parametrize("text,position", [("abc,r1n[1-0]", 8), ("r1n[0-9],r2n[0-9],r3n[2-1]x", 22),
+                                           ("a[1-2]b[0-0],pre[9-8]", 17)])
+def test_expand_one_bracket_errors_point_into_the_item(text, position):
+    with pytest.raises(HostlistError) as info:
+        expand(text)
+    assert info.value.position == position

@@ -10,7 +10,7 @@ sbatch script still sees the batch step's ``SLURM_*``).
 
 A launcher's :meth:`Launcher.read` returns what its variables say; values it
 cannot know (a node rank under Open MPI, the master address) are left out
-and filled in by :mod:`hpcdist.env.resolver`.
+and filled in by :mod:`hpcdist.env` (its resolution).
 
 Each launcher is a :class:`Launcher` instance, with a function where its
 variables alone do not say enough: every rank lookup makes them all, and a

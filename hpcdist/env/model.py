@@ -7,6 +7,8 @@ not. (The reader lives here, not in a module of its own: every rank lookup
 needs both, and each module costs the lookup about 1% of Python's start-up.)
 """
 
+import os
+
 from hpcdist.frozen import DataclassFields, Frozen
 
 #: The values of :attr:`DistEnv.launcher`: what started this process, as the detectors
@@ -199,7 +201,8 @@ def in_a_job(environ) -> bool:
     """Whether a job id variable may be set: False when no variable's name ends as one does, and
     then nothing of the schedulers (nor the port rule) is imported to learn that a process outside
     any job is in none. ``environ``: a mapping or an :class:`EnvReader` (scanned, not recorded)."""
-    return any(name.endswith(JOB_ID_SUFFIXES) for name in getattr(environ, "environ", environ))
+    names = environ.names() if isinstance(environ, EnvReader) else environ
+    return any(name.endswith(JOB_ID_SUFFIXES) for name in names)
 
 
 #: The most digits a launcher's number may have: int64's, far past any rank, size or port, and
@@ -228,7 +231,6 @@ def hostname() -> str:
     """``socket.gethostname()``, without importing socket (half of Python's start) where nothing
     has: ``os.uname().nodename`` is that name (glibc and musl's gethostname read it; macOS's both
     read kern.hostname). Where socket is loaded (torch, mpi4py, a test standing in), it is asked."""
-    import os
     import sys
 
     if "socket" in sys.modules or not hasattr(os, "uname"):
@@ -243,9 +245,18 @@ class EnvReader:
         self.environ = environ
         #: name -> value (None when unset), in the order first consulted.
         self.consulted: dict[str, str | None] = {}
+        # os.environ.get of an unset name raises and catches two KeyErrors (~8,000 instructions, a
+        # set's lookup ~100) and a rank lookup asks for ~50 names, most unset: os.environ is asked
+        # only for the names it has, taken once here.
+        self._names = set(environ) if environ is os.environ else None
+
+    def names(self):
+        """The environment's names: those taken at the start for os.environ, else the mapping."""
+        return self.environ if self._names is None else self._names
 
     def get(self, name: str) -> str | None:
-        value = self.environ.get(name)
+        names = self._names
+        value = None if names is not None and name not in names else self.environ.get(name)
         self.consulted.setdefault(name, value)
         # LOCAL_RANK=-1 is "not distributed", the default many training scripts export.
         return None if name == "LOCAL_RANK" and value is not None and value.strip() == "-1" else value

@@ -26,8 +26,9 @@ the login node and every node of the job share already (the log and the exit cod
 mpirun and DeepSpeed start no agent of hpcdist's on the other nodes). The cost is one small file
 per rank per interval on the shared file system; at thousands of ranks, raise the interval.
 
-Light: only ``os``, ``sys`` and ``time`` at import (``hpcdist.env`` imports this module);
-``threading`` and ``json`` when a recorder starts.
+Light: only ``os``, ``sys`` and ``time`` at import (``hpcdist.env`` imports this module). The
+writing thread is started with ``_thread``, not ``threading`` (whose import, with ``collections``,
+costs a rank a third of Python's start); ``json`` only for a string it must escape.
 """
 
 import os
@@ -91,12 +92,19 @@ class Recorder:
         # synchronous training every rank steps at the slowest one's rate, and the straggler is
         # the one that waits least (its own work takes longest).
         self.waited = self.waited_at_step = 0.0
-        import threading
+        import _thread
 
-        self._wake = threading.Event()
+        # The thread whose stack `hpcdist stacks` asks for: the main one, which threading knows
+        # where it is loaded; else this one, the one that starts the recorder (hpcdist.rank's).
+        threading = sys.modules.get("threading")
+        self.main_ident = threading.main_thread().ident if threading else _thread.get_ident()
+        # Two locks, held while nothing happened: _wake is released to wake the thread (its
+        # acquire is threading.Event's wait and clear in one), _ended by the thread as it ends.
+        self._wake, self._ended = _thread.allocate_lock(), _thread.allocate_lock()
+        self._wake.acquire()
+        self._ended.acquire()
         self._done = False
-        self._thread = threading.Thread(target=self._run, name="hpcdist-progress", daemon=True)
-        self._thread.start()
+        _thread.start_new_thread(self._run, ())  # a daemon thread, as threading's daemon=True
 
     # -- The training's side: no I/O, no lock ----------------------------------------------------
 
@@ -114,7 +122,7 @@ class Recorder:
             self.first_step = self.last_step
         if self.phase in ("starting", "rendezvous"):
             self.phase = "training"
-            self._wake.set()  # written at once: a rank stopped soon after reads "training", not "starting"
+            self._wake_up()  # written at once: a rank stopped soon after reads "training", not "starting"
 
     def _optimizer_stepped(self, optimizer, args, kwargs) -> None:
         if not self.explicit:
@@ -136,12 +144,24 @@ class Recorder:
         """The script ended (``status``): one last write, waited for at most a second."""
         self.set_phase("finished" if status == 0 else "failed")
         self._done = True
-        self._wake.set()
-        self._thread.join(1.0)
+        self._wake_up()
+        self._ended.acquire(timeout=1.0)
+
+    def _wake_up(self) -> None:
+        try:
+            self._wake.release()
+        except RuntimeError:  # released already: the thread has yet to see it
+            pass
 
     # -- The thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._record()
+        finally:
+            self._ended.release()
+
+    def _record(self) -> None:
         hooked, next_write = False, 0.0
         self.proc_started = process_start(os.getpid())
         try:
@@ -150,9 +170,8 @@ class Recorder:
             return  # no folder: nothing recorded, the training goes on
         while True:
             # Quick polls until torch is there to hook (a script builds its model after importing it).
-            woken = self._wake.wait(self.interval if hooked or time.time() - self.started > 60 else 0.1)
-            self._wake.clear()
-            done = self._done  # read after clear(): a finish() from now on wakes the next wait
+            woken = self._wake.acquire(timeout=self.interval if hooked or time.time() - self.started > 60 else 0.1)
+            done = self._done  # read after the wake is taken: a finish() from now on wakes the next wait
             if not hooked:
                 hooked = self._hook()
             now = time.time()
@@ -250,7 +269,7 @@ class Recorder:
         self.answered = (st.st_mtime_ns, st.st_ino)
         if not number.isdigit():
             return
-        _replace(stacks_file(self.folder, self.rank), f"request {number}\n" + main_stack())
+        _replace(stacks_file(self.folder, self.rank), f"request {number}\n" + main_stack(self.main_ident))
 
 
 def process_start(pid: int) -> float | None:
@@ -302,13 +321,12 @@ def _json(state: dict) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def main_stack() -> str:
-    """The main thread's Python stack, outermost first, one ``FILE:LINE FUNCTION`` line per frame;
-    hpcdist.rank's own frames (which run the script) left out."""
-    import threading
+def main_stack(ident: int) -> str:
+    """The Python stack of the thread ``ident`` (the main one), outermost first, one ``FILE:LINE
+    FUNCTION`` line per frame; hpcdist.rank's own frames (which run the script) left out."""
     import traceback
 
-    frame = sys._current_frames().get(threading.main_thread().ident)
+    frame = sys._current_frames().get(ident)
     frames = traceback.extract_stack(frame) if frame is not None else []
     ours = [i for i, f in enumerate(frames) if f.filename.endswith(os.path.join("hpcdist", "rank.py"))]
     if ours:  # runpy's and hpcdist.rank's frames, which run the script

@@ -15,13 +15,12 @@ scheduler it gets could otherwise submit or cancel).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import textwrap
 
-from hpcdist import __version__, containers, jobs, launchers, schedulers, validate
-from hpcdist.jobs import job_files
+from hpcdist import __version__, containers, jobs, launchers, validate
+from hpcdist.schedulers import registry as schedulers
 from hpcdist.launchers.mpi import FLAVOURS, MPI_ENV
 from hpcdist.submission.options import BY_NAME, SETUP_END, module_words
 from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
@@ -39,7 +38,11 @@ def launch(spec: JobSpec, scheduler, launcher, hpcdist: list, wrapper: str | Non
     :func:`hpcdist.launchers.rank_program`). ``wrapper`` (--stage-env): each node's agent, or each
     rank's program, runs through it (:mod:`hpcdist.submission.stage`)."""
     # The launcher's own python (its setup lines; the rank's, under srun and mpirun): the node's own copy.
-    staged = dataclasses.replace(spec, python=Shell(f"{quote(wrapper)} {quote(spec.python)}")) if wrapper else spec
+    staged = spec
+    if wrapper:
+        import dataclasses  # --stage-env only: its import is ~3% of a render
+
+        staged = dataclasses.replace(spec, python=Shell(f"{quote(wrapper)} {quote(spec.python)}"))
     if launcher.starts_ranks:
         spec = staged
         words = launcher.words(spec)
@@ -298,6 +301,8 @@ def _job_files(job_dir: str | None, spec, scheduler):
     folder (`hpcdist render`)."""
     if not job_dir:
         return None
+    from hpcdist.jobs import job_files  # `hpcdist render` writes no job folder: it loads none of this
+
     files = job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
                                      scheduler.job_id_variable, scheduler.recorded_id_shell)
     # The job's monitor (hpcdist.progress.watch): stragglers and hangs into the log; it ends with the batch shell.
