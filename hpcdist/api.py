@@ -69,13 +69,23 @@ class JobHandle:
 
 def submit(script: str, *script_args: str, profile: str | None = None, **options) -> JobHandle:
     """Render, write and submit a job for ``script``; see the module docstring."""
+    return JobHandle(_submission.submit(job_spec(script, *script_args, profile=profile, **options)))
+
+
+def job_spec(script: str, *script_args: str, profile: str | None = None, **options):
+    """The :class:`~hpcdist.submission.spec.JobSpec` that :func:`submit` submits (render it with
+    :func:`hpcdist.submission.render.render` to read the script first)."""
     if isinstance(options.get("env"), dict):
         options["env"] = [f"{k}={v}" for k, v in options["env"].items()]
     chosen = load_profile(profile)
     for note in chosen.notes:  # a profile file ignored (another user's), the default chosen
         print(f"hpcdist: {note}", file=sys.stderr)
     spec = build(chosen, {**options, "script": script, "script_args": list(script_args)})
-    return JobHandle(_submission.submit(spec))
+    if spec.max_running:  # max_running=N: the array's own %N, as the CLI's --max-running
+        from hpcdist.sweeps.arrays import with_max_running
+
+        spec = with_max_running(spec)
+    return spec
 
 
 def job(ref: str) -> JobHandle:

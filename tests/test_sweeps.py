@@ -180,6 +180,27 @@ def test_slurm_arrays_take_max_running_and_write_a_log_per_task(tmp_path):
     assert "(the array cap: 2 (profile key max_array_size)" in proc.stderr
 
 
+@pytest.mark.parametrize("scheduler, line", [("slurm", "#SBATCH --array=0-5%2"), ("pbs", "#PBS -J 0-5%2"),
+                                             ("torque", "#PBS -t 0-5%2")])
+def test_max_running_limits_a_plain_array_from_the_api_as_from_the_cli(tmp_path, monkeypatch, scheduler, line):
+    """``hpcdist.submit(array=..., max_running=N)`` once dropped N (only the CLI added the ``%N``):
+    the script the API submits (its :func:`hpcdist.api.job_spec`) and the CLI's hold the same line."""
+    from hpcdist import api
+    from hpcdist.submission.render import render
+
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HPCDIST_NO_DEFAULT_PROFILE", "1")
+    where = {"scheduler": "pbs", "dialect": "torque"} if scheduler == "torque" else {"scheduler": scheduler}
+    script = render(api.job_spec("train.py", array="0-5%4", max_running=2, **where))
+    assert line in script.splitlines(), script
+    flags = ["--scheduler", "pbs", "--dialect", "torque"] if scheduler == "torque" else ["--scheduler", scheduler]
+    proc = hpcdist("render", *flags, "--array", "0-5", "--max-running", "2", "train.py", cwd=tmp_path)
+    assert line in proc.stdout.splitlines(), proc.stderr
+    with pytest.raises(ValidationError, match="--max-running 2: it limits the subjobs of an array or a sweep"):
+        api.job_spec("train.py", max_running=2, **where)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--scheduler", "local", "--sweep", "lr=1,2"], "--scheduler 'local': the local backend runs one job"),
     (["--scheduler", "pbs", "--sweep", "lr=1,2", "--array", "0-1"], "--array '0-1': a sweep is an array already"),

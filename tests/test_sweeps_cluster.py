@@ -4,15 +4,19 @@ the 2-host Slurm test cluster (tests/testcluster.py). Few rows, sharing jobs:
 - a sweep of 2x3 sets with one set failing: its status row says so; resubmitted alone
   (`--resubmit JOB --failed`) it passes, and the sweep reads all completed;
 - `--max-running 2`: at most two of the sweep's subjobs run at once (their own start and end times);
-- a sweep over a lowered array cap (OpenPBS: `qmgr set server max_array_size`, restored after) split
-  into several arrays that `hpcdist status` shows as one sweep, `--max-running 2` chaining them. On Slurm, MaxArraySize needs a
-  slurm.conf change and a restart of the shared test cluster: proven on PBS only.
+- a sweep over a lowered array cap split into several arrays that `hpcdist status` shows as one sweep:
+  on OpenPBS (`qmgr set server max_array_size`, restored after) with `--max-running 2` chaining them;
+  on Slurm (MaxArraySize in the cluster's slurm.conf and `scontrol reconfigure`, restored after) with
+  `--resubmit JOB --failed` taking a failed set of each array as one new array;
+- `hpcdist.submit(array=..., max_running=2)` from Python: the server holds the throttle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -117,6 +121,11 @@ def test_a_failed_set_shows_in_status_and_runs_again_alone(where, tmp_path):
     sweep = ended(where, job_id, tmp_path)
     assert [r["state"] for r in sweep["sets"]] == ["COMPLETED"] * 6, sweep
     assert sweep["sets"][4]["job_id"] == answer["job_id"] and len(sweep["arrays"]) == 2
+    # The new job wrote a log of its own: every set's still holds its own run (the resubmission once
+    # took the first array's log path and overwrote its subjobs' logs).
+    for row in sweep["sets"]:
+        with open(row["log"]) as f:
+            assert f"set={row['set']} lr={row['params']['lr']} batch={row['params']['batch']} " in f.read(), row
     nothing = where.hpcdist("submit", "--resubmit", job_id, "--failed", cwd=tmp_path)
     assert nothing.returncode == 1 and "no set of sweep" in nothing.stderr
 
@@ -171,3 +180,113 @@ def test_a_sweep_waits_for_room_under_the_servers_per_user_cap(openpbs_cluster, 
     answer = json.loads(proc.stdout)
     sweep = ended(pbs, answer["job_id"], tmp_path)
     assert [r["state"] for r in sweep["sets"]] == ["COMPLETED"] * 8, sweep
+
+
+#: The line a test adds to the Slurm cluster's slurm.conf, after this marker; a leftover of a killed run is removed too.
+MARK = "# lowered by tests/test_sweeps_cluster.py for one test, removed after"
+
+
+def _without_ours(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    return "".join(line for k, line in enumerate(lines)
+                   if MARK not in line and not (k and MARK in lines[k - 1] and line.startswith("MaxArraySize=")))
+
+
+@contextlib.contextmanager
+def slurm_max_array_size(state, size: int):
+    """MaxArraySize lowered on the running test cluster, restored after whatever happens. `scontrol
+    reconfigure` takes it (Slurm 22.05: no restart, running jobs and idle nodes stay as they are), so
+    the other Slurm rows, run before or after in the same process (the cluster's group), see 1001."""
+    conf = state / "slurm.conf"
+    original = _without_ours(conf.read_text())
+    env = testcluster.client_env(state)
+
+    def apply(text: str) -> str:
+        conf.write_text(text)
+        subprocess.run(["scontrol", "reconfigure"], env=env, check=True, capture_output=True, timeout=60)
+        return subprocess.run(["scontrol", "show", "config"], env=env, check=True, capture_output=True, text=True,
+                              timeout=60).stdout
+
+    try:
+        config = apply(f"{original}{MARK}\nMaxArraySize={size}\n")
+        assert any(line.split() == ["MaxArraySize", "=", str(size)] for line in config.splitlines()), config
+        yield
+    finally:
+        apply(original)
+
+
+def test_a_sweep_over_slurms_max_array_size_is_split_shown_as_one_and_resubmitted_across_arrays(cluster, tmp_path):
+    """MaxArraySize=4 (indices 0..3): 8 sets go as two arrays of 4, read from `scontrol show config`;
+    set 1 (first array) and set 6 (second) fail; `status` shows one sweep of 8 sets; `--resubmit
+    --failed` runs the two as one new array, and the sweep reads all completed; no set's log is
+    overwritten. About 6 s here (the cluster's start aside)."""
+    slurm = Slurm(cluster)
+    (tmp_path / "train.py").write_text(TRAIN)
+    for name in ("fail-1-2", "fail-4-1"):
+        (tmp_path / name).write_text("")
+    with slurm_max_array_size(cluster, 4):
+        proc = slurm.submit("--launcher", "none", "--sweep", "lr=1,2,3,4", "--sweep", "batch=1,2", "train.py",
+                            cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "8 sets in 2 arrays: the site allows 4 in one (scontrol show config MaxArraySize)" in proc.stderr
+        answer = json.loads(proc.stdout)
+        assert len(answer["job_ids"]) == 2
+        sweep = ended(slurm, answer["job_id"], tmp_path)
+        states = [(r["set"], r["state"], r["exit_code"], r["job_id"]) for r in sweep["sets"]]
+        first, second = answer["job_ids"]
+        assert states == [(0, "COMPLETED", 0, first), (1, "FAILED", 3, first), (2, "COMPLETED", 0, first),
+                          (3, "COMPLETED", 0, first), (4, "COMPLETED", 0, second), (5, "COMPLETED", 0, second),
+                          (6, "FAILED", 3, second), (7, "COMPLETED", 0, second)], sweep
+        # What a person reads, asked with the second array's id: the one sweep, each set's own row.
+        table = slurm.hpcdist("status", second, cwd=tmp_path).stdout
+        assert table.startswith(f"sweep {answer['sweep']}: 8 sets in 2 array(s); 6 completed, 2 failed"), table
+        rows = {line.split()[0]: line for line in table.splitlines()[2:]}
+        assert rows["1"].split()[:3] == ["1", "failed", "3"] and "lr=1 batch=2" in rows["1"], table
+        assert rows["6"].split()[:3] == ["6", "failed", "3"] and "lr=4 batch=1" in rows["6"], table
+        print(table)
+        for name in ("fail-1-2", "fail-4-1"):
+            os.unlink(tmp_path / name)
+        again = slurm.hpcdist("submit", "--resubmit", first, "--failed", "--json", cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        redo = json.loads(again.stdout)
+        assert redo["sets"] == [1, 6] and len(redo["job_ids"]) == 1, redo
+        sweep = ended(slurm, first, tmp_path)
+    assert [r["state"] for r in sweep["sets"]] == ["COMPLETED"] * 8, sweep
+    assert [r["job_id"] for r in sweep["sets"]] == [first, redo["job_id"], first, first, second, second,
+                                                    redo["job_id"], second]
+    for row in sweep["sets"]:  # each set's newest log holds its own parameters: none was overwritten
+        with open(row["log"]) as f:
+            assert f"set={row['set']} lr={row['params']['lr']} batch={row['params']['batch']} " in f.read()
+    table = slurm.hpcdist("status", first, cwd=tmp_path).stdout
+    assert table.startswith(f"sweep {answer['sweep']}: 8 sets in 3 array(s); 8 completed"), table
+
+
+API_ARRAY = ("import hpcdist\njob = hpcdist.submit('train.py', scheduler=SCHEDULER, launcher='none', array='0-3', "
+             "max_running=2, **EXTRA)\nprint(job.job_id)\n")
+
+
+@pytest.mark.parametrize("where", [pytest.param("pbs-history-off", marks=pytest.mark.openpbs_cluster),
+                                   pytest.param("slurm", marks=pytest.mark.slurm_cluster)], indirect=True)
+def test_max_running_from_python_reaches_the_scheduler(where, tmp_path):
+    """`hpcdist.submit(array='0-3', max_running=2)` (the API once dropped N): Slurm's
+    ArrayTaskThrottle, OpenPBS's max_run_subjobs. About 4 s a row here."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    slurm = isinstance(where, Slurm)
+    extra = {} if slurm else {"venv": sys.prefix}
+    code = API_ARRAY.replace("SCHEDULER", repr("slurm" if slurm else "pbs")).replace("EXTRA", repr(extra))
+    if slurm:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=where.env, capture_output=True,
+                              text=True, timeout=120)
+    else:
+        proc = where.pbs.on(where.pbs.HEAD, f"{sys.executable} -c {shlex.quote(code)}", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.split()[-1]
+    if slurm:
+        shown = subprocess.run(["scontrol", "show", "job", job_id.split("_")[0]], env=where.env, capture_output=True,
+                               text=True, timeout=60).stdout
+        assert "ArrayTaskThrottle=2" in shown, shown
+    else:
+        shown = where.pbs.qstat("-f", job_id)
+        assert "max_run_subjobs = 2" in shown, shown
+    wait_for(lambda: all(r["state"] in FINAL for r in json.loads(
+        where.hpcdist("status", "--json", job_id, cwd=tmp_path).stdout)), 180, f"the end of {job_id}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 
-from hpcdist import schedulers
 from hpcdist.cli import watch
 from hpcdist.cli.common import CommandError, SkipBytes, command_line, follow, help_end, job_spec
 
@@ -104,20 +103,19 @@ def run_render(args: Namespace) -> int:
 
 
 def _max_running(spec):
-    """--max-running N with --array: the array's own ``%N`` (Slurm, PBS and Torque read it)."""
-    if spec.max_running and not spec.array:
-        raise CommandError(f"--max-running {spec.max_running}: it limits the subjobs of an array or a sweep, "
-                           "and this job is neither; give --sweep or --array, or leave it out")
+    """--max-running N with --array: the array's own ``%N`` (hpcdist.sweeps.arrays, which
+    hpcdist.submit() calls too)."""
     if not spec.max_running:
         return spec
-    from dataclasses import replace
+    from hpcdist.sweeps.arrays import with_max_running
 
-    return replace(spec, array=f"{spec.array.partition('%')[0]}%{spec.max_running}")
+    return with_max_running(spec)
 
 
 def run_submit(args: Namespace) -> int:
     import shlex  # not at the top: it would cost `hpcdist status` 1.4%
 
+    from hpcdist.schedulers import registry as schedulers  # not at the top: `hpcdist status` with no job needs none
     from hpcdist.submission.render import render
 
     if getattr(args, "resubmit", None) or getattr(args, "failed", False):
@@ -360,6 +358,7 @@ def run_cancel(args: Namespace) -> int:
 def run_doctor(args: Namespace) -> int:
     # The doctor's modules (subprocess, socket, json; the in-job allocation and env), its alone.
     from hpcdist.injob import doctor
+    from hpcdist.schedulers import registry as schedulers
 
     if args.probe:
         import json

@@ -75,7 +75,7 @@ class Part:
 
 def check(spec, sets: list[dict]) -> None:
     """What a sweep cannot be given, refused before the queue."""
-    from hpcdist.schedulers import get as get_scheduler
+    from hpcdist.schedulers.registry import get as get_scheduler
 
     if not get_scheduler(spec.scheduler, spec.dialect).queued:
         raise ValidationError("--scheduler", spec.scheduler, f"the {spec.scheduler} backend runs one job: it has no "
@@ -93,6 +93,19 @@ def array_of(count: int, max_running: int | None) -> str | None:
     return f"0-{count - 1}" + (f"%{max_running}" if max_running else "")
 
 
+def with_max_running(spec):
+    """A plain array's ``max_running`` N as the array's own ``%N`` (``0-5%2``: Slurm --array, PBS Pro
+    -J, Torque -t read it), the one home of it for ``hpcdist submit``/``render`` and
+    ``hpcdist.submit()`` (the renderer writes ``spec.array`` as it is). A sweep is left as it is:
+    each of its arrays gets its own (:func:`array_of`)."""
+    if not spec.max_running or spec.sweep or spec.sweep_file:
+        return spec
+    if not spec.array:
+        raise ValidationError("--max-running", spec.max_running, "it limits the subjobs of an array or a sweep, "
+                              "and this job is neither.", "Give --sweep or --array, or leave it out.")
+    return dataclasses.replace(spec, array=f"{spec.array.partition('%')[0]}%{spec.max_running}")
+
+
 def caps(spec) -> tuple:
     """``(array cap, job cap)``: :class:`~hpcdist.sweeps.limits.Limit` each."""
     values = {limits.ARRAY_KEY: spec.max_array_size, limits.JOBS_KEY: spec.max_submit_jobs}
@@ -107,7 +120,7 @@ def submit_sweep(spec, sets: list, *, command_line: str | None = None, root: str
     of ``sweep_id``) as few arrays as the site allows; the jobs, in order. ``submit``,
     ``count_queued``, ``limits_found``: given by the benchmark and the tests (the
     scheduler's submission, its queue, the caps); the real ones otherwise."""
-    from hpcdist.schedulers import get as get_scheduler
+    from hpcdist.schedulers.registry import get as get_scheduler
 
     check(spec, sets)
     if submit is None:

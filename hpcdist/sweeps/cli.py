@@ -52,7 +52,7 @@ def render_first(spec, command_line: str, sets: list | None = None, dry_run: boo
     stderr how many arrays the site's caps make."""
     import dataclasses
 
-    from hpcdist.schedulers import get as get_scheduler
+    from hpcdist.schedulers.registry import get as get_scheduler
     from hpcdist.submission.render import render
     from hpcdist.sweeps import arrays, limits
     from hpcdist.sweeps.sets import parameter_sets
@@ -124,6 +124,17 @@ def _names(root: str) -> list[str]:
         return []
 
 
+def _in_folder(output: str | None, job) -> bool:
+    """Whether ``output`` (a recorded spec's log, relative to the job's working folder) lies in the
+    job's own folder: hpcdist's default log, not one the user named."""
+    import os
+
+    if not output:
+        return False
+    where = os.path.join(job.record.get("workdir") or os.getcwd(), output)
+    return os.path.dirname(os.path.abspath(where)) == os.path.abspath(job.path)
+
+
 def resubmit(args, command_line: str) -> int:
     """``hpcdist submit --resubmit JOB --failed``: the sweep's failed, killed and never-submitted
     sets as new arrays of the same sweep, with the spec they were submitted with."""
@@ -154,7 +165,11 @@ def resubmit(args, command_line: str) -> int:
     try:
         values = first_job.spec_values()
         spec = JobSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
-        spec = dataclasses.replace(spec, array=None, dependency=None)  # each array its own (hpcdist.sweeps.arrays)
+        # Each array its own indices, dependency and log: the recorded output is the first array's
+        # own (job.%a.log in its folder), and a new array writing there overwrote its subjobs' logs
+        # (found on the Slurm test cluster). A user's --output, elsewhere, is kept.
+        spec = dataclasses.replace(spec, array=None, dependency=None,
+                                   output=None if _in_folder(spec.output, first_job) else spec.output)
     except (OSError, ValueError, TypeError) as e:
         raise CommandError(f"--resubmit: the sweep's spec in {first_job.path} cannot be read ({e}); submit the "
                            "sweep again") from None
