@@ -7,8 +7,9 @@ Measured on this machine (each can be given instead):
   calls of ``python -c "import torch"``, counted with strace where it is installed (19,300 here:
   17,900 stats, 1,400 opens);
 - the local import time (``--local-import``): that import from the local disk;
-- the packed environment's bytes (``--bytes``) and one node's unpack time (``--unpack``): from
-  ``.hpcdist/stage/*.tar.*`` under /tmp/hpcdist-stage-tests (tests/test_stage_env_cluster.py) and
+- the packed environment's bytes (``--bytes``) and one node's unpack time (``--unpack``; with the
+  squashfs image, its copy and checking mount: nothing is unpacked): from
+  ``.hpcdist/stage/*.sqfs`` or ``*.tar.*`` under /tmp/hpcdist-stage-tests (tests/test_stage_env*.py) and
   the records of its last run, else the figures of docs/guide/staging.md.
 
 Assumed (the model's, each a flag; typical published figures, not measured here):
@@ -74,24 +75,28 @@ def local_import(python: str, reps: int = 3) -> float:
 
 
 def measured_stage() -> dict:
-    """The archive's bytes and the slowest node's unpack from the last staged cluster run here."""
+    """The packed file's bytes and the slowest node's staging from the last staged cluster runs
+    here: the squashfs image's (copy and checking mount; nothing unpacked) where the runs used it,
+    else the tar's unpack."""
     found = {}
-    archives = sorted(glob.glob("/tmp/hpcdist-stage-tests/*/.hpcdist/stage/*.tar.*"), key=os.path.getmtime)
-    if archives:
-        found["bytes"] = float(os.path.getsize(archives[-1]))
     records = sorted(glob.glob("/tmp/hpcdist-stage-tests/*/.hpcdist/jobs/*/progress/stage-*.json"),
                      key=os.path.getmtime)
-    unpacks = []
-    for path in records[-4:]:
+    stages = {"image": [], "tar": []}
+    for path in records[-20:]:
         try:
             with open(path) as f:
                 r = json.load(f)
             if r.get("what") == "unpack":
-                unpacks.append(r["ended"] - r["started"])
+                stages["image" if r.get("how") == "image" else "tar"].append(r["ended"] - r["started"])
         except (OSError, ValueError, KeyError):
             pass
-    if unpacks:
-        found["unpack"] = max(unpacks)
+    how = "image" if stages["image"] else "tar"
+    if stages[how]:
+        found["unpack"] = max(stages[how][-4:])
+    pattern = "*.sqfs" if how == "image" else "*.tar.*"
+    archives = sorted(glob.glob(f"/tmp/hpcdist-stage-tests/*/.hpcdist/stage/{pattern}"), key=os.path.getmtime)
+    if archives:
+        found["bytes"] = float(os.path.getsize(archives[-1]))
     return found
 
 

@@ -35,6 +35,8 @@ fi
 apt_packages=()
 command -v mpirun.openmpi >/dev/null || apt_packages+=(openmpi-bin libopenmpi-dev)
 command -v mpiexec.mpich >/dev/null || apt_packages+=(mpich libmpich-dev)
+# --stage-env's image (mksquashfs at submit, squashfuse on the nodes; without them: the tar).
+{ command -v mksquashfs && command -v squashfuse; } >/dev/null || apt_packages+=(squashfs-tools squashfuse)
 if [ -z "$only" ] && ((${#apt_packages[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: apt-get install ${apt_packages[*]}"
@@ -121,10 +123,10 @@ want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch first: an unpinned torch asked for by the extras would be pip's default (several GB).
   install_torch
-  echo "bootstrap: hpcdist and its extras (DeepSpeed, Lightning, accelerate, mpi4py, scikit-learn, MkDocs," \
+  echo "bootstrap: hpcdist and its extras (DeepSpeed, Lightning, accelerate, mpi4py, Hydra, scikit-learn, MkDocs," \
        "pytest) into .venv: about 200 MB to download where pip has none of them yet, a few minutes"
-  pip_install -e ".[test,docs,mpi,deepspeed,submitit,accelerate,lightning,examples]"
+  pip_install -e ".[test,docs,mpi,deepspeed,submitit,hydra,accelerate,lightning,examples]"
   echo "$want" > "$stamp"
   record "pip install torch==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))')" \
-         "and hpcdist[test,docs,mpi,deepspeed,submitit,accelerate,lightning,examples] (into $PWD/.venv)"
+         "and hpcdist[test,docs,mpi,deepspeed,submitit,hydra,accelerate,lightning,examples] (into $PWD/.venv)"
 fi

@@ -3,7 +3,8 @@ Slurm test cluster and the real OpenPBS, 2 nodes x 2 ranks, torchrun and mpirun,
 first step with the environment on a slow shared file system (tests/cluster/slowshare.sh: sshfs
 without caches from a file server in a namespace of its own), and with ``--stage-env``; both
 breakdowns, staging's own cost included. Then, without the slow share (this clone's .venv on the
-local disk every node sees), what ``--stage-env`` costs. The figures go to
+local disk every node sees), what ``--stage-env`` costs on each cluster, as the squashfs image and
+as the tar (``HPCDIST_STAGE_TAR=1``), against unstaged, twice each. The figures go to
 test-output/stage-compare.json and into the report this prints (docs/guide/staging.md quotes them).
 
 Staging must reach the first step sooner on the slow share (the ratio is printed). The submit
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 
 import pytest
 
+import openpbs
 import stage_clusters as sc
 import testcluster
 
@@ -44,10 +47,18 @@ def _one(submit, venv, launcher, staged, cwd):
     assert all(prefix.startswith(expected) for _, prefix in sc.ran_from(proc.stdout).values()), proc.stdout[-3000:]
     return {"job_id": job_id, "first_step_s": startup["total_s"], "slowest_node": startup["slowest_node"],
             "nodes": startup["nodes"], "broadcast_s": startup.get("broadcast_s"), "wall_s": round(took, 1),
-            "log": sc.startup_lines(proc.stdout)}
+            "log": sc.startup_lines(proc.stdout),
+            "staged_lines": [x for x in proc.stdout.splitlines() if ": environment staged into " in x]}
+
+
+def _forget_old_jobs(cwd) -> None:
+    """The job folders of earlier runs go: a cluster started again numbers its jobs from 1 again,
+    and `hpcdist status ID` would find an old job of that number here (the packed files stay)."""
+    shutil.rmtree(cwd / ".hpcdist" / "jobs", ignore_errors=True)
 
 
 def _compare(name, submit, cwd, shared_venv):
+    _forget_old_jobs(cwd)
     figures = {}
     for launcher in sc.LAUNCHERS:
         slow = _one(submit, shared_venv, launcher, False, cwd)
@@ -86,16 +97,50 @@ def test_openpbs_slow_share_against_staged(openpbs_cluster, share):
     _compare("openpbs", lambda *a: sc.pbs_submit(openpbs_cluster, *a), cwd, share)
 
 
-@pytest.mark.slurm_cluster
-def test_slurm_staging_costs_little_without_a_slow_share(cluster):
-    """This clone's .venv on the local disk the nodes share: staging's cost, measured."""
-    cwd = sc.workdir("compare-local")
+def _tar_only(monkeypatch):
+    """Submits from here on pack no image (``HPCDIST_STAGE_TAR=1``): the nodes unpack the tar."""
+    client_env, on = testcluster.client_env, openpbs.on
+    monkeypatch.setattr(testcluster, "client_env", lambda state, **x: client_env(state, HPCDIST_STAGE_TAR="1", **x))
+    monkeypatch.setattr(openpbs, "on", lambda *a, **x: on(*a, **{**x, "HPCDIST_STAGE_TAR": "1"}))
+
+
+def _local_disk(name, submit, cwd, monkeypatch):
+    """This clone's .venv on the local disk the nodes share: staging's cost, measured, the image
+    (squashfuse) and the tar each against unstaged, alternating, twice each."""
+    _forget_old_jobs(cwd)
     figures = {}
-    for staged in (False, True, False, True):
-        got = _one(lambda *a: sc.slurm_submit(cluster, *a), sys.prefix, "torchrun", staged, cwd)
-        figures.setdefault("staged" if staged else "unstaged", []).append(got)
+    for _ in range(2):
+        for how in ("unstaged", "image", "tar"):
+            with monkeypatch.context() as m:
+                if how == "tar":
+                    _tar_only(m)
+                got = _one(submit, sys.prefix, "torchrun", how != "unstaged", cwd)
+            if how == "image":
+                assert all(" an image, mounted by the launch)" in x for x in _staged_lines(got)), got
+            figures.setdefault(how, []).append(got)
     best = {k: min(x["first_step_s"] for x in v) for k, v in figures.items()}
-    figures["extra_s"] = round(best["staged"] - best["unstaged"], 1)
-    print(f"\nno slow share: first step {best['unstaged']:.1f} s unstaged, {best['staged']:.1f} s staged "
-          f"(+{figures['extra_s']} s)")
-    _save("slurm-local-disk", figures)
+    figures["extra_s"] = {k: round(best[k] - best["unstaged"], 1) for k in ("image", "tar")}
+    print(f"\n{name}, no slow share: first step {best['unstaged']:.1f} s unstaged, {best['image']:.1f} s staged as an "
+          f"image (+{figures['extra_s']['image']} s), {best['tar']:.1f} s staged as a tar (+{figures['extra_s']['tar']} s)")
+    for how in ("unstaged", "image", "tar"):
+        for got in figures[how]:
+            print(f"  {how} job {got['job_id']}:")
+            for line in got["log"]:
+                print("   ", line)
+    _save(f"{name}-local-disk", figures)
+
+
+def _staged_lines(got):
+    return got.get("staged_lines") or ["-"]
+
+
+@pytest.mark.slurm_cluster
+def test_slurm_staging_costs_little_without_a_slow_share(cluster, monkeypatch):
+    _local_disk("slurm", lambda *a: sc.slurm_submit(cluster, *a), sc.workdir("compare-local"), monkeypatch)
+
+
+def test_openpbs_staging_costs_little_without_a_slow_share(openpbs_cluster, monkeypatch):
+    openpbs_cluster.history(False)
+    cwd = sc.workdir("compare-local-pbs")
+    os.chmod(cwd, 0o755)
+    _local_disk("openpbs", lambda *a: sc.pbs_submit(openpbs_cluster, *a), cwd, monkeypatch)

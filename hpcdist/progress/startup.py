@@ -15,12 +15,12 @@ From what the job records in its progress folder, nothing else:
   (``rdzv_started``, ``rdzv_ended``: ``hpcdist.env.init_distributed``) and the first step.
 
 Each node's segments follow one another, so they add up to its total: set-up (the job's, before
-any node is asked for anything), staging (this node's copy and unpack; from the set-up's end),
-launcher (from there to the node's rank process start: the launcher's own start, and the wait for
-the other nodes' staging), rank start (python and hpcdist), imports (the script's, up to
-``init_distributed``), rendezvous, first step (from the rendezvous to the first step's end). A
-node's figures are those of its rank that stepped last. The slowest node is the one whose first
-step came last. Light: os (json where records are read).
+any node is asked for anything), staging (this node's copy and unpack, or its image's copy; from
+the set-up's end), launcher (from there to the node's rank process start: the launcher's own start,
+the image's mount, and the wait for the other nodes' staging), rank start (python and hpcdist),
+imports (the script's, up to ``init_distributed``), rendezvous, first step (from the rendezvous to
+the first step's end). A node's figures are those of its rank that stepped last. The slowest
+node is the one whose first step came last. Light: os (json where records are read).
 """
 
 import os
@@ -125,7 +125,8 @@ def breakdown(ranks: list[dict], found: dict, job_started: float | None = None) 
             row["launcher"] = _span(begun, before_launch)  # no process start known: launcher and rank start as one
         if stage:
             row["staging_detail"] = {"unpack_s": _span(_number(stage.get("ended")), _number(stage.get("started"))),
-                                     "bytes": _number(stage.get("bytes"))}
+                                     "bytes": _number(stage.get("bytes")),
+                                     "how": stage.get("how") if stage.get("how") in ("image", "tar") else None}
         nodes[node] = row
         if last:
             raw[node] = first  # the slowest by the clock, not by its rounded total

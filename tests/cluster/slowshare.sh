@@ -16,8 +16,11 @@
 # share's path, as if the environment had been made there) read-only. The sshfs client runs in the
 # root network namespace and mounts at $MNT: the Slurm test cluster's nodes share the root mount
 # namespace and see it; an OpenPBS host (a private mount namespace) gets its own client and mount
-# by `mount-in`. Caching is off (attributes, entries, directories: each lookup goes to the server;
-# FUSE drops a file's pages at every open), so every node's every import pays the round trips.
+# by `mount-in`. Links are followed (sshfs refuses to read an absolute one, as bin/python3's); so
+# the export has no lib64 -> lib, which would show as a second lib (packed and unpacked twice: 2.8
+# GB where the venv is 1.4; nothing imports through it). Caching is off (attributes, entries,
+# directories: each lookup goes to the server; FUSE drops a file's pages at every open), so every
+# node's every import pays the round trips.
 # Nothing here touches the clusters' own bridges, namespaces or daemons; `down` undoes everything.
 # Needs root, sshfs (installed here with apt when missing), iproute2 and tc.
 set -u -o pipefail
@@ -56,6 +59,7 @@ make_export() {
     if [ ! -e "$dest/pyvenv.cfg" ] && [ ! -d "$dest/conda-meta" ]; then
         rm -rf "$dest.part"; mkdir -p "$EXPORT"
         cp -al "$src" "$dest.part" 2>/dev/null || cp -a "$src" "$dest.part" || die "cannot copy $src"
+        [ -L "$dest.part/lib64" ] && rm -f "$dest.part/lib64"
         for f in "$dest.part"/bin/*; do
             # (its time kept: the environment's packed copy is named by its files' times, hpcdist.submission.stage)
             [ -f "$f" ] && [ ! -L "$f" ] && grep -qIF "$src" "$f" 2>/dev/null &&
