@@ -21,7 +21,7 @@ Either way the time goes to the job's progress folder (``stage-HOST.json``:
 :mod:`hpcdist.progress.startup` reads it). A node that cannot stage says so in one line naming
 itself, and exits 1: the launch that started it ends the others and the job. ``clean`` unmounts
 and removes the node's copy (the job script's exit trap runs it on every node, also when the job
-is killed). Light: os, sys, time, subprocess.
+is killed). Light: os, sys, time, subprocess (shutil's which for the image).
 """
 
 import os
@@ -68,23 +68,17 @@ SUFFIXES = (".sqfs", ".tar.zst", ".tar.gz")
 MOUNT, IMAGE, MOUNT_SCRIPT = ".image", ".image.sqfs", ".hpcdist-mount"
 
 
-def _which(name: str):
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        path = os.path.join(folder or ".", name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
-
-
 def mounter():
     """``(squashfuse, unmount argv)`` where this node can mount a squashfs image without root's
     kernel mount (squashfuse_ll or squashfuse, /dev/fuse it may open, a way to unmount), else None."""
-    fuse = _which("squashfuse_ll") or _which("squashfuse")
+    from shutil import which
+
+    fuse = which("squashfuse_ll") or which("squashfuse")
     if not fuse or not os.access("/dev/fuse", os.R_OK | os.W_OK):
         return None
     for name in ("fusermount3", "fusermount"):
-        if _which(name):
-            return fuse, [_which(name), "-u", "-z"]
+        if which(name):
+            return fuse, [which(name), "-u", "-z"]
     return (fuse, ["umount", "-l"]) if os.geteuid() == 0 else None
 
 
@@ -210,16 +204,14 @@ def mount_script(target: str, fuse: str) -> str:
     """What the wrapper runs before its command: the image mounted once on this node (under flock:
     a node's launchers and ranks may start at once; held until squashfuse returns, mounted, and
     not handed to its daemon)."""
-    point, lock = _sh(os.path.join(target, MOUNT)), _sh(os.path.join(target, ".hpcdist-mount.lock"))
+    from hpcdist.shell import quote
+
+    point, lock = quote(os.path.join(target, MOUNT)), quote(os.path.join(target, MOUNT_SCRIPT + ".lock"))
     return (f"#!/bin/sh\n# hpcdist --stage-env: mounts this node's environment image once (hpcdist.injob.stage).\n"
             f"mountpoint -q {point} && exit 0\n"
             f"exec 9>{lock}\nflock 9\n"
             f"mountpoint -q {point} && exit 0\n"
-            f"{_sh(fuse)} {_sh(os.path.join(target, IMAGE))} {point} 9>&-\n")
-
-
-def _sh(word: str) -> str:
-    return "'" + word.replace("'", "'\\''") + "'"
+            f"{quote(fuse)} {quote(os.path.join(target, IMAGE))} {point} 9>&-\n")
 
 
 def _write(path: str, text: str, mode: int) -> None:

@@ -31,7 +31,7 @@ import time
 
 from hpcdist import validate
 from hpcdist.shell import BREAK, Shell, command_lines, quote
-from hpcdist.injob.stage import NODE_DIR
+from hpcdist.injob.stage import MOUNT_SCRIPT, NODE_DIR
 
 #: The folder of the archives, in the submit folder's .hpcdist (beside the job folders).
 CACHE = os.path.join(".hpcdist", "stage")
@@ -185,19 +185,18 @@ def pack(p: Plan, say=None) -> float:
     (0.0 when the archive was there)."""
     os.makedirs(os.path.dirname(p.archive), 0o700, exist_ok=True)
     _write_wrapper(p)
-    if p.packed:
-        _PACKED[p.origin] = (_stamp(p.origin), p.key.rsplit("-", 1)[-1])
-        return 0.0
-    started = time.monotonic()
-    if say:
-        say(f"packing {p.origin} for --stage-env into {p.archive}{' and an image' if p.image else ''} "
-            "(once for this content)")
-    if not os.path.isfile(p.archive):
-        _pack_tar(p)
-    if p.image and not (os.path.isfile(p.image) or os.path.exists(p.image + ".failed")):
-        _pack_image(p, say)
+    started, took = time.monotonic(), 0.0
+    if not p.packed:
+        if say:
+            say(f"packing {p.origin} for --stage-env into {p.archive}{' and an image' if p.image else ''} "
+                "(once for this content)")
+        if not os.path.isfile(p.archive):
+            _pack_tar(p)
+        if p.image and not (os.path.isfile(p.image) or os.path.exists(p.image + ".failed")):
+            _pack_image(p, say)
+        took = time.monotonic() - started
     _PACKED[p.origin] = (_stamp(p.origin), p.key.rsplit("-", 1)[-1])
-    return time.monotonic() - started
+    return took
 
 
 def _pack_image(p: Plan, say) -> None:
@@ -254,7 +253,7 @@ def wrapper_text(p: Plan) -> str:
             f'was removed" >&2\n'
             f"  exit 1\n"
             f"fi\n"
-            f'if [ -f "$env_dir/.hpcdist-mount" ] && ! sh "$env_dir/.hpcdist-mount"; then\n'
+            f'if [ -f "$env_dir/{MOUNT_SCRIPT}" ] && ! sh "$env_dir/{MOUNT_SCRIPT}"; then\n'
             f'  echo "hpcdist: $(uname -n): cannot mount the staged environment\'s image in $env_dir (--stage-env)" >&2\n'
             f"  exit 1\n"
             f"fi\n"
