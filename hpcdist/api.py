@@ -80,12 +80,7 @@ def job_spec(script: str, *script_args: str, profile: str | None = None, **optio
     chosen = load_profile(profile)
     for note in chosen.notes:  # a profile file ignored (another user's), the default chosen
         print(f"hpcdist: {note}", file=sys.stderr)
-    spec = build(chosen, {**options, "script": script, "script_args": list(script_args)})
-    if spec.max_running:  # max_running=N: the array's own %N, as the CLI's --max-running
-        from hpcdist.sweeps.arrays import with_max_running
-
-        spec = with_max_running(spec)
-    return spec
+    return build(chosen, {**options, "script": script, "script_args": list(script_args)})
 
 
 def job(ref: str) -> JobHandle:

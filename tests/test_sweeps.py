@@ -201,6 +201,20 @@ def test_max_running_limits_a_plain_array_from_the_api_as_from_the_cli(tmp_path,
         api.job_spec("train.py", max_running=2, **where)
 
 
+def test_every_built_spec_carries_max_running_and_a_profiles_is_blamed_on_its_file(tmp_path):
+    """The ``%N`` is folded where the spec is built (one pass, for the CLI, the API and a direct
+    ``hpcdist.submission.submit.submit(spec)``); a profile's max_running with no array names the file."""
+    from hpcdist.submission.profiles import ProfileError, build, load_profile
+
+    spec = _spec(tmp_path, array="0-5%4", max_running=2)
+    assert spec.array == "0-5%2" and spec.max_running == 2
+    (tmp_path / "hpcdist.toml").write_text('[profiles.site]\nscheduler = "pbs"\nmax_running = 2\n')
+    profile = load_profile("site", [str(tmp_path / "hpcdist.toml")])
+    assert build(profile, {"script": "train.py", "array": "0-3"}).array == "0-3%2"
+    with pytest.raises(ProfileError, match=r"hpcdist.toml: profiles.site.max_running = 2: it limits the subjobs"):
+        build(profile, {"script": "train.py"})
+
+
 @pytest.mark.parametrize("args, words", [
     (["--scheduler", "local", "--sweep", "lr=1,2"], "--scheduler 'local': the local backend runs one job"),
     (["--scheduler", "pbs", "--sweep", "lr=1,2", "--array", "0-1"], "--array '0-1': a sweep is an array already"),
@@ -260,7 +274,7 @@ def _spec(tmp_path, **values):
 
 
 def test_a_sweep_over_the_cap_is_split_and_waits_for_room_under_the_job_cap(tmp_path, monkeypatch):
-    spec = _spec(tmp_path, max_running=2)
+    spec = _spec(tmp_path, max_running=2, sweep=["lr=0,1,2,3,4", "b=1,2,3,4,5"])
     stub = Submitted(str(tmp_path / "jobs"))
     queue = iter([0, 6, 6, 0, 0])  # the user's queued jobs, at each look
     monkeypatch.setattr(arrays, "POLL_S", 0)

@@ -98,18 +98,8 @@ def run_render(args: Namespace) -> int:
         from hpcdist.sweeps import cli as sweeps
 
         return sweeps.render_first(spec, command_line(), dry_run=False)
-    sys.stdout.write(render(_max_running(spec), command_line=command_line()))
+    sys.stdout.write(render(spec, command_line=command_line()))
     return 0
-
-
-def _max_running(spec):
-    """--max-running N with --array: the array's own ``%N`` (hpcdist.sweeps.arrays, which
-    hpcdist.submit() calls too)."""
-    if not spec.max_running:
-        return spec
-    from hpcdist.sweeps.arrays import with_max_running
-
-    return with_max_running(spec)
 
 
 def run_submit(args: Namespace) -> int:
@@ -126,7 +116,6 @@ def run_submit(args: Namespace) -> int:
     _warn_flags_after_script(args)
     if spec.sweep or spec.sweep_file:
         return _submit_sweep(args, spec)
-    spec = _max_running(spec)
     if args.dry_run:
         sys.stdout.write(render(spec, command_line=command_line()))
         folder = ".hpcdist/jobs/<name>-<time>"

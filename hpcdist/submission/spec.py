@@ -166,6 +166,7 @@ def build_spec(values: dict, *, check_files: bool = True) -> JobSpec:
     containers.check(out, given, launcher, chosen)
     chosen.check(out, given, launcher)
     _rules(out, given, check_files)
+    _check_array(out)
     return JobSpec(**out, notes=tuple(notes))
 
 
@@ -234,6 +235,24 @@ def _rules(out: dict, given: dict, check_files: bool) -> None:
             raise v.ValidationError("--template-dir", out["template_dir"], "is not a folder.", "Check the path.")
         _check_output(out)
     _check_restarts(out, given)
+
+
+def _check_array(out: dict) -> None:
+    """An array's rules: a sweep is an array already; ``--max-running N`` limits an array or a
+    sweep, and a plain array's N becomes its own ``%N`` (``0-5%2``: Slurm --array, PBS Pro -J and
+    Torque -t read it; the renderer writes the indices as they are). A sweep's arrays get theirs
+    when it is cut (:func:`hpcdist.sweeps.arrays.array_of`)."""
+    sweep = out.get("sweep") or out.get("sweep_file")
+    if sweep and out.get("array"):
+        raise v.ValidationError("--array", out["array"], "a sweep is an array already: its indices are the sets'.",
+                                "Leave --array out (--max-running N limits how many run at once).")
+    running = out.get("max_running")
+    if not running or sweep:
+        return
+    if not out.get("array"):
+        raise v.ValidationError("--max-running", running, "it limits the subjobs of an array or a sweep, "
+                                "and this job is neither.", "Give --sweep or --array, or leave it out.")
+    out["array"] = f"{out['array'].partition('%')[0]}%{running}"
 
 
 def _check_output(out: dict) -> None:

@@ -80,9 +80,6 @@ def check(spec, sets: list[dict]) -> None:
     if not get_scheduler(spec.scheduler, spec.dialect).queued:
         raise ValidationError("--scheduler", spec.scheduler, f"the {spec.scheduler} backend runs one job: it has no "
                               f"array to run a sweep of {len(sets)} sets in.", "Submit the sweep with --scheduler slurm or pbs.")
-    if spec.array:
-        raise ValidationError("--array", spec.array, "a sweep is an array already: its indices are the sets'.",
-                              "Leave --array out (--max-running N limits how many run at once).")
 
 
 def array_of(count: int, max_running: int | None) -> str | None:
@@ -91,19 +88,6 @@ def array_of(count: int, max_running: int | None) -> str | None:
     if count < 2:
         return None
     return f"0-{count - 1}" + (f"%{max_running}" if max_running else "")
-
-
-def with_max_running(spec):
-    """A plain array's ``max_running`` N as the array's own ``%N`` (``0-5%2``: Slurm --array, PBS Pro
-    -J, Torque -t read it), the one home of it for ``hpcdist submit``/``render`` and
-    ``hpcdist.submit()`` (the renderer writes ``spec.array`` as it is). A sweep is left as it is:
-    each of its arrays gets its own (:func:`array_of`)."""
-    if not spec.max_running or spec.sweep or spec.sweep_file:
-        return spec
-    if not spec.array:
-        raise ValidationError("--max-running", spec.max_running, "it limits the subjobs of an array or a sweep, "
-                              "and this job is neither.", "Give --sweep or --array, or leave it out.")
-    return dataclasses.replace(spec, array=f"{spec.array.partition('%')[0]}%{spec.max_running}")
 
 
 def caps(spec) -> tuple:
