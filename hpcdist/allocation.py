@@ -81,9 +81,11 @@ def _from_env(cls, environ=None, slots_per_node: "int | None" = None) -> "Alloca
 
 
 def _from_slurm(cls, nodelist: str, tasks_per_node: str) -> "Allocation":
-    found = read({"SLURM_JOB_NODELIST": nodelist, "SLURM_TASKS_PER_NODE": tasks_per_node}, scheduler="slurm")
+    from hpcdist.schedulers.slurm_job import NODELISTS
+
+    found = read(dict(zip(NODELISTS[0], (nodelist, tasks_per_node))), scheduler="slurm")
     if found is None:
-        raise AllocationError(f"SLURM_JOB_NODELIST={nodelist!r} is empty: no hosts were allocated")
+        raise AllocationError(f"{NODELISTS[0][0]}={nodelist!r} is empty: no hosts were allocated")
     return found
 
 

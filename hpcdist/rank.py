@@ -121,7 +121,7 @@ def run(argv: "list[str]") -> int:
         print(f"{sys.executable}: can't open file {script_path!r}: [Errno {e.errno}] {e.strerror}", file=sys.stderr)
         return 2
     try:
-        compiled = compile(source, script_path, "exec", dont_inherit=True)
+        compiled = compile_script(source, script_path)
         sys.modules["__main__"] = main
         atexit.register(_let_go, main)  # registered first: runs last
         exec(compiled, main.__dict__)
@@ -145,6 +145,51 @@ def run(argv: "list[str]") -> int:
             sys.stderr.flush()
             abort_if_running(code)
         return code
+
+
+class _Compiled(BaseException):
+    """Raised by :func:`compile_script`'s hook as the compiled script is about to start: it never runs."""
+
+
+def compile_script(source: bytes, path: str):
+    """``compile(source, path, "exec", dont_inherit=True)``, without compile()'s cost to a rank.
+
+    compile()'s first call makes Python's ~120 AST classes (it asks whether ``source`` is an AST):
+    ~12M instructions, a third of ``python SCRIPT``'s whole start, which never makes them. exec()
+    compiles the same source the same way, named "<string>", without them: a profile hook takes the
+    code object as it is about to start (and stops it there, before its first instruction), and
+    ``_imp._fix_co_filename`` (importlib's, for a moved .pyc) names it and the code in it by the
+    script's path. compile() itself does what this cannot do as it would: a compiler's warning or
+    error (it would name "<string>"), a tracer or profiler already set (it would see the capture),
+    a hook that does not fire. No flag is inherited (``dont_inherit``): this module imports nothing
+    from ``__future__`` (tests/test_rank_compile.py holds the code equal to compile()'s).
+    """
+    if sys.gettrace() is None and sys.getprofile() is None:
+        import _imp
+        import warnings  # loaded already: importlib, which runs this module, imports it
+
+        scratch = {"__builtins__": {}}  # should the hook not fire: no import, no builtin, nothing done
+        found = []
+
+        def hook(frame, event, arg):
+            if event == "call" and frame.f_globals is scratch:
+                found.append(frame.f_code)
+                raise _Compiled
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                sys.setprofile(hook)
+                try:
+                    exec(source, scratch)
+                finally:
+                    sys.setprofile(None)  # as it was: none was set
+        except _Compiled:
+            _imp._fix_co_filename(found[0], path)
+            return found[0]
+        except Exception:  # noqa: BLE001 - compile() says it, as python would
+            pass
+    return compile(source, path, "exec", dont_inherit=True)
 
 
 def _let_go(module) -> None:

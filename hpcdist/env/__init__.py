@@ -374,22 +374,26 @@ def _warn_if_batch_step(env: EnvReader, why: Explanation) -> None:
     tasks = env.first(("SLURM_NTASKS", "SLURM_NPROCS"), "number of tasks")
     # The batch step has SLURM_PROCID=0 (an salloc shell has none: left alone).
     if env.has("SLURM_PROCID") and tasks is not None and tasks[0] > 1:
+        from hpcdist.schedulers.slurm_job import JOB_ID_VARIABLES
+
         message = (
-            f"this process runs in Slurm job {env.get('SLURM_JOB_ID')}, which has {tasks[0]} "
+            f"this process runs in Slurm job {env.get(JOB_ID_VARIABLES[0])}, which has {tasks[0]} "
             f"tasks ({tasks[1]}), but it is the batch step, not an srun task: it runs as one process (rank 0 of 1). "
             f"Start the training with srun (or torchrun, mpirun, deepspeed) to use all tasks."
         )
+    # Tested by every lookup without a launcher, before any scheduler module is loaded: named here
+    # as in pbs_job (tests/test_env_scheduler_names.py holds them equal).
     elif env.has("PBS_JOBID") and env.has("PBS_NODEFILE"):
         from hpcdist.allocation import AllocationError
-        from hpcdist.schedulers.pbs_job import nodefile_lines
+        from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, nodefile_lines
 
         try:
-            slots = len(nodefile_lines(env.text("PBS_NODEFILE")))
+            slots = len(nodefile_lines(env.text(NODEFILE)))
         except AllocationError:
             slots = 0
         if slots > 1:
             message = (
-                f"this process runs in PBS job {env.get('PBS_JOBID')}, whose PBS_NODEFILE lists "
+                f"this process runs in PBS job {env.get(JOB_ID_VARIABLES[0])}, whose {NODEFILE} lists "
                 f"{slots} slots, but no launcher started it: it runs as one process (rank 0 of 1). "
                 f"Start the training with mpirun, torchrun or deepspeed to use all slots."
             )

@@ -108,22 +108,26 @@ def _allocation(env: EnvReader, launcher: str) -> "Allocation | None":
 
 
 def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts: "Allocation | None") -> None:
+    # Slurm's allocation variables are named in slurm_job alone: under Slurm _allocation has loaded
+    # it; elsewhere (a rank whose launcher says no local size) it costs ~0.3M instructions, once.
+    from hpcdist.schedulers.slurm_job import NODE_COUNTS, TASKS_PER_NODE
+
     job_tasks = env.first(("SLURM_NTASKS", "SLURM_NPROCS"), "number of tasks")
-    one_node = env.first(("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "FLUX_JOB_NNODES"), "number of nodes")
+    one_node = env.first((*NODE_COUNTS, "FLUX_JOB_NNODES"), "number of nodes")
     if one_node is not None and one_node[0] == 1:
         reading.put("local_world_size", world, f"the world size on one node ({one_node[1]})")
     elif job_tasks is not None and job_tasks[0] == world:  # the run has the job's tasks
         per_node = env.first(("SLURM_NTASKS_PER_NODE",), "number of tasks per node")
-        counts = env.text("SLURM_TASKS_PER_NODE")
+        counts = env.text(TASKS_PER_NODE)
         node = reading.get("node_rank")
         if node is None and hosts is not None and hosts.where.startswith("SLURM_"):
             node = D.host_position(hosts.hosts)
         if per_node is not None:
             reading.put("local_world_size", per_node[0], f"{per_node[1]} ({job_tasks[1]} in all)")
         elif counts is not None and node is not None:
-            listed = D.slurm_parse("expand_counts", "SLURM_TASKS_PER_NODE", counts)
+            listed = D.slurm_parse("expand_counts", TASKS_PER_NODE, counts)
             if node < len(listed):
-                reading.put("local_world_size", listed[node], f"entry {node} of SLURM_TASKS_PER_NODE={counts}")
+                reading.put("local_world_size", listed[node], f"entry {node} of {TASKS_PER_NODE}={counts}")
     elif hosts is not None and hosts.slots is not None and sum(hosts.slots.values()) == world:  # a line per rank
         index = D.host_position(hosts.hosts)
         if index is not None:
@@ -132,7 +136,7 @@ def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts: "
     if "local_world_size" not in reading.values and job_tasks is not None and one_node is not None:
         reading.unknown["local_world_size"] = (
             f"{job_tasks[1]} over {one_node[1]} need not be even (Slurm places tasks by free CPUs), and no "
-            f"SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE or LOCAL_WORLD_SIZE says it: submit with "
+            f"SLURM_NTASKS_PER_NODE, {TASKS_PER_NODE} or LOCAL_WORLD_SIZE says it: submit with "
             f"--ntasks-per-node, or set LOCAL_WORLD_SIZE."
         )
 
@@ -186,7 +190,9 @@ def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool)
         return reading.unknown[field]
     values, launcher = reading.values, reading.launcher
     if field == "local_world_size" and launcher in D.SRUN_TASKS:
-        return ("an srun task without SLURM_GTIDS, SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE: the number "
+        from hpcdist.schedulers.slurm_job import STEP_TASKS_PER_NODE, TASKS_PER_NODE  # loaded: an srun task's
+
+        return (f"an srun task without SLURM_GTIDS, {STEP_TASKS_PER_NODE} or {TASKS_PER_NODE}: the number "
                 "of tasks on this node is not said. Start the task with srun itself, or set LOCAL_WORLD_SIZE.")
     if field == "local_world_size" and launcher == "flux":
         return (f"Flux says no number of tasks per node, and FLUX_JOB_SIZE={env.get('FLUX_JOB_SIZE')} tasks on "

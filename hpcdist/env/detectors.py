@@ -140,19 +140,19 @@ DEEPSPEED = Launcher(
 
 def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
     from hpcdist.allocation import AllocationError
-    from hpcdist.schedulers.lsf_job import allocation
+    from hpcdist.schedulers.lsf_job import RANKFILE, allocation
 
     try:
-        found = allocation(env) if env.text("LSB_DJOB_RANKFILE") is not None else None
+        found = allocation(env) if env.text(RANKFILE) is not None else None
     except AllocationError as e:
         raise DistEnvError(str(e)) from None
     hosts = found.host_names if found is not None else []
     if hosts:
-        path = env.text("LSB_DJOB_RANKFILE")
-        reading.put("master_addr", hosts[0], f"first compute host in LSB_DJOB_RANKFILE={path}")
+        path = env.text(RANKFILE)
+        reading.put("master_addr", hosts[0], f"first compute host in {RANKFILE}={path}")
         index = host_position(hosts)
         if index is not None:
-            reading.put("node_rank", index, f"position of {hosts[index]} in LSB_DJOB_RANKFILE={path}")
+            reading.put("node_rank", index, f"position of {hosts[index]} in {RANKFILE}={path}")
 
 
 def host_position(hosts: "list[str]") -> "int | None":
@@ -296,6 +296,9 @@ def in_srun_task(env: EnvReader) -> bool:
 
 
 def _srun_task(env: EnvReader, reading: Reading) -> None:
+    # Slurm's allocation variables are named in slurm_job alone; read below, it is loaded here anyway.
+    from hpcdist.schedulers.slurm_job import STEP_TASKS_PER_NODE, TASKS_PER_NODE
+
     node = reading.get("node_rank")
     gtids = env.text("SLURM_GTIDS")
     if gtids is not None:
@@ -306,9 +309,9 @@ def _srun_task(env: EnvReader, reading: Reading) -> None:
         # the step has the job's tasks, which srun without options gives.
         world = reading.get("world_size")
         job_tasks = env.integer("SLURM_NTASKS", "number of tasks") if env.has("SLURM_STEP_NUM_TASKS") else world
-        for var in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+        for var in (STEP_TASKS_PER_NODE, TASKS_PER_NODE):
             per_node = env.text(var)
-            if per_node is None or (var == "SLURM_TASKS_PER_NODE" and job_tasks != world):
+            if per_node is None or (var == TASKS_PER_NODE and job_tasks != world):
                 continue
             counts = slurm_parse("expand_counts", var, per_node)
             if node >= len(counts):
@@ -396,9 +399,9 @@ SUBMITIT_LOCAL = Launcher(
 
 def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
     from hpcdist.allocation import AllocationError
-    from hpcdist.schedulers.pbs_job import nodefile_lines
+    from hpcdist.schedulers.pbs_job import NODEFILE, nodefile_lines
 
-    path = env.text("PBS_NODEFILE")
+    path = env.text(NODEFILE)
     try:
         lines = nodefile_lines(path)
     except AllocationError as e:
@@ -406,14 +409,14 @@ def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
     rank = reading.get("rank")
     if rank is None:
         return
+    where = f"{NODEFILE}={path}"
     if rank >= len(lines):
         raise DistEnvError(
-            f"PBS_VNODENUM={rank} but PBS_NODEFILE={path} has {len(lines)} lines: the "
+            f"{PBSDSH.variables['rank'][0]}={rank} but {where} has {len(lines)} lines: the "
             f"task's slot is not in the node file."
         )
     host = lines[rank]
     hosts = list(dict.fromkeys(lines))
-    where = f"PBS_NODEFILE={path}"
     reading.put("world_size", len(lines), f"{len(lines)} lines in {where}")
     reading.put("local_rank", lines[:rank].count(host), f"earlier lines for {host} in {where}")
     reading.put("local_world_size", lines.count(host), f"lines for {host} in {where}")
@@ -422,7 +425,9 @@ def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
 
 
 #: A task started by ``pbsdsh``: its slot index into ``$PBS_NODEFILE``. ``PBS_TASKNUM`` is the
-#: TM task id, not a rank, and is never read.
+#: TM task id, not a rank, and is never read. Its markers are tested by every lookup that no
+#: launcher before it claimed, before any scheduler module is loaded: named here as in pbs_job
+#: (tests/test_env_scheduler_names.py holds them equal).
 PBSDSH = Launcher("pbs", ("PBS_VNODENUM", "PBS_NODEFILE"), {"rank": ("PBS_VNODENUM",)}, required=("rank",),
                   completes=_pbsdsh_slot)
 

@@ -7,8 +7,21 @@ Light (nothing but :mod:`hpcdist.hostlist` when a node list is read): the rank r
 
 #: Where a Slurm job finds its id (the second is the old name, still set).
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID")
-#: Step ids that are not srun tasks (the batch script, the extern step, and their numbers).
+#: Where a process finds its step's id (srun's task marker too: hpcdist.env.detectors names it as well,
+#: tested before anything of Slurm's is loaded), and the step ids that are not srun tasks (the batch
+#: script, the extern step, and their numbers).
+STEP_ID = "SLURM_STEP_ID"
 NON_TASK_STEP_IDS = ("batch", "extern", "4294967291", "4294967292")
+# The allocation's variables, named here alone: the rank resolver (hpcdist.env) reads them from
+# here once it has loaded this module, never before.
+#: The tasks per node of the job, and of the step (srun rewrites the task counts to the step's).
+TASKS_PER_NODE, STEP_TASKS_PER_NODE = "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"
+#: The job's node list (the older name second) with its tasks per node, in the order they are looked for.
+NODELISTS = (("SLURM_JOB_NODELIST", TASKS_PER_NODE), ("SLURM_NODELIST", TASKS_PER_NODE))
+#: The step's node list with its tasks per node: an srun task of the run reads it first.
+STEP_NODELIST = ("SLURM_STEP_NODELIST", STEP_TASKS_PER_NODE)
+#: The job's number of nodes (the older name second).
+NODE_COUNTS = ("SLURM_JOB_NUM_NODES", "SLURM_NNODES")
 
 
 def allocation(environ, step: bool = False, slots: bool = True):
@@ -25,11 +38,11 @@ def allocation(environ, step: bool = False, slots: bool = True):
     """
     from hpcdist.schedulers.job_hosts import Allocation, AllocationError
 
-    pairs = [("SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE"), ("SLURM_NODELIST", "SLURM_TASKS_PER_NODE")]
+    pairs = NODELISTS
     if step is None:
         step = in_task(environ)
-    if step and environ.get("SLURM_STEP_NODELIST"):
-        pairs.insert(0, ("SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE"))
+    if step and environ.get(STEP_NODELIST[0]):
+        pairs = (STEP_NODELIST, *pairs)
     found = next((p for p in pairs if environ.get(p[0])), None)
     if found is None:
         return None
@@ -57,7 +70,7 @@ def allocation(environ, step: bool = False, slots: bool = True):
 
 def in_task(environ) -> bool:
     """This process is an srun task (its step is not the batch script's, nor the extern one)."""
-    return (environ.get("SLURM_STEP_ID") or "").strip() not in ("", *NON_TASK_STEP_IDS)
+    return (environ.get(STEP_ID) or "").strip() not in ("", *NON_TASK_STEP_IDS)
 
 
 def parse(reader: str, variable: str, value: str) -> list:
@@ -119,9 +132,9 @@ def start_elastic(command: list, options: dict) -> int:
 
     if command[:1] != ["srun"]:
         raise SystemExit("hpcdist agents --elastic: the command must start with srun")
-    nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or 0)
+    nodes = int(os.environ.get(NODE_COUNTS[0]) or os.environ.get(NODE_COUNTS[1]) or 0)
     if nodes < 2:
-        raise SystemExit("hpcdist agents --elastic: SLURM_JOB_NUM_NODES is not 2 or more: this runs inside a "
+        raise SystemExit(f"hpcdist agents --elastic: {NODE_COUNTS[0]} is not 2 or more: this runs inside a "
                          "Slurm job of several nodes")
     # Which agent hosts the rendezvous store: the first node's alone (torchrun reads its
     # --rdzv-conf from PET_RDZV_CONF; srun passes the environment on). Left to guess, an agent on
