@@ -128,6 +128,7 @@ def measure(args, tmp: Path, base: Path, valgrind: bool, torch: bool) -> dict:
     shutil.copy(REPO / "hpcdist" / "__init__.py", pkg / "hpcdist" / "__init__.py")
     (pkg / "hpcdist" / "nothing.py").write_text("")
     shutil.copy(HERE / "floor_rank.py", pkg / "hpcdist" / "floor.py")
+    shutil.copy(REPO / "hpcdist" / "rank.py", pkg / "hpcdist" / "rank.py")  # the floor compiles as the rank does
     work = tmp / "work"  # every command runs here: nothing of either tree on sys.path but its PYTHONPATH
     work.mkdir()
     scripts = {"empty script": work / "empty.py"}

@@ -5,8 +5,9 @@ bench_rank_start.py copies this file into a package beside a copy of
 so that it pays what any module started with ``python -m`` pays (runpy and
 what it imports, the package's ``__init__``). Then, as
 :func:`hpcdist.rank.run`: the script's ``__main__`` module, its source read
-and compiled (the first ``compile()`` of a process builds the ``ast`` module's
-~120 node types), the last atexit handler that lets go of it with a full
+and compiled as hpcdist.rank compiles it (its ``compile_script``, from a copy of
+``hpcdist/rank.py`` beside this one: builtin ``compile()``'s first call in a process
+would build the ``ast`` module's ~120 node types), the last atexit handler that lets go of it with a full
 collection, and the script run. No rank is resolved, nothing is exported, no
 argument is read but the script's path. Not part of hpcdist; not a test.
 """
@@ -36,7 +37,9 @@ def main() -> None:
                          __cached__=None, __loader__=importlib.machinery.SourceFileLoader("__main__", script_path))
     with io.open_code(script_path) as f:
         source = f.read()
-    compiled = compile(source, script_path, "exec", dont_inherit=True)
+    from hpcdist.rank import compile_script
+
+    compiled = compile_script(source, script_path)
     sys.modules["__main__"] = main
     atexit.register(_let_go, main)
     exec(compiled, main.__dict__)

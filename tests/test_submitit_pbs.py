@@ -3,7 +3,9 @@
 The unit rows need no scheduler: the parameters' table, the ids, the plugin's registration, the
 script hpcdist renders for it. The cluster rows run on the real OpenPBS 23.06 (tests/openpbs.py):
 a user's Python script on the head (``pbshead``), jobs on ``pbsn1``/``pbsn2``, job history off
-(the server's default) and on. Each row's time here (2 shared cores, the suite's load aside) is
+(the server's default) and on; the README, a traceback, a map over the array cap and a
+Checkpointable also run on the Slurm test cluster through its Torque stand-in
+(tests/test_submitit_torque.py). Each row's time here (2 shared cores, the suite's load aside) is
 in its docstring.
 """
 
@@ -388,58 +390,15 @@ def test_a_checkpointable_function_stopped_by_the_walltime_goes_on_and_finishes(
     warning 25 s before it, the first task's checkpoint(), the job resubmitted from pbsn1 (qsub
     -V, -W depend=afterany), the new job goes on from the checkpointed count and returns 50.
     Job history off: the state follows the job to its new id all the same. About 1 min here."""
-    out = results_of(run_python(pbs, tmp_path, CHECKPOINTED, timeout=420))
+    went_on(results_of(run_python(pbs, tmp_path, CHECKPOINTED, timeout=420)), tmp_path / "log_ckpt")
+
+
+def went_on(out: dict, folder) -> None:
+    """CHECKPOINTED's answer: 50 steps over two runs or more, each a job of its own, the state
+    COMPLETED, and submitit's lines of the checkpoint in the first task's logs."""
     assert out["done"] == 50 and len(out["runs"]) >= 2 and len(set(out["runs"])) == len(out["runs"]), out
     assert out["id"] == P.submitit_id(out["runs"][0]) and out["state"] == "COMPLETED", out
     # submitit's logger: warnings in the task's .err, the rest in its .out (both runs append to them).
-    err, log = (tmp_path / "log_ckpt" / f"{out['id']}_0_log.err").read_text(), (tmp_path / "log_ckpt" / f"{out['id']}_0_log.out").read_text()
+    err, log = (folder / f"{out['id']}_0_log.err").read_text(), (folder / f"{out['id']}_0_log.out").read_text()
     assert "walltime warning (SIGUSR2): this job is timed-out" in err, err
     assert "Calling checkpoint method" in log and "Checkpointed; the job script resubmits the job" in log, log
-
-
-# --------------------------------------------------------------------------
-# On the Slurm test cluster: the parts the executors share
-# --------------------------------------------------------------------------
-
-
-SHARED = textwrap.dedent("""
-    import json, socket
-    import submitit
-    import hpcdist
-
-    def where():
-        import hpcdist.env
-        env = submitit.JobEnvironment()
-        dist = hpcdist.env.current()
-        return {"host": socket.gethostname(), "cluster": env.cluster,
-                "submitit": [env.global_rank, env.local_rank, env.node, env.num_tasks, env.num_nodes],
-                "hpcdist": [dist.rank, dist.local_rank, dist.node_rank, dist.world_size,
-                            dist.world_size // dist.local_world_size]}
-
-    slurm = hpcdist.submit_function(where, scheduler="slurm", nodes=2, procs_per_node=2, walltime="5m",
-                                    folder="log_slurm")
-    executor = submitit.AutoExecutor(folder="log_torque", cluster="pbs")
-    executor.update_parameters(timeout_min=5, nodes=2, tasks_per_node=2, pbs_dialect="torque")
-    torque = executor.submit(where)
-    print("RESULT " + json.dumps({"slurm": slurm.results(), "torque": torque.results(),
-                                  "torque_script": open(torque.paths.submission_file).read()}))
-""")
-
-
-@pytest.mark.slurm_cluster
-def test_submit_function_on_slurm_and_the_torque_dialect_give_the_same_ranks(cluster, tmp_path):
-    """hpcdist.submit_function(scheduler="slurm") (submitit's own Slurm executor, srun tasks) and
-    the PBS executor's Torque dialect through the cluster's PBS personality (Slurm's qsub wrapper;
-    Torque has no server here): 2 nodes x 2 tasks each, ranks 0-3 on node1 and node2,
-    submitit.JobEnvironment() and hpcdist.env agreeing on every task. About 15 s here."""
-    (tmp_path / "main.py").write_text(SHARED)
-    proc = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, env=testcluster.client_env(cluster),
-                          capture_output=True, text=True, timeout=400)
-    out = results_of(proc)
-    assert "#PBS -l nodes=2:ppn=2" in out["torque_script"], out["torque_script"]
-    for name, expected in (("slurm", "slurm"), ("torque", "pbs")):
-        results = out[name]
-        assert [r["cluster"] for r in results] == [expected] * 4, results
-        assert [r["submitit"][0] for r in results] == [0, 1, 2, 3], results
-        assert all(r["submitit"] == r["hpcdist"] for r in results), results
-        assert len({r["host"] for r in results}) == 2, results

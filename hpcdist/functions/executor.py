@@ -103,7 +103,9 @@ class PbsInfoWatcher(core.InfoWatcher):
                 info.update(State=state.state, ExitCode=state.exit_code, Reason=state.reason or "")
             except Exception as e:  # this job's trouble alone (its scheduler refused to answer)
                 info.update(State="UNKNOWN", Reason=str(e))
-            codes = jobs.read_subjob_exit_codes(record.path) if "[]" in record.job_id else {}
+            # Subjobs (123_4) only come from an array this executor submitted: their exit code
+            # files say how each ended, whatever form of id the qsub front end printed.
+            codes = jobs.read_subjob_exit_codes(record.path) if any("_" in j for j in by_record[path]) else {}
             for job_id in by_record[path]:
                 self._info_dict[job_id] = _subjob_info(info, job_id, codes)
         self._last_status_check = time.time()

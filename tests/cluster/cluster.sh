@@ -180,7 +180,14 @@ if [ ! -s "\$nf" ] && [ -n "\${SLURM_JOB_NODELIST:-}" ]; then
         && mv -f "\$tmp" "\$nf" 2>/dev/null && chmod 644 "\$nf"
 fi
 echo "export PBS_NODEFILE=\$nf"
-echo "export PBS_JOBID=\$SLURM_JOB_ID"
+if [ -n "\${SLURM_ARRAY_TASK_ID:-}" ]; then
+    # A subjob of an array (qsub -t), as a Torque mom names it: 123[4], its index in PBS_ARRAYID
+    # (TORQUE Administrator Guide, "Job arrays"; the server part is left out, as for a job's own id).
+    echo "export PBS_JOBID=\$SLURM_ARRAY_JOB_ID[\$SLURM_ARRAY_TASK_ID]"
+    echo "export PBS_ARRAYID=\$SLURM_ARRAY_TASK_ID"
+else
+    echo "export PBS_JOBID=\$SLURM_JOB_ID"
+fi
 echo "export PBS_O_WORKDIR=\${SLURM_SUBMIT_DIR:-\$PWD}"
 echo "export PBS_JOBNAME=\${SLURM_JOB_NAME:-job}"
 echo "export PBS_NUM_NODES=\${SLURM_JOB_NUM_NODES:-1}"
