@@ -75,7 +75,7 @@ def record(folder: Path, count: int) -> None:
         draft.commit({"job_id": job_id, "cluster": None, "scheduler": "slurm", "dialect": None,
                       "job_name": "train", "workdir": str(folder), "log": draft.default_log,
                       "submitted_at": time.time(), "command_line": "hpcdist submit --scheduler slurm train.py"})
-        # Each job has run (RUNNING or COMPLETED): its script wrote its start line (jobs.start_line_shell).
+        # Each job has run (RUNNING or COMPLETED): its script wrote its start line (job_folder.sh.j2's record_start).
         with open(os.path.join(draft.path, jobs.RUNS), "w") as f:
             f.write(f"{jobs.START} {int(time.time())} {job_id} node{k % 16}\n")
 

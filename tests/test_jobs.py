@@ -35,10 +35,18 @@ def test_the_runner_file_round_trips_and_a_broken_one_is_none(tmp_path):
     assert jobs.read_runner(str(tmp_path)) is None
 
 
+def folder_lines(folder: str, index_variable: str | None = None, recorded_id: str = "${HPCDIST_JOB_ID:-}"):
+    """The job folder's macros of the script (hpcdist/schedulers/job_folder.sh.j2), as the template gets them."""
+    from hpcdist.submission.render import environment
+
+    values = job_files.script_context(folder, index_variable, recorded_id=recorded_id)
+    return environment().get_template("hpcdist/job_folder.sh.j2").make_module({"job_files": values})
+
+
 def test_the_runs_file_lines_written_here_and_by_the_script_are_read_back(tmp_path):
     (tmp_path / jobs.RECORD).write_text(json.dumps({"job_id": "7", "scheduler": "pbs", "log": "/l/job.log"}))
-    subprocess.run(["bash", "-c", jobs.start_line_shell(str(tmp_path))], check=True,
-                   env={**os.environ, "HPCDIST_JOB_ID": "7"})
+    subprocess.run(["bash", "-c", 'job_dir=$1 exit_file=x; ' + folder_lines(str(tmp_path)).record_start(), "x",
+                    str(tmp_path)], check=True, env={**os.environ, "HPCDIST_JOB_ID": "7"})
     second = jobs.restart_log("/l b/job.log", 1)
     jobs.record_resubmission(str(tmp_path), "8", second)
     history = jobs.Job(str(tmp_path)).history()
@@ -48,5 +56,21 @@ def test_the_runs_file_lines_written_here_and_by_the_script_are_read_back(tmp_pa
 
 def test_no_job_folder_gives_the_template_nothing():
     assert job_files.script_context(None) is None
-    assert job_files.script_context("/j")["exit_code_file"] == '"$job_dir/exit_code"'
+    assert folder_lines("/j").exit_code_file() == '"$job_dir/exit_code"'
     assert job_files.script_context("/j")["folder"] == "/j"
+
+
+@pytest.mark.parametrize("index", [None, "3"])
+def test_a_subjob_writes_its_own_exit_code_and_progress(tmp_path, index):
+    """The script's words for the exit code file and the progress folder, run by bash: an array's
+    subjob's carry its index (hpcdist.jobs.subjobs reads them); the array's script run without it
+    (submitted by hand as one job) writes the job's own."""
+    lines = folder_lines(str(tmp_path), "SLURM_ARRAY_TASK_ID")
+    script = (f'job_dir=$1; exit_file={lines.exit_code_file()}; status=5; {lines.write_exit_code()}; '
+              f'mkdir {lines.progress_dir()}')
+    env = {"PATH": os.environ["PATH"], **({"SLURM_ARRAY_TASK_ID": index} if index else {})}
+    subprocess.run(["bash", "-euc", script, "x", str(tmp_path)], check=True, env=env)
+    suffix = f".{index}" if index else ""
+    assert sorted(os.listdir(tmp_path)) == [jobs.EXIT_CODE + suffix, jobs.PROGRESS + suffix]
+    assert (jobs.read_subjob_exit_codes(str(tmp_path)) if index else {None: jobs.read_exit_code(str(tmp_path))}) \
+        == {(int(index) if index else None): 5}

@@ -105,11 +105,15 @@ def test_running_the_job_script_again_by_hand_keeps_the_jobs_recorded_failure(tm
 
 
 def _check_run(folder, recorded_id: str, environ: dict) -> bool:
-    """Whether the script's check (job_files.recorded_run_shell) takes a run with ``environ`` for the
-    job recorded in ``folder``: the scheduler's variables set by hand, as no scheduler runs here."""
-    from hpcdist.jobs import job_files  # not at the top: this file runs against the code before it too
+    """Whether the script's check (``check_run`` in hpcdist/schedulers/job_folder.sh.j2) takes a run
+    with ``environ`` for the job recorded in ``folder``: the scheduler's variables set by hand, as no
+    scheduler runs here."""
+    from hpcdist.jobs import job_files
+    from hpcdist.submission.render import environment
 
-    script = f'job_dir={folder}\nexit_file=x\n{job_files.recorded_run_shell(recorded_id)}\n[ -n "$exit_file" ]\n'
+    lines = environment().get_template("hpcdist/job_folder.sh.j2").make_module(
+        {"job_files": job_files.script_context(str(folder), recorded_id=recorded_id)})
+    script = f'job_dir={folder}\nexit_file=x\n{lines.check_run()}\n[ -n "$exit_file" ]\n'
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env={"PATH": os.environ["PATH"], **environ},
                           capture_output=True, text=True, timeout=30)
     return proc.returncode == 0

@@ -1,5 +1,6 @@
 """The job folder, ``.hpcdist/jobs/<name>-<time>/``: this module is the only code that reads or
-writes one (the job script writes two of its files, with the lines :mod:`hpcdist.jobs.job_files` gives it).
+writes one (the job script writes two of its files: its lines are ``hpcdist/schedulers/job_folder.sh.j2``'s,
+from the names :mod:`hpcdist.jobs.job_files` gives it).
 
 Where it runs: on the login node (submit, status, logs, cancel).
 
@@ -38,7 +39,6 @@ from stat import S_ISREG
 from hpcdist.jobs.folders import (JobFolderError, cannot_create, check_ours, looks_like_id, read_bytes, record_problem, shown,
                              unreadable, usable_root, word)
 from hpcdist.schedulers import QUEUED
-from hpcdist.shell import Shell, quote
 from hpcdist.jobs.subjobs import indexed, logs_of
 
 #: Where the job folders are: ``.hpcdist/jobs`` of the current folder, or $HPCDIST_JOBS_DIR (set by a
@@ -362,19 +362,12 @@ def _exit_code_in(path: str) -> int | None:
 
 def write_exit_code_shell(target: str) -> str:
     """Shell that writes ``$status`` into the file ``target`` (a shell word) whole: to a
-    temporary file beside, then renamed over it, so a reader sees no file or a whole number."""
+    temporary file beside, then renamed over it, so a reader sees no file or a whole number.
+    The local runner's; the job script's is the same line (job_folder.sh.j2, ``write_exit_code``)."""
     return f'echo "$status" > "{target}.tmp" && mv -f "{target}.tmp" "{target}"'
 
 
-# -- The runs file -----------------------------------------------------------------------------
-
-def start_line_shell(folder: str, job_id_variable: str = "HPCDIST_JOB_ID") -> str:
-    """Shell that appends this run's ``start <time> <id> <host>`` line to the runs file of the job
-    folder ``folder`` (a shell word: a path, quoted here, or ``"$job_dir"``); one short ``>>``
-    write is whole even beside another."""
-    runs = f'"{folder[1:-1]}/{RUNS}"' if isinstance(folder, Shell) else quote(_in_script(folder, RUNS))
-    return f'echo "{START} $(date +%s) ${job_id_variable} $(hostname)" >> {runs}'
-
+# -- The runs file (each start of the script appends its line: job_folder.sh.j2, ``record_start``) -------
 
 def record_resubmission(folder: str, job_id: str, log: str = "") -> None:
     """Append ``resubmitted <time> <id> <log>`` to the runs file: ``hpcdist status`` then
@@ -423,14 +416,6 @@ def _runner_words(folder: str) -> list | None:
     except OSError:
         return None
     return words if len(words) in (2, 4) else None
-
-
-# -- What the job script needs (the rest is hpcdist/jobs/job_files.py's) --------------------------------
-
-def _in_script(folder: str, name: str) -> str:
-    # Joined as the template always did ("folder/name", even after a trailing "/"): the
-    # rendered scripts stay byte-identical.
-    return f"{folder}/{name}"
 
 
 class Broken:

@@ -6,7 +6,7 @@ named by its array index (one shared file would be overwritten by each subjob in
 - the log of subjob ``i`` is ``<prefix><i><suffix>``, ``[prefix, suffix]`` being the record's
   ``subjob_logs`` (the scheduler puts the index there: ``Scheduler.array_log``);
 - its exit code is in ``exit_code.<i>``: the job script's exit-code file, the index appended
-  (:func:`exit_file_shell`);
+  (``of_subjob`` in hpcdist/schedulers/job_folder.sh.j2);
 - its ranks' progress is in ``progress.<i>/`` (:func:`progress_dir`), and how its monitor ended it
   in ``ended.json.<i>`` (:mod:`hpcdist.jobs.ending`): each subjob is watched, and ended, alone.
 """
@@ -43,12 +43,6 @@ def logs_of(record: dict) -> list[tuple[int, str]] | None:
     if not (isinstance(pattern, list) and len(pattern) == 2 and all(isinstance(p, str) for p in pattern)):
         return None
     return indexed(*pattern)
-
-
-def exit_file_shell(path_word: str, index_variable: str) -> str:
-    """Shell for the exit-code file of this subjob: ``path_word`` (a quoted path) with ``.<index>``
-    appended when ``index_variable`` is set (a job submitted without the array runs too)."""
-    return f"{path_word}${{{index_variable}:+.${index_variable}}}"
 
 
 def of_subjob(name: str, index: int | None) -> str:

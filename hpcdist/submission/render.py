@@ -260,8 +260,14 @@ def _environment(folder: str | None, user_dir: str | None):
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters = _Filters(env.filters, raw=Shell, module=_module_command)
+    env.filters = _Filters(env.filters, raw=Shell, module=_module_command, command=_command)
     return env
+
+
+def _command(words) -> Shell:
+    """The words as one command, each quoted unless raw, its long line broken with `` \\``
+    continuations (:func:`hpcdist.shell.command_lines`)."""
+    return Shell(command_lines([words] if isinstance(words, str) else list(words)))
 
 
 def _module_command(value: str) -> Shell:
@@ -297,24 +303,23 @@ def _check_folder(path: str, what: str) -> str:
 
 
 def _job_files(job_dir: str | None, spec, scheduler):
-    """The job folder's files as the script writes them (:mod:`hpcdist.jobs.job_files`); None without a
-    folder (`hpcdist render`)."""
+    """The job folder's values for the template (:mod:`hpcdist.jobs.job_files`; its lines are
+    ``job_folder.sh.j2``'s), and the job's monitor's; None without a folder (`hpcdist render`)."""
     if not job_dir:
         return None
     from hpcdist.jobs import job_files  # `hpcdist render` writes no job folder: it loads none of this
 
     files = job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
-                                     scheduler.job_id_variable, scheduler.recorded_id_shell)
+                                     scheduler.job_id_variable, Shell(scheduler.recorded_id_shell))
     # The job's monitor (hpcdist.progress.watch): stragglers and hangs into the log; it ends with the batch shell.
-    monitor = [*launchers.hpcdist_command(spec), "monitor", "--dir", files["progress_dir"], "--pid", Shell("$$")]
+    flags = []
     if spec.hang_floor_s is not None:
-        monitor += ["--hang-floor", str(spec.hang_floor_s)]
+        flags += ["--hang-floor", str(spec.hang_floor_s)]
     if spec.hang_timeout_s is not None:
-        monitor += ["--hang-timeout", str(spec.hang_timeout_s)]
+        flags += ["--hang-timeout", str(spec.hang_timeout_s)]
     # In a container job: the host's hpcdist, which it may not have (the image's cannot see this shell).
-    if_found = containers.get(spec) is not None
-    line = ("command -v hpcdist >/dev/null && " if if_found else "") + command_lines(monitor) + " &"
-    return {**files, "monitor": Shell(line), "monitor_if_found": if_found}
+    return {**files, "hpcdist": launchers.hpcdist_command(spec), "monitor_flags": flags,
+            "monitor_if_found": containers.get(spec) is not None}
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
