@@ -118,8 +118,10 @@ def test_a_silent_rank_on_this_node_is_named_by_its_process_state_and_elsewhere_
     gone.wait()
     os.kill(stopped.pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: watch.process_state({"node": here, "pid": stopped.pid, "started": now}) == "stopped", 10,
-                 "the stopped state")
+        # Each process in its state first: on a loaded machine a just-started one may not be yet.
+        for p, state in ((stopped, "T"), (asleep, "S"), (busy, "R")):
+            wait_for(lambda: watch.process_state({"node": here, "pid": p.pid, "started": now})
+                     == watch.PROCESS_STATES[state], 10, f"the state {state} of pid {p.pid}")
         ranks = [{"rank": r, "node": here, "pid": p.pid, "started": now, "silent": 30.0}
                  for r, p in enumerate([busy, asleep, stopped, gone])]
         ranks.append({"rank": 4, "node": "elsewhere", "pid": 1234, "started": now, "silent": 30.0})

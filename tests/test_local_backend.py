@@ -20,11 +20,13 @@ from launch import clean_env
 
 #: A rank that says what it was given.
 REPORT = """
-import os
+import os, sys
 import hpcdist.env
 env = hpcdist.env.resolve()
 seen = {name: os.environ.get(name) for name in ("SLURM_JOB_ID", "PBS_NODEFILE", "PMI_RANK")}
-print(f"rank {env.rank} of {env.world_size} master {env.master_addr}:{env.master_port} saw {seen}", flush=True)
+# One write, the line with its end: print() writes them apart (PYTHONUNBUFFERED), and two ranks'
+# lines on the shared log could run into one.
+sys.stdout.write(f"rank {env.rank} of {env.world_size} master {env.master_addr}:{env.master_port} saw {seen}\\n")
 """
 
 
