@@ -311,15 +311,9 @@ def _job_files(job_dir: str | None, spec, scheduler):
 
     files = job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
                                      scheduler.job_id_variable, Shell(scheduler.recorded_id_shell))
-    # The job's monitor (hpcdist.progress.watch): stragglers and hangs into the log; it ends with the batch shell.
-    flags = []
-    if spec.hang_floor_s is not None:
-        flags += ["--hang-floor", str(spec.hang_floor_s)]
-    if spec.hang_timeout_s is not None:
-        flags += ["--hang-timeout", str(spec.hang_timeout_s)]
-    # In a container job: the host's hpcdist, which it may not have (the image's cannot see this shell).
-    return {**files, "hpcdist": launchers.hpcdist_command(spec), "monitor_flags": flags,
-            "monitor_if_found": containers.get(spec) is not None}
+    # The job's monitor (hpcdist.progress.watch; its command is the template's): the hpcdist it runs and,
+    # in a container job, only where the host has one (the image's cannot see this shell).
+    return {**files, "hpcdist": launchers.hpcdist_command(spec), "monitor_if_found": containers.get(spec) is not None}
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
