@@ -16,13 +16,17 @@
 #   3. where that index cannot be reached, pip's own index, after a line saying so and the size.
 # HPCDIST_TORCH=pypi skips 1 and 2: pip's own choice (the CUDA build on Linux x86_64).
 # The size and the time are said before each download. `bash scripts/bootstrap.sh torch` installs
-# torch alone (into .venv, made if missing), nothing else.
+# torch alone (into .venv, made if missing), nothing else. `bash scripts/bootstrap.sh tests` (run by
+# scripts/test.sh) adds the test suite's own Debian packages (tests/cluster/packages.txt: its
+# clusters' Slurm, sshd, pdsh, podman...) before pytest collects anything, so that no test is
+# skipped for want of what could be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 record() { if [ -n "${HPCDIST_INSTALL_RECORD:-}" ]; then echo "scripts/bootstrap.sh: $*" >>"$HPCDIST_INSTALL_RECORD"; fi; }
 only=${1:-}
-if [ -n "$only" ] && [ "$only" != torch ]; then
-  echo "bootstrap: error: argument '$only': the only one is 'torch' (install torch alone); run it with no argument for everything" >&2
+if [ -n "$only" ] && [ "$only" != torch ] && [ "$only" != tests ]; then
+  echo "bootstrap: error: argument '$only': give 'torch' (install torch alone) or 'tests' (everything," \
+       "and the test suite's Debian packages); run it with no argument for everything else" >&2
   exit 2
 fi
 torch_version=2.13.0
@@ -37,7 +41,12 @@ command -v mpirun.openmpi >/dev/null || apt_packages+=(openmpi-bin libopenmpi-de
 command -v mpiexec.mpich >/dev/null || apt_packages+=(mpich libmpich-dev)
 # --stage-env's image (mksquashfs at submit, squashfuse on the nodes; without them: the tar).
 { command -v mksquashfs && command -v squashfuse; } >/dev/null || apt_packages+=(squashfs-tools squashfuse)
-if [ -z "$only" ] && ((${#apt_packages[@]})); then
+if [ "$only" = tests ]; then
+  for p in $(sed 's/#.*//' tests/cluster/packages.txt); do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || apt_packages+=("$p")
+  done
+fi
+if [ "$only" != torch ] && ((${#apt_packages[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: apt-get install ${apt_packages[*]}"
     apt-get update -qq
@@ -45,7 +54,7 @@ if [ -z "$only" ] && ((${#apt_packages[@]})); then
     record "apt-get install ${apt_packages[*]} (system-wide)"
   else
     echo "bootstrap: cannot install ${apt_packages[*]} (needs root and apt-get);" \
-         "the tests that run MPI will say they are skipped and why" >&2
+         "the tests that need them will say they are skipped and why" >&2
   fi
 fi
 

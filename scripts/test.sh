@@ -10,5 +10,5 @@ cd "$(dirname "$0")/.."
 HPCDIST_INSTALL_RECORD=$(mktemp "${TMPDIR:-/tmp}/hpcdist-installed.XXXXXX")
 export HPCDIST_INSTALL_RECORD
 trap 'rm -f "$HPCDIST_INSTALL_RECORD"' EXIT
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh tests
 .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

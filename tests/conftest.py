@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pytest  # noqa: E402
 
 import openpbs  # noqa: E402
+from ci_skips import pytest_runtest_makereport  # noqa: E402,F401  (under CI=true a skip fails)
 import testcluster  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

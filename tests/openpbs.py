@@ -29,10 +29,11 @@ OPENPBS_SH = ROOT / "tests" / "cluster" / "openpbs.sh"
 SHIPPED = ROOT.parent / "shared" / "openpbs"
 TARBALL = "openpbs-23.06.06-cd7ab5e-slim.tar.xz"
 PBS_EXEC = "/opt/pbs"
-#: What the build needs at run time that the image lacks (../shared/openpbs/README.md), and the
-#: compute hosts' sshd and the clients the launchers run over it (mpirun, pdsh): a fresh machine has
-#: none of them, and the Slurm cluster, which installs them too, may not have started first.
-PACKAGES = ("libical3", "libhwloc15", "libcjson1", "openssh-server", "openssh-client", "pdsh")
+#: What the build needs at run time that the image lacks (../shared/openpbs/README.md), the
+#: compute hosts' sshd and the clients the launchers run over it (mpirun, pdsh): one list with the
+#: Slurm cluster's, which scripts/bootstrap.sh installs before the run (this is for a bare pytest).
+PACKAGES = tuple(line.split("#")[0].strip() for line in (ROOT / "tests" / "cluster" / "packages.txt")
+                 .read_text().splitlines() if line.split("#")[0].strip())
 #: The cluster's state (PBS_HOME of each host, the datastore): PBS refuses a home under /tmp.
 STATE = pathlib.Path(os.environ.get("HPCDIST_OPENPBS_DIR", "/var/spool/hpcdist-openpbs"))
 HEAD = "pbshead"

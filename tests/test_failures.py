@@ -180,14 +180,18 @@ def test_supervise_ends_the_launch_when_pdsh_reports_a_failed_node():
 
 def test_supervise_ends_what_the_launcher_started_in_a_session_of_its_own(tmp_path):
     """pdsh starts each ssh with setsid(): out of the launcher's process group. Left running, an
-    ssh kept its node's ranks attached after the job's end (the real OpenPBS's DeepSpeed row)."""
+    ssh kept its node's ranks attached after the job's end (the real OpenPBS's DeepSpeed row).
+    supervise returns only once what it killed has ended: a killed process runs on until the
+    kernel schedules it, and under load the job's clean-up looked before that (the state was R).
+    The child's start time tells it from a process that took its pid since."""
     pid_file = tmp_path / "pid"
-    proc, took = supervise(f"setsid sleep 300 >/dev/null 2>&1 & echo $! > {pid_file}; "
+    proc, took = supervise(f"setsid sleep 300 >/dev/null 2>&1 & echo $! $(cut -d' ' -f22 /proc/$!/stat) > {pid_file}; "
                            'echo "pdsh@node1: node2: ssh exited with exit code 1" >&2; sleep 50 & wait')
-    pid = int(pid_file.read_text())
+    pid, started = pid_file.read_text().split()
     try:
         with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
+            fields = f.read().rsplit(")", 1)[1].split()
+        state = fields[0] if fields[19] == started else "gone"
     except FileNotFoundError:
         state = "gone"
     assert state in ("gone", "Z"), f"the launcher's setsid child {pid} is still running ({state})"

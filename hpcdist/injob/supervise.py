@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shlex
 import signal
 import subprocess
 import sys
 import threading
+import time
 
 from hpcdist.injob.end_all import ENDING, GRACE_S, WARNINGS
 
@@ -42,6 +44,8 @@ FAILED_NODE = re.compile(rb"^pdsh@[^:\s]+: ([^:\s]+): \S+ exited with exit code 
 
 #: Seconds after the start in which a pdsh launch is looked for (once a second, until found).
 LOOK_FOR_LAUNCH_S = 300
+#: Seconds supervise waits, at most, for the processes it killed to be gone before it returns.
+KILLED_WAIT_S = 5.0
 
 
 def failed_node(line: bytes) -> tuple[str, int] | None:
@@ -113,14 +117,45 @@ def _environment(pid: int) -> dict[str, str]:
         return dict(os.environ, PDSH_RCMD_TYPE="ssh")
 
 
-def _kill_processes(found: list[tuple[int, bytes]]) -> None:
+def _kill_processes(found: list[tuple[int, bytes]], wait: float = KILLED_WAIT_S) -> None:
+    """SIGKILL to each of ``found`` that is still the same process, then wait up to ``wait``
+    seconds for each to end: a killed process stays running until the kernel schedules it, which
+    on a loaded node came after supervise had returned and the job's clean-up had looked."""
+    ending = []
     for pid, started in found:
+        try:
+            pidfd = os.pidfd_open(pid)  # held from here on: the pid cannot be reused under it
+        except OSError:  # gone already (or a kernel without pidfds: a plain kill, no wait)
+            pidfd = None
         stat = _stat(pid)
-        if len(stat) > 19 and stat[19] == started:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        try:
+            if len(stat) > 19 and stat[19] == started:
+                if pidfd is None:
+                    os.kill(pid, signal.SIGKILL)
+                else:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                    ending.append(pidfd)
+                    continue
+        except (ProcessLookupError, PermissionError):
+            pass
+        if pidfd is not None:
+            os.close(pidfd)
+    _wait_ended(ending, wait)
+
+
+def _wait_ended(pidfds: list[int], wait: float) -> None:
+    """Until every process of ``pidfds`` has ended (a pidfd reads as ready then), at most ``wait``
+    seconds; the pidfds are closed."""
+    poller = select.poll()
+    for fd in pidfds:
+        poller.register(fd, select.POLLIN)
+    left, deadline = set(pidfds), time.monotonic() + wait
+    while left and time.monotonic() < deadline:
+        for fd, _ in poller.poll(max(1, int((deadline - time.monotonic()) * 1000))):
+            poller.unregister(fd)
+            left.discard(fd)
+    for fd in pidfds:
+        os.close(fd)
 
 
 def _hosts(pdsh_argv: list[str]) -> str:

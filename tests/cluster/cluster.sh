@@ -31,10 +31,9 @@ TAG="# hpcdist-cluster"
 CTLD_PORT=${HPCDIST_CLUSTER_CTLD_PORT:-16817}
 SLURMD_PORT=${HPCDIST_CLUSTER_SLURMD_PORT:-16818}
 WAIT_S=${HPCDIST_CLUSTER_WAIT:-60}
-# podman, runc, mmdebstrap: the container row (tests/cluster/container-image.sh).
-PACKAGES="slurm-wlm slurm-wlm-torque munge openssh-server openssh-client pdsh iproute2 podman runc mmdebstrap"
-
 HERE=$(cd "$(dirname "$0")" && pwd)
+# What the test hosts need (and the OpenPBS cluster, and the container rows): one list for all.
+PACKAGES=$(sed 's/#.*//' "$HERE/packages.txt")
 
 log() { echo "[cluster] $*" >&2; }
 die() { log "error: $*"; exit 1; }
