@@ -131,6 +131,8 @@ def run(argv: "list[str]") -> int:
         from hpcdist.env.mpi_discovery import abort_if_running, exit_status
 
         code = exit_status(exc)
+        global ERROR
+        ERROR = f"{type(exc).__name__}: {exc}".splitlines()[0][:300] if code else None
         if not isinstance(exc, SystemExit):
             # As python would: through sys.excepthook (init_distributed's failure report hooks
             # in there), showing the script's frames, not this module's.
@@ -145,6 +147,10 @@ def run(argv: "list[str]") -> int:
             sys.stderr.flush()
             abort_if_running(code)
         return code
+
+
+#: How the script ended, where it raised: the exception's type and first line (for the rank's record).
+ERROR = None
 
 
 class _Compiled(BaseException):
@@ -224,7 +230,7 @@ def main(argv: "list[str] | None" = None) -> None:
         recorder = progress.start()
     status = run(argv)
     if recorder is not None:
-        recorder.finish(status)
+        recorder.finish(status, ERROR)
     sys.exit(status)
 
 

@@ -253,7 +253,10 @@ def test_golden_requeue_scripts(scheduler, dialect, name, extra):
     (dict(scheduler="slurm", signal_margin="19h"), ["--signal-margin", "65535"]),
     (dict(scheduler="slurm", signal_margin="300"), ["--signal-margin", "bare number"]),
     (dict(scheduler="slurm", requeue=-1), ["--requeue", "-1"]),
-    (dict(scheduler="slurm", launcher="srun", max_restarts=2), ["--max-restarts", "torchrun setting", "srun"]),
+    (dict(scheduler="slurm", spare_nodes=1), ["--spare-nodes", "only at a restart", "--max-restarts N"]),
+    (dict(scheduler="local", max_restarts=1, spare_nodes=1), ["--spare-nodes", "this host", "slurm or pbs"]),
+    (dict(scheduler="slurm", nodes=2, min_nodes=1, max_restarts=1, spare_nodes=1),
+     ["--spare-nodes", "elastic", "one of the two"]),
     (dict(scheduler="slurm", nodes=2, min_nodes=3), ["--min-nodes", "more than --nodes 2"]),
 ])
 def test_restart_and_requeue_mistakes_are_caught(values, needles):

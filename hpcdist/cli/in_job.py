@@ -1,6 +1,7 @@
-"""The commands that run inside a job: ``env``, ``hostfile``, ``supervise``, ``requeue``, and the
-two every job script calls, ``job-setup`` and ``agents``, whose arguments are read by hand
-(:data:`BY_HAND`: argparse alone costs more than their work, on every job).
+"""The commands that run inside a job: ``env``, ``hostfile``, ``supervise``, ``requeue``, the two
+every job script calls, ``job-setup`` and ``agents``, and ``restart`` (a job's with
+``--max-restarts``), whose arguments are read by hand (:data:`BY_HAND`: argparse alone costs more
+than their work, on every job).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from hpcdist.cli.common import CommandError, help_end, positive_int
 from hpcdist.schedulers import QUEUED
 
 #: The commands here, in the order `hpcdist --help` lists them.
-COMMANDS = ("env", "hostfile", "supervise", "requeue", "job-setup", "agents")
+COMMANDS = ("env", "hostfile", "supervise", "requeue", "job-setup", "agents", "restart")
 #: The commands whose arguments are read by hand, and the function that runs each.
-BY_HAND = ("job-setup", "agents")
+BY_HAND = ("job-setup", "agents", "restart")
 
 
 def run_by_hand(name: str, argv: list[str]) -> int:
@@ -22,6 +23,10 @@ def run_by_hand(name: str, argv: list[str]) -> int:
     # Each in-job module imported by the command that runs it: no other command pays for them.
     if name == "job-setup":
         from hpcdist.injob.job_setup import main
+
+        return main(argv)
+    if name == "restart":
+        from hpcdist.injob.restart import main
 
         return main(argv)
     from hpcdist.injob.agents import USAGE, node_agent, parse, reap
@@ -46,7 +51,8 @@ def run_by_hand(name: str, argv: list[str]) -> int:
 #: The in-job commands run without argparse, as `hpcdist --help` lists them: each module's first
 #: docstring line (tests/test_cli.py holds them equal), so that the list loads neither module.
 LISTED = {"job-setup": "the job's set-up before the launcher, in one interpreter.",
-          "agents": "start a launcher's agent once on every node, and end them all when one fails."}
+          "agents": "start a launcher's agent once on every node, and end them all when one fails.",
+          "restart": "after a failed launch, whether to start it again, and on which nodes."}
 
 
 def add_parsers(sub, only: str | None, command: str | None) -> None:
@@ -106,7 +112,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         requeue.add_argument("--script", required=True, help="PBS: the job script to submit again")
         requeue.add_argument("--job-dir", help="the job folder, where the resubmission is recorded")
         requeue.set_defaults(run=run_requeue)
-    for name, module in (("job-setup", "hpcdist.injob.job_setup"), ("agents", "hpcdist.injob.agents")):
+    for name, module in (("job-setup", "hpcdist.injob.job_setup"), ("agents", "hpcdist.injob.agents"),
+                         ("restart", "hpcdist.injob.restart")):
         if name in (only, command):  # its own help: hpcdist.cli runs them without argparse
             text = __import__(module, fromlist=["USAGE"])
             usage, _, description = text.USAGE.partition("\n")

@@ -76,9 +76,15 @@ __all__ = [
     "init_distributed",
     "step",
     "phase",
+    "restart_count",
+    "NO_RESTART",
 ]
 
 _current: DistEnv | None = None
+#: The exit status with which the training says "do not restart me" (``sys.exit(NO_RESTART)``)
+#: under ``--max-restarts``: a restart cannot mend what it found (a diverged loss, a corrupt data
+#: set). sysexits' EX_CONFIG.
+NO_RESTART = 78
 
 
 def __getattr__(name: str):
@@ -125,6 +131,13 @@ def get_master_addr() -> str:
 
 def get_master_port() -> int:
     return current().value("master_port")
+
+
+def restart_count() -> int:
+    """How many times the job script has restarted the launch (``--max-restarts``): 0 on the first
+    launch, and outside a job. A training that restarts goes on from its last checkpoint."""
+    value = os.environ.get("HPCDIST_RESTART", "")
+    return int(value) if value.isdigit() else 0
 
 
 def detect_launcher() -> str:

@@ -25,7 +25,14 @@ the lines the script sources (``job.env`` there), each value quoted:
   are left out: DeepSpeed writes them inside double quotes).
 
 The log gets one line, ``hpcdist: nodes: node1 node2; master: node1:20123`` (``hpcdist logs``
-names a failed node by its index in it). Its arguments are read by hand, not by argparse: this
+names a failed node by its index in it).
+
+A job that restarts its launch (``--max-restarts``: :mod:`hpcdist.injob.restart`) runs the set-up
+again between two launches, with the same arguments (kept in ``setup.argv`` in the run folder):
+the nodes listed in ``bad_nodes`` there are left out (a spare of the allocation takes their
+place), the port is drawn again, and ``--restart N`` exports ``HPCDIST_RESTART``.
+
+Its arguments are read by hand, not by argparse: this
 runs in every job, where its cost is felt.
 """
 
@@ -39,13 +46,16 @@ from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401
 PASSED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "HPCDIST_IMAGE")
 #: What the set-up (and the stop block) export: the other nodes need them too.
 OWN = ("MASTER_ADDR", "MASTER_PORT", "HPCDIST_JOB_ID", "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE",
-       "HPCDIST_PROGRESS_DIR", "HPCDIST_PYTHON")
+       "HPCDIST_PROGRESS_DIR", "HPCDIST_PYTHON", "HPCDIST_RESTART")
+#: In the run folder: the set-up's arguments (NUL-separated), for a restart's set-up; the nodes a
+#: restart left out, one a line.
+ARGV_FILE, BAD_NODES_FILE = "setup.argv", "bad_nodes"
 #: Prefixes DeepSpeed's environment file takes whole (its own docs: NCCL_*, and UCX's).
 DEEPSPEED_PREFIXES = ("NCCL_", "UCX_")
 
 USAGE = ("usage: hpcdist job-setup --scheduler NAME --dir RUN_DIR [--nodes N] [--hostfile FORMAT:SLOTS]\n"
          "                          [--master-addr HOST] [--master-port PORT] [--pass NAME]... [--mpi-env]\n"
-         "                          [--deepspeed-env] [--port-unchecked]\n"
+         "                          [--deepspeed-env] [--port-unchecked] [--restart N]\n"
          "Inside a job script: write the node list, the launcher's hostfile and job.env, the lines to\n"
          "source (the master, its port, the variables to pass), into RUN_DIR.")
 
@@ -58,7 +68,8 @@ def parse(argv: list) -> dict:
     """The options, as a dict; SetupError for a mistake (the template writes them, so a mistake
     here is an edited script's)."""
     flags = {"--scheduler": "scheduler", "--dir": "dir", "--nodes": "nodes", "--hostfile": "hostfile",
-             "--master-addr": "master_addr", "--master-port": "master_port", "--pass": "pass"}
+             "--master-addr": "master_addr", "--master-port": "master_port", "--pass": "pass",
+             "--restart": "restart"}
     switches = {"--mpi-env": "mpi_env", "--deepspeed-env": "deepspeed_env", "--port-unchecked": "port_unchecked"}
     options: dict = {"pass": [], "mpi_env": False, "deepspeed_env": False, "port_unchecked": False}
     args = list(argv)
@@ -81,7 +92,7 @@ def parse(argv: list) -> dict:
     for required in ("scheduler", "dir"):
         if required not in options:
             raise SetupError(f"--{required} is required")
-    for name in ("nodes", "master_port"):
+    for name in ("nodes", "master_port", "restart"):
         if name in options and not (options[name].isascii() and options[name].isdigit()):
             raise SetupError(f"--{name.replace('_', '-')} {options[name]!r}: expected a whole number")
     if "master_port" in options and not (len(options["master_port"]) < 6 and 0 < int(options["master_port"]) < 65536):
@@ -105,6 +116,9 @@ def setup(options: dict, environ) -> tuple:
         raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "
                          f"and its node list are not): submit it to {scheduler} (the header names the command), "
                          f"or render it for the scheduler it runs under")
+    bad = set(read_lines(os.path.join(options["dir"], BAD_NODES_FILE)))
+    if bad:  # a restart's: the nodes it left out; the spares take their places
+        alloc = type(alloc)([pair for pair in alloc.hosts if pair[0] not in bad], alloc.source)
     hosts = alloc.host_names
     wanted = int(options.get("nodes", 0))
     local = getattr(job_module, "MASTER_ADDR", None)
@@ -141,6 +155,8 @@ def setup(options: dict, environ) -> tuple:
               # This interpreter, by its path: `python` on another node may be another one (a login
               # shell's conda or pyenv put before the job's PATH, as Open MPI's remote shells do).
               "HPCDIST_PYTHON": sys.executable}
+    if options.get("restart"):
+        values["HPCDIST_RESTART"] = str(int(options["restart"]))
     lines = [f"# Written by `hpcdist job-setup` in job {job_id}, from {alloc.source}."]
     lines += [f"export {name}={quote(value)}" for name, value in values.items()]
     exported = {**environ, **values}
@@ -154,6 +170,15 @@ def setup(options: dict, environ) -> tuple:
         lines.append(f"export DS_ENV_FILE={quote(_write(folder, 'deepspeed_env', text))}")
     log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}"
     return "\n".join(lines) + "\n", log
+
+
+def read_lines(path: str) -> list:
+    """The lines of ``path`` that hold something (none when there is no such file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.strip() for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
 
 
 def _write(folder: str, name: str, text: str) -> str:
@@ -177,6 +202,8 @@ def main(argv: list) -> int:
         options = parse(argv)
         text, log = setup(options, os.environ)
         _write(options["dir"], "job.env", text)
+        if "restart" not in options:  # the first set-up's, for a restart's (hpcdist.injob.restart)
+            _write(options["dir"], ARGV_FILE, "\0".join(argv))
         # The job's start and the set-up's end, for the start-up's breakdown (hpcdist.progress.startup).
         from hpcdist.progress.startup import record_setup
         import time

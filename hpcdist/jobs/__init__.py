@@ -21,6 +21,7 @@ Its files:
   An array's subjobs each write ``exit_code.<index>``, and a log of their own (:mod:`hpcdist.jobs.subjobs`).
 - ``sweep.json``: a sweep's array only, which parameter set each subjob runs (:mod:`hpcdist.jobs.params`).
 - ``ended.json``: why hpcdist ended the job (its monitor, at --hang-timeout): :mod:`hpcdist.jobs.ending`.
+- ``restarts``: the launch's restarts inside the job (``--max-restarts``): :mod:`hpcdist.jobs.launch_restarts`.
 - ``runner`` (:data:`RUNNER`): local jobs only, ``<pid> <start time> <host> <boot id>`` of the
   runner process (the last two: where it runs; older folders have the first two alone).
 

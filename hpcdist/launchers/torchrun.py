@@ -3,8 +3,9 @@
 Where it runs: on the login node (the launch lines), and on the job's first node, where
 ``python -m hpcdist.launchers.torchrun --hold-store PORT`` holds the agents' rendezvous store.
 
-Its settings (``--max-restarts``, ``--min-nodes``) are its own (their owner in
-:mod:`hpcdist.submission.options`): refused under the other launchers. Its log names a failed rank in its
+``--min-nodes`` is its own (its owner in :mod:`hpcdist.submission.options`): refused under the other
+launchers; an elastic job's ``--max-restarts`` are torchrun's, any other job's the job script's
+(:mod:`hpcdist.injob.restart`). Its log names a failed rank in its
 "Root Cause" block.
 """
 
@@ -52,7 +53,8 @@ class Torchrun(Launcher):
         # c10d rendezvous on the first host; the rendezvous assigns node ranks.
         # Elastic: MIN:MAX nodes; the training goes on (after a restart) with those left.
         nnodes = f"{spec.min_nodes}:{spec.nodes}" if spec.elastic else str(spec.nodes)
-        restarts = [f"--max-restarts={spec.max_restarts}"] if spec.max_restarts else []
+        # An elastic job's restarts are torchrun's; any other job's, the job script's (--max-restarts).
+        restarts = [f"--max-restarts={spec.max_restarts}"] if spec.elastic and spec.max_restarts else []
         # The first node's agent hosts the store, and only it: left to guess, torch lets an agent
         # on the master's host that cannot listen on the port join whatever listens there
         # (another job's store, another user's program), and on the local backend every agent is
@@ -64,11 +66,11 @@ class Torchrun(Launcher):
             host = ["--rdzv-conf=is_host=0"]
         else:
             host = [Shell('--rdzv-conf=is_host="$(( $NODE_RANK == 0 ))"')]
-        # Workers that restart (--max-restarts, or an elastic job's new round): torch's agents keep
-        # one store for every round, where a restarted worker can read the dead workers' addresses
-        # (gloo "Connection refused" at every restart, until torchrun gives up: pytorch/pytorch#135712,
-        # #167288). Each round then gets a store of its own, as before torch 2.4.
-        fresh = ["env", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"] if spec.max_restarts or spec.elastic else []
+        # An elastic job's new round: torch's agents keep one store for every round, where a restarted
+        # worker can read the dead workers' addresses (gloo "Connection refused" at every restart,
+        # until torchrun gives up: pytorch/pytorch#135712, #167288). Each round then gets a store of
+        # its own, as before torch 2.4.
+        fresh = ["env", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"] if spec.elastic else []
         return [BREAK, *fresh, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'), *host,
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + workers(spec)

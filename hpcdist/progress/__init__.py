@@ -140,8 +140,10 @@ class Recorder:
             self.rdzv_ended = time.time()
         self.phase, self.phase_since = name, now
 
-    def finish(self, status: int) -> None:
-        """The script ended (``status``): one last write, waited for at most a second."""
+    def finish(self, status: int, error: str | None = None) -> None:
+        """The script ended (``status``; ``error``: the exception it ended with, one line): one
+        last write, waited for at most a second. A restart reads both (:mod:`hpcdist.injob.restart`)."""
+        self.exit, self.error = status, error
         self.set_phase("finished" if status == 0 else "failed")
         self._done = True
         self._wake_up()
@@ -249,6 +251,8 @@ class Recorder:
                  "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval,
                  "world": self.world, "run": self.run, "proc_started": self.proc_started,
                  "rdzv_started": self.rdzv_started, "rdzv_ended": self.rdzv_ended}
+        if self._done:  # how the script ended: a restart tells a fault in the code from a lost peer
+            state.update(exit=self.exit, error=self.error)
         _replace(rank_file(self.folder, self.rank), _json(state))
 
     def _answer_stacks(self) -> None:

@@ -380,7 +380,8 @@ class Scheduler:
             raise v.ValidationError("--min-nodes", str(values["min_nodes"]),
                                     f"needs --scheduler {names}: under {self.name} the node agents are started so "
                                     "that one agent's end ends them all.",
-                                    f"Use --max-restarts alone (workers restart on the same nodes), or {titles}.")
+                                    f"Use --max-restarts N with --spare-nodes K (the launch starts again with a spare in "
+                                    f"a lost node's place), or {titles}.")
 
     def check_job_name(self, name) -> str:
         return self.job_names.check(name)

@@ -298,6 +298,9 @@ class Pbs(BatchScheduler):
             ("-o", spec.output),
             (self.dialect.array_flag, spec.array),
             ("-W", spec.dependency and f"depend={spec.dependency}"),
+            # A lost node must not end the job: its restart goes on without it (PBS Pro's own
+            # attribute; Torque has none).
+            ("-W", spec.restarts_launch and self.dialect.name == "pro" and "tolerate_node_failures=all"),
             ("-M", spec.mail_user),
             ("-m", spec.mail_user and "ae"),
         ]

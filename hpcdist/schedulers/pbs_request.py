@@ -201,9 +201,9 @@ def request(spec, torque: bool, format_mem) -> list[str]:
     if torque:
         # A GPU model is a node property after gpus= (TORQUE's nodes grammar: [:gpus=<gpu>][:<property>...]).
         gpus = f":gpus={spec.gpus_per_node}" + (f":{spec.gpu_type}" if spec.gpu_type else "") if spec.gpus_per_node else ""
-        lines = [f"nodes={spec.nodes}:ppn={spec.cpus_per_node}{gpus}"]
+        lines = [f"nodes={spec.allocated_nodes}:ppn={spec.cpus_per_node}{gpus}"]
         if spec.mem_mb:  # Torque's mem is the whole job's
-            lines.append(f"mem={format_mem(spec.mem_mb * spec.nodes)}")
+            lines.append(f"mem={format_mem(spec.mem_mb * spec.allocated_nodes)}")
     elif spec.request == "job-wide":
         lines = job_wide(spec, format_mem)
     else:
@@ -216,7 +216,7 @@ def select(spec, format_mem) -> str:
     """The value of ``-l select=``."""
     if spec.select:
         return spec.select
-    words = [str(spec.nodes)]
+    words = [str(spec.allocated_nodes)]  # the spares too (--spare-nodes)
     if not spec.bare_select:
         words += [f"ncpus={spec.cpus_per_node}", f"mpiprocs={spec.procs_per_node}"]
         if spec.gpus_per_node:
@@ -239,9 +239,9 @@ def place(spec) -> str | None:
 
 def job_wide(spec, format_mem) -> list[str]:
     """The ``-l`` lines of a job-wide request: the whole job's CPUs, GPUs and memory."""
-    lines = [f"ncpus={spec.nodes * spec.cpus_per_node}"]
+    lines = [f"ncpus={spec.allocated_nodes * spec.cpus_per_node}"]
     if spec.gpus_per_node:
-        lines.append(f"ngpus={spec.nodes * spec.gpus_per_node}")
+        lines.append(f"ngpus={spec.allocated_nodes * spec.gpus_per_node}")
     if spec.mem_mb:
-        lines.append(f"mem={format_mem(spec.nodes * spec.mem_mb)}")
+        lines.append(f"mem={format_mem(spec.allocated_nodes * spec.mem_mb)}")
     return lines

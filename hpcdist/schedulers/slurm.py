@@ -206,7 +206,7 @@ class Slurm(BatchScheduler):
             ("job-name", spec.job_name),
             # Shifter's image and modules are the job's (hpcdist.containers).
             *(option[2:].split("=", 1) for option in containers.directives(spec)),
-            ("nodes", spec.nodes),
+            ("nodes", spec.allocated_nodes),  # the spares too (--spare-nodes)
             ("ntasks-per-node", spec.procs_per_node),
             ("gpus-per-node", gpus if spec.gpus_per_node else None),
             ("cpus-per-task", spec.cpus_per_proc),
@@ -224,9 +224,9 @@ class Slurm(BatchScheduler):
             ("mail-user", spec.mail_user),
             ("mail-type", spec.mail_user and "END,FAIL"),
             ("exclusive", spec.exclusive),
-            # A failed node leaves an elastic job running on the others: torchrun goes on with at
-            # least --min-nodes.
-            ("no-kill", spec.elastic),
+            # A failed node leaves the job running on the others: torchrun goes on with at least
+            # --min-nodes, or hpcdist restarts the launch without it (--max-restarts).
+            ("no-kill", spec.elastic or spec.restarts_launch),
             # B: the batch shell only. Signalled too, a torchrun agent would die of USR2 (it passes
             # on only INT, TERM, HUP, QUIT).
             ("signal", spec.stops_on_warning and f"B:USR2@{spec.signal_margin}"),
@@ -246,7 +246,8 @@ class Slurm(BatchScheduler):
         if spec.elastic:
             start = [*hpcdist, "agents", "--elastic", "--", BREAK, "srun", *each]
         else:
-            start = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *each, "--kill-on-bad-exit=1"]
+            start = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *spec.srun_nodelist, *each,
+                     "--kill-on-bad-exit=1"]
         return [command_lines(on_each_node(start, words, "SLURM_NODEID"))]
 
     def spreader(self, spec, mpi):

@@ -94,12 +94,17 @@ OPTIONS = (
     Option("script", str, REQUIRED, check=_script, flags=(), metavar="SCRIPT", profile=False,
            help="the training script; hpcdist's flags go before it"),
     Option("script_args", list, check=_argument, flags=(), metavar="ARGS", profile=False,
-           help="the script's own: everything after SCRIPT goes to it, hpcdist's flags too (submit warns)"),
+           help="the script's own: everything after SCRIPT; hpcdist's flags there are refused, "
+                "except after --"),
     Option("scheduler", str, "local", WHERE, check=_one_of, choices=SCHEDULERS,
            help="local (this machine, no scheduler: a first try), slurm (sbatch) or pbs (qsub); default: local"),
     # PBS: "pro" or "torque"; its check needs the scheduler (a rule of build_spec).
     Option("dialect", str, None, WHERE, choices=PBS_DIALECTS, owner="pbs", help="PBS only (default: pro)"),
     Option("nodes", int, 1, WHERE, check=_at_least_1, help="nodes to ask for (default: 1)"),
+    # Owner: the job's restart loop (hpcdist.injob.restart), under every launcher.
+    Option("spare_nodes", int, 0, WHERE, check=_at_least_0, metavar="K",
+           help="ask for K nodes more, started on only when one of the --nodes fails "
+                "(with --max-restarts; default: 0)"),
     Option("gpus_per_node", int, 0, WHERE, check=_at_least_0, help="GPUs to ask for on each node (default: 0)"),
     Option("procs_per_node", int, 1, WHERE, check=_at_least_1, help="ranks per node (default: one per GPU, else one)"),
     Option("cpus_per_proc", int, None, WHERE, check=_at_least_1, help="CPU cores for each rank (default: 1)"),
@@ -200,8 +205,11 @@ OPTIONS = (
            metavar="SRC[:DST[:OPTS]]", owner="container", help="a host path seen in the container (repeatable)"),
     Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="what starts the ranks "
            "(default: torchrun)"),
-    Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N", owner="torchrun",
-           help="torchrun: restart all workers up to N times after one fails"),
+    # Owner: the job's restart loop (hpcdist.injob.restart), under every launcher; an elastic job's
+    # are torchrun's own (--min-nodes).
+    Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N",
+           help="when the launch fails on a node, start it again up to N times, without a node that does "
+                "not answer (a --spare-nodes one in its place); not for a fault in the training's code"),
     Option("min_nodes", int, None, LAUNCH, check=_at_least_1, metavar="N", owner="torchrun",
            help="torchrun, elastic: go on with at least N of the --nodes"),
     Option("requeue", int, 0, WHERE, check=_at_least_0, metavar="N",

@@ -416,6 +416,8 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         requeue=Shell(command_lines(requeue + [Shell('&& exit_file=""'), Shell("|| status=$?")], width=96)),
         # The user's own lines (--setup, --setup-file), where --setup-on puts them.
         setup=user_setup(spec),
+        # --max-restarts: the command that judges a failed launch and prepares the next (hpcdist.injob.restart).
+        restart=_restart(spec, hpcdist, job_dir),
         # The allocation's files where the image sees them (hpcdist.containers).
         container_lines=[Shell(line) for line in containers.script_lines(spec, scheduler.allocation_files)],
         # The image, exported once at the top: the lines below name it "$HPCDIST_IMAGE".
@@ -423,6 +425,20 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         # --stage-env: the environment copied to every node and unpacked there (hpcdist.submission.stage).
         stage=staged,
     )
+
+
+def _restart(spec, hpcdist: list, job_dir: str | None) -> dict | None:
+    """The restart loop's values (None without ``--max-restarts``, or when torchrun's elastic
+    rounds restart the workers)."""
+    if not spec.restarts_launch:
+        return None
+    words = [*hpcdist, "restart", "--dir", var("run_dir"), "--status", Shell('"$status"'), "--max",
+             str(spec.max_restarts)] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
+    spares = " (one of the --spare-nodes in its place)" if spec.spare_nodes else ""
+    comment = (f"When the launch fails, hpcdist asks every node to answer and starts it again, at most "
+               f"{spec.max_restarts} time{'s' if spec.max_restarts > 1 else ''} (--max-restarts): a node that "
+               f"does not answer is left out{spares}; a fault in the training's own code ends the job.")
+    return {"command": Shell(command_lines(words, width=94)), "comment": comment}
 
 
 def _stage(spec, scheduler, launcher, workdir) -> dict | None:

@@ -16,7 +16,7 @@ from hpcdist.schedulers import registry as schedulers
 from hpcdist import validate as v
 from hpcdist.frozen import DataclassFields, Frozen
 from hpcdist.submission.options import BY_NAME, OPTIONS, REQUIRED
-from hpcdist.shell import quote
+from hpcdist.shell import Shell, quote
 
 #: Time between the walltime warning and the walltime: enough to write a checkpoint of a
 #: few GB to a parallel file system (Slurm may send its warning up to a minute early).
@@ -96,6 +96,22 @@ class JobSpec(Frozen):
     def cpus_per_node(self) -> int:
         """The CPUs a node's processes are given (one each unless ``cpus_per_proc`` says)."""
         return self.procs_per_node * (self.cpus_per_proc or 1)
+
+    @property
+    def allocated_nodes(self) -> int:
+        """The nodes asked of the scheduler: the launch's and its spares."""
+        return self.nodes + self.spare_nodes
+
+    @property
+    def srun_nodelist(self) -> list:
+        """srun's word that keeps a step on the launch's nodes (the set-up's node list) where the
+        allocation has spares: left to choose, srun may take a spare, or a node a restart left out."""
+        return [Shell('--nodelist="$HPCDIST_NODEFILE"')] if self.spare_nodes else []
+
+    @property
+    def restarts_launch(self) -> bool:
+        """The job script starts the launch again when it fails (an elastic job: torchrun does)."""
+        return self.max_restarts > 0 and not self.elastic
 
     @property
     def elastic(self) -> bool:
@@ -283,10 +299,20 @@ def _check_file(flag: str, path: str, where: str, fix: str) -> None:
 
 
 def _check_restarts(out: dict, given: dict) -> None:
-    """torchrun's elastic size; the walltime warning against the walltime."""
+    """torchrun's elastic size; spares; the walltime warning against the walltime."""
     if "min_nodes" in out and out["min_nodes"] > out.get("nodes", 1):
         raise v.ValidationError("--min-nodes", str(out["min_nodes"]), f"is more than --nodes {out.get('nodes', 1)}.",
                                 "Give the fewest nodes the training may go on with, at most --nodes.")
+    spares = out.get("spare_nodes")
+    if spares and not out.get("max_restarts"):
+        raise v.ValidationError("--spare-nodes", str(spares), "a spare node is started on only at a restart, "
+                                "and this job has none.", "Give --max-restarts N too, or leave --spare-nodes out.")
+    if spares and schedulers.get(out["scheduler"]).one_host:
+        raise v.ValidationError("--spare-nodes", str(spares), "every node of a local job is this host.",
+                                "Leave --spare-nodes out, or submit with --scheduler slurm or pbs.")
+    if spares and "min_nodes" in out and out["min_nodes"] < out.get("nodes", 1):
+        raise v.ValidationError("--spare-nodes", str(spares), "an elastic job (--min-nodes) goes on with the "
+                                "nodes left, through torchrun's own restarts.", "Give one of the two.")
     # Slurm's limit, refused under PBS too; not in the table's check, so that a profile's
     # value is refused here, as the flag, as before.
     if out.get("signal_margin_s", 0) > MAX_SIGNAL_MARGIN_S:

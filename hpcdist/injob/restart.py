@@ -1,0 +1,230 @@
+"""``hpcdist restart``: after a failed launch, whether to start it again, and on which nodes.
+
+Where it runs: in the job script, on the first node, between two launches (``--max-restarts N``;
+job.sh.j2's launch block runs the launch in a loop and asks this command after each failure)::
+
+    hpcdist restart --dir "$run_dir" --status "$status" --max 2 [--job-dir "$job_dir"]
+
+Exit 0: the set-up has been run again (``job.env`` in the run folder, to source: the nodes left,
+a new port, ``HPCDIST_RESTART``) and the launch is to start again. Exit 1: the job ends with the
+launch's status; the log says why. In order:
+
+1. a rank that ended with :data:`hpcdist.env.NO_RESTART` (``sys.exit(hpcdist.env.NO_RESTART)``): the training
+   asked for no restart;
+2. every node of the launch is asked to describe itself (``hpcdist doctor --probe``, by srun in a
+   Slurm job, else by ssh) within :data:`ANSWER_S` seconds; one that does not answer, or runs
+   another Python, hpcdist or torch than the first node, is a bad node: left out (``bad_nodes``
+   in the run folder), a spare of the allocation (``--spare-nodes``) takes its place; with no spare
+   left the job ends naming it;
+3. with every node well, a rank that raised an exception that is not a lost peer's (a connection
+   closed, reset or timed out: what the others see when one dies) is a fault in the training's
+   code: not restarted;
+4. after two restarts in a row whose launches made no step, none more (the fault is not a node's);
+5. the restarts are counted against ``--max``.
+
+Each restart is one line in the log and, with a job folder, one JSON line in its ``restarts``
+file (:mod:`hpcdist.jobs.launch_restarts`, which ``hpcdist status`` reads).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from hpcdist.env import NO_RESTART
+from hpcdist.injob.job_setup import ARGV_FILE, BAD_NODES_FILE, SetupError, parse, read_lines, setup
+
+#: Seconds a node has to answer the health check.
+ANSWER_S = 20
+#: Restarts in a row whose launches made no step, after which there is none more.
+STALLED_LIMIT = 2
+#: In the run folder: what the restarts know so far.
+STATE_FILE = "restarts.json"
+#: What a rank sees when a peer dies (torch's and gloo's, NCCL's, MPI's words): not a fault of its code.
+PEER_LOST = ("Connection closed", "Connection reset", "Connection refused", "Broken pipe", "timed out",
+             "Timeout", "DistNetworkError", "DistBackendError", "NCCL", "Gloo", "gloo", "MPI_ERR",
+             "SignalException", "KeyboardInterrupt", "peer")
+#: The versions a node must share with the first one (``hpcdist doctor``'s).
+SAME = ("python", "hpcdist", "torch")
+
+USAGE = ("usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR]\n"
+         "Inside a job script, after a failed launch: end the job (exit 1), or run the set-up again\n"
+         "without the nodes that failed and let the launch start again (exit 0).")
+
+
+def parse_args(argv: list) -> dict:
+    options: dict = {}
+    args = list(argv)
+    while args:
+        word = args.pop(0)
+        name = {"--dir": "dir", "--status": "status", "--max": "max", "--job-dir": "job_dir"}.get(word)
+        if name is None or not args:
+            raise SetupError(f"unknown argument {word!r}" if name is None else f"{word} needs a value")
+        options[name] = args.pop(0)
+    for name in ("dir", "status", "max"):
+        if name not in options:
+            raise SetupError(f"--{name} is required")
+    for name in ("status", "max"):
+        if not options[name].isdigit():
+            raise SetupError(f"--{name} {options[name]!r}: expected a whole number")
+    return options
+
+
+def _state(run_dir: str) -> dict:
+    try:
+        with open(os.path.join(run_dir, STATE_FILE), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"count": 0, "stalled": 0, "launched": 0.0}
+
+
+def _ranks(launched: float) -> list:
+    """This launch's ranks' records (:mod:`hpcdist.progress`), in a job with a progress folder."""
+    folder = os.environ.get("HPCDIST_PROGRESS_DIR")
+    found = []
+    for path in glob.glob(os.path.join(folder, "rank-*.json")) if folder else ():
+        try:
+            with open(path, encoding="utf-8") as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if (record.get("started") or 0) >= launched:
+            found.append(record)
+    return sorted(found, key=lambda r: r.get("rank", 0))
+
+
+def _probe_command(host: str) -> list:
+    from hpcdist.injob.doctor import _probe_argv, _ssh
+
+    if os.environ.get("SLURM_JOB_ID"):
+        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *_probe_argv()]
+    return _ssh(None, ANSWER_S // 2) + ["--", host, " ".join(_probe_argv())]
+
+
+def health(hosts: list, timeout: float = ANSWER_S) -> dict:
+    """host -> why it is not well (it did not answer, another version than this node's), for each
+    host that is not; this node answers by being here."""
+    from hpcdist.injob.doctor import _match, probe
+
+    here = probe()
+    answers: dict = {host: here for host in hosts if _match(here["host"], [host]) == host}
+
+    def ask(host: str) -> None:
+        try:
+            proc = subprocess.run(_probe_command(host), capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, errors="replace")
+            lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+            answers[host] = json.loads(lines[-1]) if proc.returncode == 0 and lines else (
+                (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+        except subprocess.TimeoutExpired:
+            answers[host] = f"no answer within {timeout:g} s"
+        except (OSError, ValueError) as e:
+            answers[host] = str(e)
+
+    threads = [threading.Thread(target=ask, args=(host,), daemon=True) for host in hosts if host not in answers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout + 5)
+    problems = {}
+    for host in hosts:
+        answer = answers.get(host, f"no answer within {timeout:g} s")
+        if isinstance(answer, str):
+            problems[host] = f"did not answer ({answer})"
+            continue
+        other = [f"{name} {answer['versions'].get(name)} (this node's: {here['versions'].get(name)})"
+                 for name in SAME if answer["versions"].get(name) != here["versions"].get(name)]
+        if other:
+            problems[host] = "runs " + ", ".join(other)
+    return problems
+
+
+def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> tuple:
+    """``(restart?, why)`` for a launch that ended with ``status``."""
+    asked = [r for r in ranks if r.get("exit") == NO_RESTART]
+    if asked:
+        return False, f"rank {asked[0].get('rank')} asked for no restart (exit {NO_RESTART})"
+    if problems:
+        return state["count"] < most, "; ".join(f"{host} {why}" for host, why in problems.items())
+    raised = [r for r in ranks if r.get("phase") == "failed" and r.get("error")
+              and not any(word in r["error"] for word in PEER_LOST)]
+    if raised:
+        r = raised[0]
+        return False, (f"rank {r.get('rank')} on {r.get('node')} ended with {r['error']}: a fault in the "
+                       "training's code, which a restart would meet again (every node answered)")
+    gone = [r for r in ranks if r.get("phase") not in ("finished", "failed")]
+    why = (f"rank {gone[0].get('rank')} on {gone[0].get('node')} ended without a word (killed?)" if gone
+           else f"the launch ended with exit {status}")
+    if state["stalled"] >= STALLED_LIMIT:
+        return False, f"{why}; no step since the last {STALLED_LIMIT} restarts: not a lost node's fault"
+    return state["count"] < most, why
+
+
+def restart(options: dict, environ) -> int:
+    run_dir, status, most = options["dir"], int(options["status"]), int(options["max"])
+    state = _state(run_dir)
+    ranks = _ranks(state["launched"])
+    steps = max((r.get("step") or 0 for r in ranks), default=0)
+    # A restarted launch that made no step (the first launch's failure is not a restart's)
+    state["stalled"] = 0 if steps or not state["count"] else state["stalled"] + 1
+    hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
+    problems = health(hosts)
+    again, why = judge(status, ranks, problems, state, most)
+    now = time.strftime("%H:%M:%S")
+    if not again:
+        left = "" if state["count"] < most or "asked" in why or "code" in why else \
+            f" (no restart left: --max-restarts {most})"
+        print(f"hpcdist: the launch failed at {now} (exit {status}): {why}{left}; the job ends.", file=sys.stderr)
+        return 1
+    bad = read_lines(os.path.join(run_dir, BAD_NODES_FILE)) + sorted(problems)
+    argv = open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8").read().split("\0")
+    setup_options = parse(argv)
+    setup_options["restart"] = str(state["count"] + 1)
+    _write(os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in bad))
+    try:
+        text, log = setup(setup_options, environ)
+    except SetupError as e:
+        print(f"hpcdist: the launch failed at {now} (exit {status}): {why}; no node left to take the place of "
+              f"{', '.join(sorted(problems))} (give --spare-nodes): the job ends. ({e})", file=sys.stderr)
+        return 1
+    _write(os.path.join(run_dir, "job.env"), text)
+    nodes = log.split("nodes: ", 1)[1].split(";")[0].split()
+    state.update(count=state["count"] + 1, launched=time.time())
+    _write(os.path.join(run_dir, STATE_FILE), json.dumps(state))
+    spares = [host for host in nodes if host not in hosts]
+    record = {"restart": state["count"], "of": most, "time": time.time(), "status": status, "cause": why,
+              "step": steps, "left_out": sorted(problems), "spares": spares, "nodes": nodes}
+    left = (f"; left out: {' '.join(sorted(problems))}" + (f", in their place: {' '.join(spares)}" if spares else "")
+            if problems else "")
+    print(f"hpcdist: restart {state['count']} of {most} at {now}: {why} (exit {status}, at step {steps}){left}; "
+          f"{log.removeprefix('hpcdist: ')}", file=sys.stderr)
+    if options.get("job_dir"):
+        from hpcdist.jobs import launch_restarts
+
+        try:
+            launch_restarts.append(options["job_dir"], record)
+        except OSError as e:  # the restart goes on: the log has its line
+            print(f"hpcdist: cannot record the restart in {options['job_dir']}: {e}", file=sys.stderr)
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def main(argv: list) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    try:
+        return restart(parse_args(argv), os.environ)
+    except SetupError as e:
+        print(f"hpcdist restart: error: {e}", file=sys.stderr)
+        return 2

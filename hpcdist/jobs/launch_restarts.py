@@ -1,0 +1,48 @@
+"""A job's restarts of its launch (``--max-restarts``): ``restarts`` (:data:`RESTARTS`) in its folder.
+
+Where it runs: written inside the job by ``hpcdist restart`` (:mod:`hpcdist.injob.restart`), one
+JSON object a line, appended at each restart; read on the login node by ``status`` (its REASON:
+``restart 1 of 2, left out: node2``) and ``status --json`` (``launch_restarts``).
+
+A line: ``restart`` (1 for the first), ``of`` (--max-restarts), ``time``, ``status`` (the failed
+launch's exit status), ``cause`` (one line), ``step`` (the failed launch's last step),
+``left_out`` (the nodes left out), ``spares`` (those that took their places), ``nodes`` (the next
+launch's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+RESTARTS = "restarts"
+
+
+def append(folder: str, record: dict) -> None:
+    """One restart's line (one write: a reader never sees half of it)."""
+    with open(os.path.join(folder, RESTARTS), "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def read(folder: str) -> list:
+    """The restarts the job recorded, oldest first (none: no such file)."""
+    found = []
+    try:
+        with open(os.path.join(folder, RESTARTS), encoding="utf-8") as f:
+            for line in f:
+                try:
+                    found.append(json.loads(line))
+                except ValueError:  # a line cut by a full disk
+                    continue
+    except OSError:
+        pass
+    return found
+
+
+def words(records: list) -> str:
+    """The restarts as REASON says them: ``restart 2 of 3, left out: node2 node4``."""
+    if not records:
+        return ""
+    last = records[-1]
+    left = [node for record in records for node in record.get("left_out", [])]
+    return f"restart {last.get('restart')} of {last.get('of')}" + (f", left out: {' '.join(left)}" if left else "")

@@ -1,0 +1,184 @@
+"""hpcdist's own restarts of a failed launch (issue 51, ``--max-restarts``), on the local backend:
+a rank killed mid-training is restarted and the training goes on; a fault in the training's code,
+a training that asks for no restart, a launch that makes no step twice, and the last restart used
+up all end the job at once, naming why. What the job script and the scheduler's request say
+(spares, --no-kill, tolerate_node_failures, srun's node list) is read from rendered scripts; the
+lost node itself is tests/test_restarts_cluster.py's, on the real clusters.
+
+The "node" killed here is a rank's process (the local backend's nodes are this host): what a
+lost node adds (a node that does not answer, a spare in its place) needs the clusters."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launch import clean_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: A training that records its steps (hpcdist.env.step) and fails as its argument says, on the
+#: launch given (--on N: HPCDIST_RESTART == N; -1: every launch).
+TRAINING = r'''
+import os, sys, time
+import hpcdist.env
+env = hpcdist.env.init_distributed()
+import torch, torch.distributed as dist
+how, on = sys.argv[1], int(sys.argv[2])
+restart = hpcdist.env.restart_count()
+assert restart == int(os.environ.get("HPCDIST_RESTART", "0"))
+failing = on in (-1, restart) and env.rank == 1
+if how == "dies-at-start" and failing:
+    os.kill(os.getpid(), 9)
+for step in range(6):
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    hpcdist.env.step()
+    if step == 3 and failing:
+        if how == "killed":
+            os.kill(os.getpid(), 9)
+        if how == "raises":
+            raise ValueError("a bad batch")
+        if how == "no-restart":
+            sys.exit(hpcdist.env.NO_RESTART)
+    time.sleep(0.1)
+print(f"rank {env.rank} done, restart {restart}", flush=True)
+dist.destroy_process_group()
+'''
+
+
+def submit(tmp_path, *args, restarts: int = 2) -> subprocess.CompletedProcess:
+    (tmp_path / "train.py").write_text(TRAINING)
+    return subprocess.run([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--nodes", "2",
+                           "--max-restarts", str(restarts), "--wait", "train.py", *args], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=300)
+
+
+def status(tmp_path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "status", "--json"], cwd=tmp_path, env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
+    return json.loads(proc.stdout)[-1]
+
+
+def said(proc) -> list:
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("hpcdist: ")]
+
+
+def test_a_killed_rank_is_restarted_and_the_training_goes_on(tmp_path):
+    proc = submit(tmp_path, "killed", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    restarts = [line for line in said(proc) if line.startswith("hpcdist: restart ")]
+    assert len(restarts) == 1, said(proc)
+    assert "restart 1 of 2" in restarts[0] and "rank 1 on" in restarts[0] and "(exit 1, at step 4)" in restarts[0]
+    # Every rank of the second launch knows it is one (hpcdist.env.restart_count, HPCDIST_RESTART).
+    assert sorted(line for line in proc.stdout.splitlines() if " done, " in line) == [
+        "rank 0 done, restart 1", "rank 1 done, restart 1"]
+    row = status(tmp_path)
+    assert (row["state"], row["exit_code"], row["reason"]) == ("COMPLETED", 0, "restart 1 of 2")
+    assert [r["restart"] for r in row["launch_restarts"]] == [1]
+
+
+def test_a_fault_in_the_training_s_code_is_not_restarted(tmp_path):
+    proc = submit(tmp_path, "raises", "-1")
+    assert proc.returncode == 1
+    assert not [line for line in said(proc) if line.startswith("hpcdist: restart ")], said(proc)
+    ended = [line for line in said(proc) if "the launch failed" in line]
+    assert len(ended) == 1 and "rank 1 on" in ended[0] and "ValueError: a bad batch" in ended[0]
+    assert "a fault in the training's code" in ended[0], ended
+    assert status(tmp_path)["launch_restarts"] == []
+
+
+def test_a_training_that_asks_for_no_restart_gets_none(tmp_path):
+    proc = submit(tmp_path, "no-restart", "-1")
+    assert proc.returncode == 1
+    assert any("rank 1 asked for no restart (exit 78)" in line for line in said(proc)), said(proc)
+    assert not [line for line in said(proc) if line.startswith("hpcdist: restart ")]
+
+
+def test_a_launch_that_never_makes_a_step_stops_after_two_restarts(tmp_path):
+    proc = submit(tmp_path, "dies-at-start", "-1", restarts=5)
+    assert proc.returncode == 1
+    restarts = [line for line in said(proc) if line.startswith("hpcdist: restart ")]
+    assert [line.split()[2] for line in restarts] == ["1", "2"], said(proc)
+    assert any("no step since the last 2 restarts" in line for line in said(proc)), said(proc)
+
+
+def test_the_last_restart_used_the_job_ends_saying_so(tmp_path):
+    proc = submit(tmp_path, "killed", "-1", restarts=1)
+    assert proc.returncode == 1
+    assert [line.split()[2] for line in said(proc) if line.startswith("hpcdist: restart ")] == ["1"]
+    assert any("no restart left: --max-restarts 1" in line for line in said(proc)), said(proc)
+    assert status(tmp_path)["reason"].startswith("restart 1 of 1")
+
+
+def render(*args) -> str:
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "render", *args, "examples/quickstart.py"],
+                          env=clean_env(), capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_slurm_asks_for_the_spares_keeps_the_job_when_a_node_fails_and_keeps_srun_on_the_launch_s_nodes():
+    script = render("--scheduler", "slurm", "--nodes", "2", "--spare-nodes", "1", "--max-restarts", "2",
+                    "--launcher", "srun")
+    assert "#SBATCH --nodes=3\n" in script and "#SBATCH --no-kill\n" in script
+    assert "job-setup --scheduler slurm --nodes 2 " in script
+    assert 'srun --nodes=2 --ntasks-per-node=1 --nodelist="$HPCDIST_NODEFILE"' in script
+    assert '[ "$status" != 0 ] && python -m hpcdist restart --dir "$run_dir" --status "$status" --max 2 || break' \
+        in script
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_pbs_asks_for_the_spares_and_to_tolerate_a_failed_node(launcher):
+    script = render("--scheduler", "pbs", "--nodes", "2", "--spare-nodes", "1", "--max-restarts", "2",
+                    "--launcher", launcher)
+    assert "#PBS -l select=3:ncpus=1:mpiprocs=1\n" in script
+    assert "#PBS -W tolerate_node_failures=all\n" in script
+    assert "--max-restarts=" not in script  # torchrun's own restarts: none
+    torque = render("--scheduler", "pbs", "--dialect", "torque", "--nodes", "2", "--spare-nodes", "1",
+                    "--max-restarts", "2", "--launcher", launcher)
+    assert "#PBS -l nodes=3:ppn=1\n" in torque and "tolerate_node_failures" not in torque
+
+
+def test_an_elastic_job_s_restarts_stay_torchrun_s():
+    script = render("--scheduler", "slurm", "--nodes", "2", "--min-nodes", "1", "--max-restarts", "2")
+    assert "--max-restarts=2" in script and "hpcdist restart" not in script
+
+
+def test_a_restart_s_set_up_leaves_out_the_bad_nodes_and_a_spare_takes_their_place(tmp_path):
+    """job-setup with a node list of three for a launch of two: the first two; after a restart
+    that left node2 out, node1 and node3, a new port and HPCDIST_RESTART."""
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("node1\nnode2\nnode3\n")
+    env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")
+    setup = [sys.executable, "-m", "hpcdist", "job-setup", "--scheduler", "pbs", "--nodes", "2", "--dir", str(tmp_path),
+             "--master-port", "29999", "--port-unchecked"]
+    first = subprocess.run(setup, env=env, capture_output=True, text=True, timeout=60)
+    assert first.stderr.strip() == "hpcdist: nodes: node1 node2; master: node1:29999", first.stderr
+    assert (tmp_path / "setup.argv").read_text().split("\0") == setup[4:]
+    (tmp_path / "bad_nodes").write_text("node2\n")
+    again = subprocess.run(setup + ["--restart", "1"], env=env, capture_output=True, text=True, timeout=60)
+    assert again.stderr.strip() == "hpcdist: nodes: node1 node3; master: node1:29999", again.stderr
+    assert (tmp_path / "nodes").read_text() == "node1\nnode3\n"
+    assert "export HPCDIST_RESTART=1\n" in (tmp_path / "job.env").read_text()
+
+
+@pytest.mark.parametrize("ranks,problems,verdict", [
+    # Every rank of a launch that lost a peer sees its connection go: not a fault of the code.
+    ([{"rank": 0, "phase": "failed", "error": "DistBackendError: Connection closed by peer"}], {}, (True, "the launch")),
+    ([{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}], {}, (False, "training's code")),
+    ([{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}], {"n3": "did not answer"},
+     (True, "n3 did not answer")),
+    ([{"rank": 2, "phase": "failed", "exit": 78, "error": "SystemExit: 78"}], {"n3": "did not answer"},
+     (False, "asked for no restart")),
+    ([{"rank": 1, "node": "n2", "phase": "training"}], {}, (True, "rank 1 on n2 ended without a word")),
+])
+def test_the_verdict_on_a_failed_launch(ranks, problems, verdict):
+    from hpcdist.injob.restart import judge
+
+    again, why = judge(1, ranks, problems, {"count": 0, "stalled": 0}, 2)
+    assert again == verdict[0] and verdict[1] in why, why
