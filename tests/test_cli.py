@@ -113,13 +113,15 @@ def test_version_and_console_script():
 
 
 def test_the_scripts_own_flags_are_never_taken_for_ours(tmp_path):
-    """`train.py --deepspeed --nodes 3`: both belong to train.py (--deepspeed is no abbreviation of --deepspeed-config)."""
+    """`train.py -- --deepspeed --nodes 3`: both belong to train.py (--deepspeed is no abbreviation
+    of --deepspeed-config; --nodes, a flag of hpcdist's, after `--`: without it, it is refused)."""
     (tmp_path / "train.py").write_text("")
-    proc = hpcdist("render", "--scheduler", "slurm", "--nodes", "2", "train.py", "--deepspeed", "--nodes", "3",
-                   cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "#SBATCH --nodes=2" in proc.stdout
-    assert "train.py --deepspeed --nodes 3\n" in proc.stdout
+    for after in (["--deepspeed", "--steps", "3"], ["--", "--deepspeed", "--nodes", "3"]):
+        proc = hpcdist("render", "--scheduler", "slurm", "--nodes", "2", "train.py", *after,
+                       cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        assert "#SBATCH --nodes=2" in proc.stdout
+        assert f"train.py {' '.join(a for a in after if a != '--')}" in proc.stdout
 
 
 def test_a_value_that_begins_with_a_dash_is_read_as_typed(tmp_path):

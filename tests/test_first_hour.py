@@ -1,5 +1,6 @@
 """What a newcomer meets in the first hour (issue 40), as the exact text they see: a mistake on the
-command line in one line with its fix (no usage dump), a flag after the script, the cause of a
+command line in one line with its fix (no usage dump), a flag after the script (refused since
+issue 50), a forgotten --scheduler where a cluster is (issue 50), the cause of a
 failed job under its summary, `hpcdist --help` in two groups, every job flag's help and its page
 on the published site, and `hpcdist status` where no job was submitted yet."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -117,17 +119,138 @@ def test_status_where_no_job_was_submitted_says_how_to_submit_one(tmp_path):
     assert hpcdist("status", "--json", cwd=tmp_path).stdout == "[]\n"  # for tools: as it was
 
 
-def test_a_flag_of_hpcdist_after_the_script_is_the_script_s_with_a_warning(tmp_path):
+def cluster_commands(folder, *programs: str) -> dict:
+    """An environment whose PATH holds this python and, of a cluster's commands, only
+    ``programs``: each a stand-in that leaves a file behind if anything runs it."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    for program in programs:
+        ran = shlex.quote(str(folder / f"{program}-ran"))
+        (bin_dir / program).write_text(f"#!/bin/sh\n: > {ran}\n")
+        (bin_dir / program).chmod(0o755)
+    return clean_env(PATH=f"{bin_dir}{os.pathsep}{os.path.dirname(sys.executable)}")
+
+
+#: After the script: (the words, what hpcdist says). Issue 50 item 4: each was warned about, then
+#: submitted with the flag handed to the script (`train.py --dry-run` went to sbatch for real).
+AFTER_THE_SCRIPT = [
+    (["submit", "--scheduler", "slurm", "train.py", "--lr", "0.1", "--dry-run"],
+     "--dry-run comes after train.py, so it would go to train.py, not to hpcdist (everything "
+     "after the script is the script's); put it before the script: hpcdist submit --scheduler "
+     "slurm --dry-run train.py --lr 0.1; or, if train.py takes --dry-run itself, put -- after "
+     "train.py: train.py -- --lr 0.1 --dry-run"),
+    (["submit", "--scheduler", "slurm", "train.py", "--wait"],
+     "--wait comes after train.py, so it would go to train.py, not to hpcdist (everything after "
+     "the script is the script's); put it before the script: hpcdist submit --scheduler slurm "
+     "--wait train.py; or, if train.py takes --wait itself, put -- after train.py: train.py -- "
+     "--wait"),
+    (["submit", "--nodes", "2", "--", "train.py", "--scheduler", "slurm", "--launcher=srun"],
+     "--scheduler slurm, --launcher=srun come after train.py, so they would go to train.py, not "
+     "to hpcdist (everything after the script is the script's); put them before the script: "
+     "hpcdist submit --nodes 2 --scheduler slurm --launcher=srun train.py; or, if train.py takes "
+     "--scheduler or --launcher itself, put -- after train.py: train.py -- --scheduler slurm "
+     "--launcher=srun"),
+    (["render", "--scheduler", "slurm", "train.py", "--nodes", "2", "--lr", "0.1"],
+     "--nodes 2 comes after train.py, so it would go to train.py, not to hpcdist (everything "
+     "after the script is the script's); put it before the script: hpcdist render --scheduler "
+     "slurm --nodes 2 train.py --lr 0.1; or, if train.py takes --nodes itself, put -- after "
+     "train.py: train.py -- --nodes 2 --lr 0.1"),
+    (["submit", "--scheduler", "slurm", "train.py", "--profile", "polaris", "--output", "out.txt"],
+     "--profile polaris comes after train.py, so it would go to train.py, not to hpcdist "
+     "(everything after the script is the script's); put it before the script: hpcdist submit "
+     "--scheduler slurm --profile polaris train.py --output out.txt; or, if train.py takes "
+     "--profile itself, put -- after train.py: train.py -- --profile polaris --output out.txt"),
+]
+
+
+@pytest.mark.parametrize("args,said", AFTER_THE_SCRIPT,
+                         ids=[said.split(" come")[0] for _, said in AFTER_THE_SCRIPT])
+def test_a_hpcdist_flag_after_the_script_is_refused_with_the_fix(args, said, tmp_path):
     (tmp_path / "train.py").write_text("")
-    proc = hpcdist("submit", "--dry-run", "--scheduler", "slurm", "train.py", "--nodes", "2", "--lr", "0.1",
-                   cwd=tmp_path)
+    proc = hpcdist(*args, cwd=tmp_path, env=cluster_commands(tmp_path, "sbatch"))
+    assert (proc.returncode, proc.stderr, proc.stdout) == (
+        1, f"hpcdist {args[0]}: error: {said}\n", "")
+    assert sorted(os.listdir(tmp_path)) == ["bin", "train.py"]  # no job folder; sbatch never ran
+
+
+def test_after_a_double_dash_a_flag_of_hpcdist_s_name_is_the_script_s(tmp_path):
+    """The way out for a script that takes --nodes or --dry-run itself: `--` after the script
+    (argparse takes it away: the script gets what follows), or before the flag (the script gets
+    the `--` too). No refusal, no warning."""
+    (tmp_path / "train.py").write_text("")
+    for after, gets in ((["--", "--nodes", "2", "--dry-run"], "train.py --nodes 2 --dry-run"),
+                        (["--lr", "0.1", "--", "--wait"], "train.py --lr 0.1 -- --wait")):
+        proc = hpcdist("submit", "--dry-run", "--scheduler", "slurm", "train.py", *after,
+                       cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "#SBATCH --nodes=1\n" in proc.stdout and gets in proc.stdout
+        assert proc.stderr.startswith("hpcdist submit: dry run, nothing submitted"), proc.stderr
+
+
+def test_a_flag_that_scripts_often_take_too_stays_the_script_s_with_a_warning(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    proc = hpcdist("render", "--scheduler", "slurm", "train.py", "--output", "out.txt",
+                   "--lr", "0.1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.splitlines()[0] == (
-        "hpcdist submit: warning: --nodes 2 comes after train.py, so it goes to train.py, not to hpcdist (everything "
-        "after the script is the script's); to give it to hpcdist, put it before train.py")
-    assert "#SBATCH --nodes=1\n" in proc.stdout and "train.py --nodes 2 --lr 0.1\n" in proc.stdout  # as before
-    proc = hpcdist("submit", "--dry-run", "--scheduler", "slurm", "train.py", "--lr", "0.1", cwd=tmp_path)
-    assert "warning" not in proc.stderr
+    assert proc.stderr == (
+        "hpcdist render: warning: --output out.txt comes after train.py, so it goes to train.py, "
+        "not to hpcdist (everything after the script is the script's); to give it to hpcdist, put "
+        "it before train.py (`train.py -- ...` keeps it train.py's, without this warning)\n")
+    assert "train.py --output out.txt --lr 0.1" in proc.stdout
+    proc = hpcdist("render", "--scheduler", "slurm", "train.py", "--", "--output", "out.txt",
+                   cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+#: What `submit --nodes 2 --gpus-per-node 4 train.py` says with --scheduler forgotten, where
+#: both sbatch and qsub are on PATH.
+UNCHOSEN = ("--scheduler not given, so local: all 8 ranks of --nodes 2 would start on this "
+            "machine, though sbatch and qsub are here; give --scheduler slurm or --scheduler pbs "
+            "to submit to the cluster, or --scheduler local to run them here on purpose")
+
+
+def test_a_job_of_several_nodes_with_no_scheduler_is_refused_where_a_cluster_is(tmp_path):
+    """Issue 50 item 4: the local default started 8 ranks on the login node without a word,
+    though sbatch and qsub were there."""
+    (tmp_path / "train.py").write_text("")
+    job = ["--nodes", "2", "--gpus-per-node", "4", "train.py"]
+    env = cluster_commands(tmp_path, "sbatch", "qsub")
+    proc = hpcdist("submit", *job, cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (
+        1, f"hpcdist submit: error: {UNCHOSEN}\n", "")
+    assert sorted(os.listdir(tmp_path)) == ["bin", "train.py"]  # nothing ran, no job folder
+    # Render and a dry run start nothing: they say the same as a warning, and go on.
+    for args in (["render", *job], ["submit", "--dry-run", *job]):
+        proc = hpcdist(*args, cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.splitlines()[0] == f"hpcdist {args[0]}: warning: {UNCHOSEN}"
+        assert "agents --local --nodes 2 --" in proc.stdout
+    # Where only one of them is, the fix names its scheduler alone.
+    pbs_only = tmp_path / "pbs-only"
+    pbs_only.mkdir()
+    (pbs_only / "train.py").write_text("")
+    proc = hpcdist("render", "--nodes", "3", "train.py", cwd=pbs_only,
+                   env=cluster_commands(pbs_only, "qsub"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        "hpcdist render: warning: --scheduler not given, so local: all 3 ranks of --nodes 3 would "
+        "start on this machine, though qsub is here; give --scheduler pbs to submit to the "
+        "cluster, or --scheduler local to run them here on purpose\n")
+
+
+@pytest.mark.parametrize("case", ["--scheduler local", "profile", "one node", "no cluster here"])
+def test_the_local_default_stands_when_chosen_or_where_no_cluster_is(case, tmp_path):
+    (tmp_path / "train.py").write_text("")
+    env = cluster_commands(tmp_path, *(() if case == "no cluster here" else ("sbatch", "qsub")))
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "no-config")
+    flags = {"--scheduler local": ["--scheduler", "local", "--nodes", "2"],
+             "one node": ["--nodes", "1"]}.get(case, ["--nodes", "2"])
+    if case == "profile":
+        (tmp_path / "hpcdist.toml").write_text(
+            'default = "here"\n[profiles.here]\nscheduler = "local"\n')
+    proc = hpcdist("submit", "--dry-run", *flags, "train.py", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stderr, proc.stderr
 
 
 def test_the_last_error_line_of_a_log_is_the_rank_s_not_the_launcher_s():
@@ -149,10 +272,12 @@ hpcdist: the agent on node 0 (vm) ended with status 1; ending the other agents
 
 
 def test_a_failed_job_s_summary_quotes_its_error_line(tmp_path):
-    """The issue's case: `--nodes 2` after the script; torchrun's tracebacks, then the summary with
-    the script's own error line under it (in --wait, and in `hpcdist logs` after)."""
+    """The issue's case: `--nodes 2` given to a script that does not take it (after `--`: without,
+    hpcdist refuses it); torchrun's tracebacks, then the summary with the script's own error line
+    under it (in --wait, and in `hpcdist logs` after)."""
     (tmp_path / "train.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
-    proc = hpcdist("submit", "--scheduler", "local", "--wait", "train.py", "--nodes", "2", cwd=tmp_path)
+    proc = hpcdist("submit", "--scheduler", "local", "--wait", "train.py", "--", "--nodes", "2",
+                   cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     job = proc.stdout.split()[0]
     lines = proc.stderr.splitlines()

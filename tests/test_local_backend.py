@@ -67,8 +67,8 @@ def test_a_local_torchrun_job_inside_an_allocation_meets_on_this_host(tmp_path):
     """The same shell, two torchrun "nodes": both agents meet at 127.0.0.1 on the job's own
     port, not at the tutorial's localhost:29500 nor on the allocation's nodes."""
     (tmp_path / "report.py").write_text(REPORT)
-    proc = hpcdist("submit", "--nodes", "2", "--wait", "--json", "report.py", cwd=tmp_path,
-                   env=_inside_an_allocation(tmp_path))
+    proc = hpcdist("submit", "--scheduler", "local", "--nodes", "2", "--wait", "--json",
+                   "report.py", cwd=tmp_path, env=_inside_an_allocation(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     log = open(json.loads(proc.stdout.splitlines()[0])["log"]).read()
     ranks = sorted(line.split(" master ")[0] for line in log.splitlines() if line.startswith("rank "))

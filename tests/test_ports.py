@@ -128,7 +128,8 @@ def test_another_user_listening_on_the_port_the_job_id_names_gets_no_agent(tmp_p
     a port of its own and completes; the rival is offered nothing."""
     (tmp_path / "train.py").write_text(TRAINING)
     # The setup line holds the job before its set-up, so the rival is listening first.
-    proc = hpcdist("submit", "--nodes", "2", "--setup", "sleep 3", "train.py", cwd=tmp_path)
+    proc = hpcdist("submit", "--scheduler", "local", "--nodes", "2", "--setup", "sleep 3",
+                   "train.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.split()[0]
     listener = Listener(rival, 20000 + int(job_id) % 10000, rival_folder)
@@ -155,8 +156,8 @@ def test_a_master_port_taken_after_it_was_chosen_ends_the_job_instead_of_joining
     (listen / "listen.py").write_text(LISTENER)
     start = (f'runuser -u {rival} -- /usr/bin/python3 {listen}/listen.py "$MASTER_PORT" {listen} '
              f'</dev/null >/dev/null 2>&1 & while [ ! -e {listen}/ready ]; do sleep 0.1; done')
-    proc = hpcdist("submit", "--nodes", str(nodes), "--setup", start, "--setup-on", "every-node", "train.py",
-                   cwd=tmp_path)
+    proc = hpcdist("submit", "--scheduler", "local", "--nodes", str(nodes), "--setup", start,
+                   "--setup-on", "every-node", "train.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.split()[0]
     try:
@@ -186,7 +187,8 @@ def test_a_master_port_given_with_env_that_another_user_holds_is_refused_in_one_
         port = probe.getsockname()[1]
     listener = Listener(rival, port, rival_folder)
     try:
-        proc = hpcdist("submit", "--nodes", "2", "--env", f"MASTER_PORT={port}", "train.py", cwd=tmp_path)
+        proc = hpcdist("submit", "--scheduler", "local", "--nodes", "2",
+                       "--env", f"MASTER_PORT={port}", "train.py", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         status = _wait(tmp_path, proc.stdout.split()[0])
         log = _log(tmp_path)
@@ -214,8 +216,8 @@ def test_two_local_jobs_with_the_same_id_each_meet_on_their_own_port(tmp_path):
         # --mount-proc: /proc of the namespace, so that hpcdist sees its runner by its pid there.
         jobs.append((folder, subprocess.Popen(
             ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "hpcdist", "submit", "--json",
-             "--nodes", "2", "--wait", "train.py"], cwd=folder, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)))
+             "--scheduler", "local", "--nodes", "2", "--wait", "train.py"], cwd=folder, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
         time.sleep(1)
     ids, logs = [], []
     for folder, process in jobs:

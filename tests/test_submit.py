@@ -40,7 +40,8 @@ def recorded_jobs(cwd):
     ["--procs-per-node", "2", "--launcher", "deepspeed"],
 ], ids=["torchrun-2-agents", "mpirun", "deepspeed"])
 def test_local_job_trains_and_is_recorded(flags, tmp_path):
-    proc = hpcdist("submit", *flags, "--wait", "--json", QUICKSTART, "--steps", "20", cwd=tmp_path)
+    proc = hpcdist("submit", "--scheduler", "local", *flags, "--wait", "--json", QUICKSTART,
+                   "--steps", "20", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     first = json.loads(proc.stdout.splitlines()[0])
     assert first["scheduler"] == "local" and first["job_id"] and os.path.isfile(first["script"])
@@ -70,7 +71,8 @@ def test_a_dead_rank_ends_the_local_job(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(FAILING)
     started = time.monotonic()
-    proc = hpcdist("submit", "--nodes", "2", "--wait", str(script), cwd=tmp_path)
+    proc = hpcdist("submit", "--scheduler", "local", "--nodes", "2", "--wait", str(script),
+                   cwd=tmp_path)
     assert proc.returncode != 0
     assert time.monotonic() - started < 60
     assert "rank 1 gives up" in proc.stdout

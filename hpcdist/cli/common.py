@@ -39,6 +39,13 @@ def job_spec(args: Namespace, check_files: bool = True):
         raise CommandError(str(e)) from None
     for note in spec.notes:
         print(f"hpcdist {args.command}: {note}", file=sys.stderr)
+    from hpcdist.submission.unchosen import unchosen_local
+
+    said = unchosen_local(profile, flags, spec)
+    if said:  # refused where it would start the job; render and a dry run start nothing
+        if args.command == "submit" and not getattr(args, "dry_run", False):
+            raise CommandError(said)
+        print(f"hpcdist {args.command}: warning: {said}", file=sys.stderr)
     return spec
 
 

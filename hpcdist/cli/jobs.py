@@ -12,6 +12,7 @@ import sys
 
 from hpcdist.cli import watch
 from hpcdist.cli.common import CommandError, SkipBytes, command_line, follow, help_end, job_spec
+from hpcdist.shell import words_to_line
 
 #: The commands here, in the order `hpcdist --help` lists them.
 COMMANDS = ("render", "submit", "status", "logs", "cancel", "doctor", "profiles")
@@ -37,7 +38,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         render = sub.add_parser("render", **help_end("render"), help="print the job script for a training script", allow_abbrev=False,
                                 description="Render the job script `hpcdist submit` would submit.")
         job_flags(render)
-        render.set_defaults(run=run_render)
+        render.set_defaults(run=run_render, parser=render)
     if only in (None, "submit"):
         submit = sub.add_parser("submit", **help_end("submit"), help="write the job script and submit it", allow_abbrev=False,
                                 description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
@@ -93,6 +94,7 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
 def run_render(args: Namespace) -> int:
     from hpcdist.submission.render import render  # not at the top: every command, status and agents too, imports this module
 
+    _check_flags_after_script(args)
     spec = job_spec(args)
     if spec.sweep or spec.sweep_file:  # a sweep's first array, as submit would write it (hpcdist.sweeps)
         from hpcdist.sweeps import cli as sweeps
@@ -112,8 +114,8 @@ def run_submit(args: Namespace) -> int:
         return _resubmit(args)
     if getattr(args, "script", "") is None:  # argparse's own answer, as when SCRIPT was required
         args.parser.error("the following arguments are required: SCRIPT, ARGS")
+    _check_flags_after_script(args)
     spec = job_spec(args)
-    _warn_flags_after_script(args)
     if spec.sweep or spec.sweep_file:
         return _submit_sweep(args, spec)
     if args.dry_run:
@@ -158,25 +160,68 @@ def _resubmit(args: Namespace) -> int:
     return sweeps.resubmit(args, command_line())
 
 
-def _warn_flags_after_script(args: Namespace) -> None:
-    """Everything after the script is the script's (torchrun's rule), hpcdist's flags too: say so
-    when one of them is there (`submit train.py --nodes 2` asks for one node, and train.py fails on
-    --nodes). A warning: the script may take a flag of that name itself."""
-    from hpcdist.submission.options import FLAGS_WITH_A_VALUE, OPTION_FLAGS
+#: hpcdist's flags that a training script may well take of its own (--output FILE, an RL
+#: script's --env NAME, wandb's --project): after the script they stay the script's, with a
+#: warning. Any other of hpcdist's flags there is refused: it would change the job or hpcdist's
+#: run unseen (issue 50).
+SCRIPTS_TOO = frozenset({"--output", "--env", "--project", "--template", "--json", "--module",
+                         "--source", "--setup", "--include"})
 
-    ours, words, found, k = OPTION_FLAGS | set(OWN_FLAGS[args.command]), args.script_args, [], 0
-    while k < len(words):
-        name, eq, _ = words[k].partition("=")
+
+def _check_flags_after_script(args: Namespace) -> None:
+    """Everything after the script is the script's (torchrun's rule), hpcdist's flags too:
+    `submit train.py --dry-run` would submit, `train.py --nodes 2` ask for one node. Such a flag
+    is refused, with the command moved before the script; ``--`` right after the script (or
+    before the flag) keeps it the script's, for a script that takes a flag of that name."""
+    from hpcdist.submission.options import FLAGS_WITH_A_VALUE, OPTION_FLAGS, REMOTE_OPTIONS
+
+    remote = {flag for o in REMOTE_OPTIONS for flag in o.flags}
+    ours = OPTION_FLAGS | remote | set(OWN_FLAGS[args.command])
+    valued = FLAGS_WITH_A_VALUE | remote | {"--resubmit"}
+    words = getattr(getattr(args, "parser", None), "words", None) or []
+    at = len(words) - len(args.script_args) - 1  # the script's own `--`, which argparse takes away
+    if at >= 1 and words[at] == "--" and words[at - 1] == args.script:
+        return
+    found, k = [], 0  # (first word, last word + 1) of each
+    while k < len(args.script_args) and args.script_args[k] != "--":
+        name, eq, _ = args.script_args[k].partition("=")
         if name in ours:
-            takes = not eq and name in FLAGS_WITH_A_VALUE and k + 1 < len(words)
-            found.append(" ".join(words[k:k + 1 + takes]))
+            takes = not eq and name in valued and k + 1 < len(args.script_args)
+            found.append((k, k + 1 + takes))
             k += takes
         k += 1
+    refused = [(a, b) for a, b in found if args.script_args[a].partition("=")[0] not in SCRIPTS_TOO]
+    if refused:
+        raise CommandError(_moved(args, words, refused))
     if found:
+        said = ", ".join(" ".join(args.script_args[a:b]) for a, b in found)
         it, comes, goes = ("it", "comes", "it goes") if len(found) == 1 else ("them", "come", "they go")
-        print(f"hpcdist {args.command}: warning: {', '.join(found)} {comes} after {args.script}, so {goes} to "
-              f"{args.script}, not to hpcdist (everything after the script is the script's); to give {it} to hpcdist, "
-              f"put {it} before {args.script}", file=sys.stderr)
+        script = args.script
+        print(f"hpcdist {args.command}: warning: {said} {comes} after {script}, so {goes} to "
+              f"{script}, not to hpcdist (everything after the script is the script's); to give "
+              f"{it} to hpcdist, put {it} before {script} (`{script} -- ...` keeps {it} "
+              f"{script}'s, without this warning)", file=sys.stderr)
+
+
+def _moved(args: Namespace, words: list[str], refused: list[tuple[int, int]]) -> str:
+    """The refusal of hpcdist's flags after the script, with the command that gives them to
+    hpcdist and the one that gives them to the script."""
+    script, rest = args.script, args.script_args
+    moved = [w for a, b in refused for w in rest[a:b]]
+    kept = [w for k, w in enumerate(rest) if not any(a <= k < b for a, b in refused)]
+    before = words[:len(words) - len(rest) - 1]
+    if before[-1:] == ["--"]:  # `submit -- train.py ...`: hpcdist's flags end; the moved go first
+        before = before[:-1]
+    if kept[:1] == ["--"]:  # argparse takes away a `--` right after the script: the script's, kept
+        kept = ["--", *kept]
+    said = ", ".join(" ".join(rest[a:b]) for a, b in refused)
+    names = " or ".join(dict.fromkeys(rest[a].partition("=")[0] for a, _ in refused))
+    it, they, comes = ("it", "it", "comes") if len(refused) == 1 else ("them", "they", "come")
+    return (f"{said} {comes} after {script}, so {they} would go to {script}, not to hpcdist "
+            f"(everything after the script is the script's); put {it} before the script: "
+            f"{words_to_line(['hpcdist', args.command, *before, *moved, script, *kept])}; or, if "
+            f"{script} takes {names} itself, put -- after {script}: "
+            f"{words_to_line([script, '--', *rest])}")
 
 
 def run_status(args: Namespace) -> int:
