@@ -215,10 +215,10 @@ def test_the_in_job_commands_are_listed_by_their_modules_own_first_lines():
     """`hpcdist --help` lists job-setup and agents from a table, not by loading them (a third of the
     list's cost): the table says what their docstrings say."""
     from hpcdist.cli.in_job import LISTED
-    from hpcdist.injob import agents, job_setup
+    from hpcdist.injob import agents, job_setup, restart
 
     assert LISTED == {name: module.__doc__.split("\n")[0].split(": ", 1)[1]
-                      for name, module in (("job-setup", job_setup), ("agents", agents))}
+                      for name, module in (("job-setup", job_setup), ("agents", agents), ("restart", restart))}
 
 
 def test_the_top_level_help_written_out_is_what_argparse_formats(monkeypatch):

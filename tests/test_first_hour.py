@@ -66,7 +66,7 @@ def test_help_groups_the_commands_a_user_types_apart_from_the_in_job_ones(tmp_pa
     names = lambda lines: [line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("   ")]
     assert names(users) == ["render", "submit", "status", "logs", "watch", "stacks", "cancel", "doctor", "profiles",
                             "connect", "disconnect"]
-    assert names(in_job) == ["env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents"]
+    assert names(in_job) == ["env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents", "restart"]
     assert users[1] == "  submit      write the job script and submit it"
     assert out.rstrip("\n").endswith(f"\n\ndocs: {SITE}")
 

@@ -6,7 +6,7 @@ sends on); its in-job commands run inside jobs, on the nodes.
 The commands live by concern: :mod:`hpcdist.cli.jobs` (the login side: render, submit, status,
 logs, cancel, doctor, profiles), :mod:`hpcdist.cli.watch` (watch, stacks: inside a running job;
 and monitor, in every submitted job) and :mod:`hpcdist.cli.in_job` (what runs inside a job: env,
-hostfile, supervise, requeue, job-setup, agents); :mod:`hpcdist.cli.common` holds what they
+hostfile, supervise, requeue, job-setup, agents, restart); :mod:`hpcdist.cli.common` holds what they
 share. Start-up stays fast: a subcommand named first builds only its own parser, ``hpcdist
 status`` and the two commands of every job script none at all, and each command imports what it
 needs when it runs.
@@ -28,7 +28,7 @@ COMMANDS = jobs.COMMANDS + watch.COMMANDS + remote.COMMANDS + in_job.COMMANDS
 #: `hpcdist --help` in two groups: what a user types (login node, laptop), and what runs inside a job.
 USER_COMMANDS = ("render", "submit", "status", "logs", "watch", "stacks", "cancel", "doctor", "profiles",
                  "connect", "disconnect")
-IN_JOB_COMMANDS = ("env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents")
+IN_JOB_COMMANDS = ("env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents", "restart")
 GROUPS = (("commands", USER_COMMANDS),
           ("inside a job (env and hostfile are yours to use there; hpcdist's job scripts run the others)",
            IN_JOB_COMMANDS))

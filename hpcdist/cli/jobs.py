@@ -243,6 +243,7 @@ def run_status(args: Namespace) -> int:
 def status_rows(refs: list[str]) -> list[dict]:
     """``hpcdist status``'s rows for the jobs ``refs`` names (all from here when none)."""
     from hpcdist import jobs  # not at the top: the in-job commands (agents, supervise) pass through here
+    from hpcdist.jobs import launch_restarts
 
     try:
         selected = jobs.select(refs)
@@ -270,10 +271,14 @@ def status_rows(refs: list[str]) -> list[dict]:
         if runs.restarts:
             now = f", now job {runs.current_id}" if runs.current_id != job.job_id else ""
             reason = f"restarted {runs.restarts} time(s){now}" + (f"; {reason}" if reason else "")
+        relaunched = launch_restarts.read(job.path)  # --max-restarts: the launch's restarts in the job
+        if relaunched:
+            reason = launch_restarts.words(relaunched) + (f"; {reason}" if reason else "")
         record = job.record
         rows.append({"job_id": record["job_id"], "name": record.get("job_name", ""), "scheduler": record["scheduler"],
                      "state": state, "exit_code": exit_code, "reason": reason, "restarts": runs.restarts,
-                     "current_job_id": runs.current_id, "folder": job.path, "log": runs.logs[-1][1],
+                     "current_job_id": runs.current_id, "launch_restarts": relaunched, "folder": job.path,
+                     "log": runs.logs[-1][1],
                      "progress": watch.status_column(job, state)})
     return rows
 
