@@ -127,7 +127,7 @@ def test_slurm_asks_for_the_spares_keeps_the_job_when_a_node_fails_and_keeps_sru
                     "--launcher", "srun")
     assert "#SBATCH --nodes=3\n" in script and "#SBATCH --no-kill\n" in script
     assert "job-setup --scheduler slurm --nodes 2 " in script
-    assert 'srun --nodes=2 --ntasks-per-node=1 --nodelist="$HPCDIST_NODEFILE"' in script
+    assert 'srun --nodes=2 --ntasks-per-node=1 --overlap --nodelist="$HPCDIST_NODEFILE"' in script
     assert '[ "$status" != 0 ] && python -m hpcdist restart --dir "$run_dir" --status "$status" --max 2 || break' \
         in script
 

@@ -165,8 +165,28 @@ def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> t
     return state["count"] < most, why
 
 
+def _monitor_said(environ) -> str | None:
+    """Why the job's monitor ended the launch, if it did (its note, taken); and the mark that a
+    restart is under way, by which the monitor leaves the last launch's ranks alone."""
+    from hpcdist.progress.monitor import LAUNCH_ENDED, RESTARTING
+
+    folder = environ.get("HPCDIST_PROGRESS_DIR")
+    if not folder:
+        return None
+    try:
+        with open(os.path.join(folder, RESTARTING), "w", encoding="utf-8") as f:
+            f.write(f"{time.time()}\n")
+        with open(os.path.join(folder, LAUNCH_ENDED), encoding="utf-8") as f:
+            said = f.read().strip()
+        os.unlink(os.path.join(folder, LAUNCH_ENDED))
+        return said or None
+    except OSError:
+        return None
+
+
 def restart(options: dict, environ) -> int:
     run_dir, status, most = options["dir"], int(options["status"]), int(options["max"])
+    monitor = _monitor_said(environ)
     state = _state(run_dir)
     ranks = _ranks(state["launched"])
     steps = max((r.get("step") or 0 for r in ranks), default=0)
@@ -175,6 +195,10 @@ def restart(options: dict, environ) -> int:
     hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
     problems = health(hosts)
     again, why = judge(status, ranks, problems, state, most)
+    if monitor and not problems and again:
+        why = f"the job's monitor ended it: {monitor}"
+    elif monitor and problems:
+        why += f" (the job's monitor: {monitor})"
     now = time.strftime("%H:%M:%S")
     if not again:
         left = "" if state["count"] < most or "asked" in why or "code" in why else \

@@ -13,6 +13,14 @@ Every few seconds it reads the ranks' progress (:mod:`hpcdist.progress.watch`) a
   ends the job the same way, naming the ranks that never reached their first step and where they wait;
 - the job's step rate and slowest rank once every rank has finished.
 
+With ``--restarts`` (the job restarts its launch: ``--max-restarts``, :mod:`hpcdist.injob.restart`) it
+ends the launch, not the job, where it would end the job, and also when ranks have not answered
+(:attr:`~hpcdist.progress.watch.View.not_answering`) while no rank made a step for
+:data:`LOST_AFTER_S`: a lost node's ranks write no more, and the others wait for them in a
+collective, which a scheduler may take minutes to end (Slurm's SlurmdTimeout, PBS's mom). The cause
+goes into the progress folder (:data:`LAUNCH_ENDED`) for the restart's line; the next launch's ranks
+are judged alone.
+
 An array's subjob has a progress folder of its own (``progress.<index>``, :mod:`hpcdist.jobs.subjobs`):
 its monitor watches, and ends, that subjob alone. A job it ends is recorded as such in the job
 folder (:mod:`hpcdist.jobs.ending`; a subjob's in ``ended.json.<index>``): ``status``,
@@ -33,9 +41,17 @@ import time
 from hpcdist.progress import startup, watch
 
 USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--start-timeout S]"
-         " [--interval S]\n"
+         " [--interval S] [--restarts]\n"
          "Inside a job script: watch the ranks' progress; stragglers and hangs into the log.")
 SUMMARY = "summary.json"
+#: In the progress folder: why the monitor ended a launch that is to restart (one line); and the
+#: mark ``hpcdist restart`` leaves as it starts (its time: the ranks before it are the last launch's).
+LAUNCH_ENDED, RESTARTING = "launch-ended", "restarting"
+#: Seconds without a step, with ranks that do not answer, after which a launch that restarts is ended.
+LOST_AFTER_S = 10.0
+#: Seconds an ended launch has after TERM before what is left of it gets KILL (a launcher that
+#: waits for a node that does not answer would wait for ever).
+LAUNCH_GRACE_S = 10.0
 
 
 #: Each option's (least, most, what, example, above least): a value outside is refused in one line.
@@ -47,10 +63,13 @@ LIMITS = {"hang_floor": (0, 1e7, "the least seconds without a step called a hang
 
 def parse(argv: list[str]) -> dict:
     options = {"dir": None, "pid": None, "hang_floor": None, "hang_timeout": None, "start_timeout": None,
-               "interval": 2.0}
+               "interval": 2.0, "restarts": False}
     args = list(argv)
     while args:
         name = args.pop(0).lstrip("-").replace("-", "_")
+        if name == "restarts":
+            options["restarts"] = True
+            continue
         if name not in options or not args:
             raise SystemExit(f"hpcdist monitor: unknown or incomplete argument --{name}\n{USAGE}")
         value = args.pop(0)
@@ -125,6 +144,40 @@ def end_job(pid: int) -> None:
                     pass  # ended meanwhile
 
 
+def end_launch(pid: int, folder: str, cause: str, grace: float = LAUNCH_GRACE_S) -> None:
+    """End the running launch for a restart: :func:`end_job`, then KILL to what is left of it after
+    ``grace`` seconds (those processes alone: the batch shell's restart, started meanwhile, is not
+    the launch's); ``cause`` into the progress folder for the restart's line."""
+    try:
+        with open(os.path.join(folder, LAUNCH_ENDED), "w", encoding="utf-8") as f:
+            f.write(cause + "\n")
+    except OSError:
+        pass  # the restart still happens; its line names less
+    me = os.getpid()
+    launch = {p: _started(p) for p in descendants(pid) if p != me}
+    end_job(pid)
+    deadline = time.monotonic() + grace
+    while any(_started(p) == t for p, t in launch.items()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for process, started in launch.items():
+        if started is not None and _started(process) == started:
+            try:
+                os.kill(process, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time (/proc's field 22), which tells it from a later one of the same pid;
+    None once it is gone (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return None if fields[0] == "Z" else fields[19]
+    except (OSError, IndexError):
+        return None
+
+
 def alive(pid: int) -> bool:
     """The batch shell runs on; one that has ended but that its parent has not collected yet (a
     zombie: `bash job.sh` under a parent that reads its output first) has ended too."""
@@ -183,9 +236,14 @@ def run(options: dict) -> int:
     slow_checks: dict[int, int] = {}
     named, hang_told, trouble = set(), False, None
     boot = None  # the start-up's breakdown (hpcdist.progress.startup), until every rank has stepped
+    since = 0.0  # the current launch's start, once the monitor has ended one for a restart
     while alive(pid):
+        if options["restarts"]:
+            since = max(since, _mtime(os.path.join(folder, RESTARTING)))
         try:
-            view = watch.analyse(watch.read(folder, run, started), floor=floor)
+            # A restarted launch is judged by its own ranks (the last launch's files stay until theirs).
+            view = watch.analyse([r for r in watch.read(folder, run, started) if (r.get("started") or 0) >= since],
+                                 floor=floor)
             if boot is None or not boot["complete"]:
                 boot = startup.of_folder(folder, run, view.ranks, started) or boot
             _write_summary(folder, view, options["interval"], run, started, boot)
@@ -219,6 +277,18 @@ def run(options: dict) -> int:
                 tell(f"hpcdist:   {line}")
         elif view.hung is None:
             hang_told = False
+        lost = options["restarts"] and view.not_answering and view.stalled_beyond(LOST_AFTER_S)
+        if options["restarts"] and (ending_now or slow_start or lost):
+            cause = (watch.silent_line(view.not_answering) + f", and no rank has made a step for {view.stalled_s:.0f} s"
+                     if lost and not (ending_now or slow_start) else
+                     f"no rank has made its first step {view.now - started:.0f} s after the job's start" if slow_start
+                     else f"no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
+            say(f"ending the launch for a restart: {cause}")
+            end_launch(pid, folder, cause)
+            since, started, hang_told, boot = time.time(), time.time(), False, None
+            named.clear()
+            slow_checks.clear()
+            continue
         if ending_now or slow_start:
             if slow_start:
                 flag, cause = "--start-timeout", (f"ended by --start-timeout after {view.now - started:.0f} s without "
@@ -232,7 +302,7 @@ def run(options: dict) -> int:
                 f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
             end_job(pid)
             return 0
-        if view.finished:
+        if view.finished and not (options["restarts"] and any(r.get("phase") == "failed" for r in view.ranks)):
             line = watch.end_line(view.ranks)
             if line:
                 tell(line)
@@ -250,6 +320,13 @@ def run(options: dict) -> int:
         for line in startup.lines(startup.of_folder(folder, run, ranks, started)):
             say(line)
     return 0
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def _stacks(folder: str, view) -> list[str]:

@@ -246,7 +246,7 @@ class Slurm(BatchScheduler):
         if spec.elastic:
             start = [*hpcdist, "agents", "--elastic", "--", BREAK, "srun", *each]
         else:
-            start = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *spec.srun_nodelist, *each,
+            start = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *spec.srun_restart_words, *each,
                      "--kill-on-bad-exit=1"]
         return [command_lines(on_each_node(start, words, "SLURM_NODEID"))]
 

@@ -103,10 +103,13 @@ class JobSpec(Frozen):
         return self.nodes + self.spare_nodes
 
     @property
-    def srun_nodelist(self) -> list:
-        """srun's word that keeps a step on the launch's nodes (the set-up's node list) where the
-        allocation has spares: left to choose, srun may take a spare, or a node a restart left out."""
-        return [Shell('--nodelist="$HPCDIST_NODEFILE"')] if self.spare_nodes else []
+    def srun_restart_words(self) -> list:
+        """srun's words for a launch that restarts: ``--overlap``, as a failed launch's step may hold
+        the nodes' CPUs until Slurm hears from its lost node (minutes: "step creation temporarily
+        disabled"); and where the allocation has spares, the set-up's node list, as srun left to
+        choose may take a spare, or a node a restart left out."""
+        words = ["--overlap"] if self.restarts_launch else []
+        return words + ([Shell('--nodelist="$HPCDIST_NODEFILE"')] if self.spare_nodes else [])
 
     @property
     def restarts_launch(self) -> bool:
