@@ -82,7 +82,9 @@ def train(args, env, device) -> None:
         ckpt = torch.load(path, map_location="cpu")
         model.load_state_dict(ckpt["model"])  # saved from model.module: no "module." prefix
         opt_state, scaler_state, start = ckpt["optimizer"], ckpt["scaler"], ckpt["step"]
-        common.log(f"resumed from {path} at step {start}")
+        # A launch that hpcdist restarted (--max-restarts) says which restart it is.
+        restart = hpcdist.env.restart_count()
+        common.log(f"resumed from {path} at step {start}" + (f" (restart {restart})" if restart else ""))
     elif args.resume:
         common.log(f"no checkpoint in {folder}: starting from step 0")
     # Anything random from here on (dropout, augmentation) differs between ranks.
