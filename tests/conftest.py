@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pytest  # noqa: E402
 
 import openpbs  # noqa: E402
-from ci_skips import pytest_runtest_makereport  # noqa: E402,F401  (under CI=true a skip fails)
+import ci_skips  # noqa: E402
 import testcluster  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -47,6 +47,13 @@ def _is_worker(config) -> bool:
     """A pytest-xdist worker (scripts/test.sh runs two): the clone is checked by the controller,
     once all of them have ended, not by a worker while the other one's test runs."""
     return hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    # Under CI=true a skip that is not opt-in fails (tests/ci_skips.py): a plugin of its own, as this
+    # file has a pytest_runtest_makereport of its own.
+    if not config.pluginmanager.is_registered(ci_skips):
+        config.pluginmanager.register(ci_skips, "ci_skips")
 
 
 def pytest_sessionstart(session):
