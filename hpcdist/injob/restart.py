@@ -38,6 +38,7 @@ import time
 
 from hpcdist.env import NO_RESTART
 from hpcdist.injob.job_setup import ARGV_FILE, BAD_NODES_FILE, SetupError, parse, read_lines, setup
+from hpcdist.jobs.atomic import write_text_atomic
 
 #: Seconds a node has to answer the health check.
 ANSWER_S = 20
@@ -206,20 +207,21 @@ def restart(options: dict, environ) -> int:
         print(f"hpcdist: the launch failed at {now} (exit {status}): {why}{left}; the job ends.", file=sys.stderr)
         return 1
     bad = read_lines(os.path.join(run_dir, BAD_NODES_FILE)) + sorted(problems)
-    argv = open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8").read().split("\0")
+    with open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8") as f:
+        argv = f.read().split("\0")
     setup_options = parse(argv)
     setup_options["restart"] = str(state["count"] + 1)
-    _write(os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in bad))
+    write_text_atomic(os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in bad))
     try:
         text, log = setup(setup_options, environ)
     except SetupError as e:
         print(f"hpcdist: the launch failed at {now} (exit {status}): {why}; no node left to take the place of "
               f"{', '.join(sorted(problems))} (give --spare-nodes): the job ends. ({e})", file=sys.stderr)
         return 1
-    _write(os.path.join(run_dir, "job.env"), text)
+    write_text_atomic(os.path.join(run_dir, "job.env"), text)
     nodes = log.split("nodes: ", 1)[1].split(";")[0].split()
     state.update(count=state["count"] + 1, launched=time.time())
-    _write(os.path.join(run_dir, STATE_FILE), json.dumps(state))
+    write_text_atomic(os.path.join(run_dir, STATE_FILE), json.dumps(state))
     spares = [host for host in nodes if host not in hosts]
     record = {"restart": state["count"], "of": most, "time": time.time(), "status": status, "cause": why,
               "step": steps, "left_out": sorted(problems), "spares": spares, "nodes": nodes}
@@ -235,12 +237,6 @@ def restart(options: dict, environ) -> int:
         except OSError as e:  # the restart goes on: the log has its line
             print(f"hpcdist: cannot record the restart in {options['job_dir']}: {e}", file=sys.stderr)
     return 0
-
-
-def _write(path: str, text: str) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def main(argv: list) -> int:
