@@ -714,6 +714,7 @@ def test_dataclass_fields_are_all_in_the_matrix():
                "mem_per_gpu_mb", "constraint", "hint", "cpu_bind", "gpu_bind", "gpu_map", "env_expand", "setup_on",
                "container_image", "container_binds"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",
+               "preflight",
                "deepspeed_runner", "notes", "container_runtime", "container_gpu",
                "template",  # a file read by jinja2 (its folder and name), never written into the script
                # The user's own shell lines, written as they are by design (and marked so): their file's

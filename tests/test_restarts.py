@@ -182,3 +182,42 @@ def test_the_verdict_on_a_failed_launch(ranks, problems, verdict):
 
     again, why = judge(1, ranks, problems, {"count": 0, "stalled": 0}, 2)
     assert again == verdict[0] and verdict[1] in why, why
+
+
+def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_place(tmp_path):
+    """hpcdist restart --preflight on a node list of this host, a host that cannot be reached and
+    a spare: the second is left out before any launch. (The unreachable host is a name that does
+    not resolve, ssh's quickest failure; a node whose link is down is tests/test_restarts_cluster.py's.)"""
+    import socket
+
+    here = socket.gethostname()
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text(f"{here}\nnode-gone.invalid\nspare.invalid\n")
+    env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")
+    setup = [sys.executable, "-m", "hpcdist", "job-setup", "--scheduler", "pbs", "--nodes", "2", "--dir", str(tmp_path),
+             "--master-port", "29999", "--port-unchecked"]
+    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
+    env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
+    check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path)]
+    proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("hpcdist: preflight: node-gone.invalid did not answer (")
+    assert proc.stderr.rstrip().endswith(f"left out: node-gone.invalid; nodes: {here} spare.invalid; master: {here}:29999")
+    assert (tmp_path / "nodes").read_text() == f"{here}\nspare.invalid\n"
+    # No spare left: the job ends, naming the node.
+    (tmp_path / "bad_nodes").unlink()
+    nodefile.write_text(f"{here}\nnode-gone.invalid\n")
+    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
+    proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "no node left to take the place of node-gone.invalid (give --spare-nodes): the job ends." in proc.stderr
+
+
+def test_preflight_is_a_line_of_the_script_before_the_launch():
+    script = render("--scheduler", "slurm", "--nodes", "2", "--spare-nodes", "1", "--max-restarts", "1",
+                    "--preflight")
+    block = script.split("# Before the launch every node is asked to answer (--preflight)")[1]
+    assert block.split("\n")[2:5] == ["# left, the job ends naming it.",
+                                        'python -m hpcdist restart --preflight --dir "$run_dir"',
+                                        'source "$run_dir/job.env"'], block[:300]
+    assert "--preflight" not in render("--scheduler", "slurm", "--nodes", "2").split("#SBATCH")[-1]

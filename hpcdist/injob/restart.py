@@ -54,8 +54,10 @@ PEER_LOST = ("Connection closed", "Connection reset", "Connection refused", "Bro
 SAME = ("python", "hpcdist", "torch")
 
 USAGE = ("usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR]\n"
+         "       hpcdist restart --preflight --dir RUN_DIR\n"
          "Inside a job script, after a failed launch: end the job (exit 1), or run the set-up again\n"
-         "without the nodes that failed and let the launch start again (exit 0).")
+         "without the nodes that failed and let the launch start again (exit 0). --preflight: before\n"
+         "the first launch, the same check of every node (--preflight of hpcdist submit).")
 
 
 def parse_args(argv: list) -> dict:
@@ -63,15 +65,18 @@ def parse_args(argv: list) -> dict:
     args = list(argv)
     while args:
         word = args.pop(0)
+        if word == "--preflight":
+            options["preflight"] = True
+            continue
         name = {"--dir": "dir", "--status": "status", "--max": "max", "--job-dir": "job_dir"}.get(word)
         if name is None or not args:
             raise SetupError(f"unknown argument {word!r}" if name is None else f"{word} needs a value")
         options[name] = args.pop(0)
-    for name in ("dir", "status", "max"):
+    for name in ("dir",) if options.get("preflight") else ("dir", "status", "max"):
         if name not in options:
             raise SetupError(f"--{name} is required")
     for name in ("status", "max"):
-        if not options[name].isdigit():
+        if name in options and not options[name].isdigit():
             raise SetupError(f"--{name} {options[name]!r}: expected a whole number")
     return options
 
@@ -185,6 +190,32 @@ def _monitor_said(environ) -> str | None:
         return None
 
 
+def preflight(options: dict, environ) -> int:
+    """Before the first launch: every node asked to answer; one that does not is left out and the
+    set-up run again (a spare in its place). Exit 1, said, when too few nodes are left."""
+    run_dir, started = options["dir"], time.monotonic()
+    hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
+    problems = health(hosts)
+    took = time.monotonic() - started
+    if not problems:
+        print(f"hpcdist: preflight: every node answered ({len(hosts)}, in {took:.1f} s)", file=sys.stderr)
+        return 0
+    why = "; ".join(f"{host} {said}" for host, said in problems.items())
+    write_text_atomic(os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in sorted(problems)))
+    with open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8") as f:
+        setup_options = parse(f.read().split("\0"))
+    try:
+        text, log = setup(setup_options, environ)
+    except SetupError:
+        print(f"hpcdist: preflight: {why}; no node left to take the place of {', '.join(sorted(problems))} "
+              f"(give --spare-nodes): the job ends.", file=sys.stderr)
+        return 1
+    write_text_atomic(os.path.join(run_dir, "job.env"), text)
+    print(f"hpcdist: preflight: {why}; left out: {' '.join(sorted(problems))}; {log.removeprefix('hpcdist: ')}",
+          file=sys.stderr)
+    return 0
+
+
 def restart(options: dict, environ) -> int:
     run_dir, status, most = options["dir"], int(options["status"]), int(options["max"])
     monitor = _monitor_said(environ)
@@ -244,7 +275,8 @@ def main(argv: list) -> int:
         print(USAGE)
         return 0
     try:
-        return restart(parse_args(argv), os.environ)
+        options = parse_args(argv)
+        return (preflight if options.get("preflight") else restart)(options, os.environ)
     except SetupError as e:
         print(f"hpcdist restart: error: {e}", file=sys.stderr)
         return 2

@@ -205,6 +205,10 @@ OPTIONS = (
            metavar="SRC[:DST[:OPTS]]", owner="container", help="a host path seen in the container (repeatable)"),
     Option("launcher", str, "torchrun", LAUNCH, check=_one_of, choices=LAUNCHERS, help="what starts the ranks "
            "(default: torchrun)"),
+    # Owner: hpcdist.injob.restart's health check, before the first launch.
+    Option("preflight", bool, False, LAUNCH, check=_yes_no,
+           help="before the launch, ask every node to answer (20 s) and leave out one that does not, or "
+                "that runs another Python, hpcdist or torch (a --spare-nodes one in its place)"),
     # Owner: the job's restart loop (hpcdist.injob.restart), under every launcher; an elastic job's
     # are torchrun's own (--min-nodes).
     Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N",

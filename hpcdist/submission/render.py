@@ -418,6 +418,7 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         setup=user_setup(spec),
         # --max-restarts: the command that judges a failed launch and prepares the next (hpcdist.injob.restart).
         restart=_restart(spec, hpcdist, job_dir),
+        preflight=_preflight(spec, hpcdist),
         # The allocation's files where the image sees them (hpcdist.containers).
         container_lines=[Shell(line) for line in containers.script_lines(spec, scheduler.allocation_files)],
         # The image, exported once at the top: the lines below name it "$HPCDIST_IMAGE".
@@ -439,6 +440,17 @@ def _restart(spec, hpcdist: list, job_dir: str | None) -> dict | None:
                f"{spec.max_restarts} time{'s' if spec.max_restarts > 1 else ''} (--max-restarts): a node that "
                f"does not answer is left out{spares}; a fault in the training's own code ends the job.")
     return {"command": Shell(command_lines(words, width=94)), "comment": comment}
+
+
+def _preflight(spec, hpcdist: list) -> dict | None:
+    """The health check before the first launch (None without ``--preflight``)."""
+    if not spec.preflight:
+        return None
+    spares = ", and one of the --spare-nodes takes its place" if spec.spare_nodes else ""
+    comment = (f"Before the launch every node is asked to answer (--preflight): one that does not, or runs "
+               f"another Python, hpcdist or torch, is left out{spares}; with none left, the job ends naming it.")
+    return {"command": Shell(command_lines([*hpcdist, "restart", "--preflight", "--dir", var("run_dir")])),
+            "comment": comment}
 
 
 def _stage(spec, scheduler, launcher, workdir) -> dict | None:
