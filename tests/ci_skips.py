@@ -26,7 +26,9 @@ def pytest_runtest_makereport(item, call):
     if OPT_IN in reason:
         return
     report.outcome = "failed"
-    report.longrepr = (f"skipped under CI=true, which counts as a failure: {reason}\n"
-                       "The set-up (scripts/test.sh runs `scripts/bootstrap.sh tests`) must install "
-                       "what this test needs; a row meant to run only on request says 'opt-in' in "
-                       "its reason.")
+    report.longrepr = (
+        f"skipped under CI=true, which counts as a failure: {reason}\n"
+        "The set-up (scripts/test.sh runs `scripts/bootstrap.sh tests`) must install "
+        "what this test needs; a row meant to run only on request says 'opt-in' in "
+        "its reason."
+    )

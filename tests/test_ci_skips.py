@@ -7,7 +7,7 @@ import sys
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
-ROWS = '''
+ROWS = """
 import pytest
 
 def test_needs_a_program():
@@ -19,16 +19,32 @@ def test_on_request():
 
 def test_plain():
     pass
-'''
+"""
 
 
 def run(tmp_path, ci: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_rows.py").write_text(ROWS)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env.update(CI=ci, PYTHONPATH=TESTS)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci_skips", "-p", "no:cacheprovider", "-q",
-                           "-rs", "test_rows.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "ci_skips",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rs",
+            "test_rows.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_under_ci_a_skip_that_could_be_installed_fails_saying_why(tmp_path):

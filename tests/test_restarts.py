@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: A training that records its steps (hpcdist.env.step) and fails as its argument says, on the
 #: launch given (--on N: HPCDIST_RESTART == N; -1: every launch).
-TRAINING = r'''
+TRAINING = r"""
 import os, sys, time
 import hpcdist.env
 env = hpcdist.env.init_distributed()
@@ -48,24 +48,51 @@ for step in range(6):
     time.sleep(0.1)
 print(f"rank {env.rank} done, restart {restart}", flush=True)
 dist.destroy_process_group()
-'''
+"""
 
 
 def submit(tmp_path, *args, restarts: int = 2) -> subprocess.CompletedProcess:
     (tmp_path / "train.py").write_text(TRAINING)
-    return subprocess.run([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--nodes", "2",
-                           "--max-restarts", str(restarts), "--wait", "train.py", *args], cwd=tmp_path,
-                          env=clean_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpcdist",
+            "submit",
+            "--scheduler",
+            "local",
+            "--nodes",
+            "2",
+            "--max-restarts",
+            str(restarts),
+            "--wait",
+            "train.py",
+            *args,
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def status(tmp_path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "hpcdist", "status", "--json"], cwd=tmp_path, env=clean_env(),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpcdist", "status", "--json"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return json.loads(proc.stdout)[-1]
 
 
 def said(proc) -> list:
-    return [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("hpcdist: ")]
+    return [
+        line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("hpcdist: ")
+    ]
 
 
 def test_a_killed_rank_is_restarted_and_the_training_goes_on(tmp_path):
@@ -73,10 +100,16 @@ def test_a_killed_rank_is_restarted_and_the_training_goes_on(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     restarts = [line for line in said(proc) if line.startswith("hpcdist: restart ")]
     assert len(restarts) == 1, said(proc)
-    assert "restart 1 of 2" in restarts[0] and "rank 1 on" in restarts[0] and "(exit 1, at step 4)" in restarts[0]
+    assert (
+        "restart 1 of 2" in restarts[0]
+        and "rank 1 on" in restarts[0]
+        and "(exit 1, at step 4)" in restarts[0]
+    )
     # Every rank of the second launch knows it is one (hpcdist.env.restart_count, HPCDIST_RESTART).
     assert sorted(line for line in proc.stdout.splitlines() if " done, " in line) == [
-        "rank 0 done, restart 1", "rank 1 done, restart 1"]
+        "rank 0 done, restart 1",
+        "rank 1 done, restart 1",
+    ]
     row = status(tmp_path)
     assert (row["state"], row["exit_code"], row["reason"]) == ("COMPLETED", 0, "restart 1 of 2")
     assert [r["restart"] for r in row["launch_restarts"]] == [1]
@@ -116,36 +149,78 @@ def test_the_last_restart_used_the_job_ends_saying_so(tmp_path):
 
 
 def render(*args) -> str:
-    proc = subprocess.run([sys.executable, "-m", "hpcdist", "render", *args, "examples/quickstart.py"],
-                          env=clean_env(), capture_output=True, text=True, timeout=60, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpcdist", "render", *args, "examples/quickstart.py"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
-def test_slurm_asks_for_the_spares_keeps_the_job_when_a_node_fails_and_keeps_srun_on_the_launch_s_nodes():
-    script = render("--scheduler", "slurm", "--nodes", "2", "--spare-nodes", "1", "--max-restarts", "2",
-                    "--launcher", "srun")
+def test_slurm_asks_for_spares_keeps_the_job_when_a_node_fails_and_srun_on_the_launch_s_nodes():
+    script = render(
+        "--scheduler",
+        "slurm",
+        "--nodes",
+        "2",
+        "--spare-nodes",
+        "1",
+        "--max-restarts",
+        "2",
+        "--launcher",
+        "srun",
+    )
     assert "#SBATCH --nodes=3\n" in script and "#SBATCH --no-kill\n" in script
     assert "job-setup --scheduler slurm --nodes 2 " in script
     assert 'srun --nodes=2 --ntasks-per-node=1 --overlap --nodelist="$HPCDIST_NODEFILE"' in script
-    assert '[ "$status" != 0 ] && python -m hpcdist restart --dir "$run_dir" --status "$status" --max 2 || break' \
+    assert (
+        '[ "$status" != 0 ] && python -m hpcdist restart --dir "$run_dir" --status "$status" --max 2 || break'
         in script
+    )
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
 def test_pbs_asks_for_the_spares_and_to_tolerate_a_failed_node(launcher):
-    script = render("--scheduler", "pbs", "--nodes", "2", "--spare-nodes", "1", "--max-restarts", "2",
-                    "--launcher", launcher)
+    script = render(
+        "--scheduler",
+        "pbs",
+        "--nodes",
+        "2",
+        "--spare-nodes",
+        "1",
+        "--max-restarts",
+        "2",
+        "--launcher",
+        launcher,
+    )
     assert "#PBS -l select=3:ncpus=1:mpiprocs=1\n" in script
     assert "#PBS -W tolerate_node_failures=all\n" in script
     assert "--max-restarts=" not in script  # torchrun's own restarts: none
-    torque = render("--scheduler", "pbs", "--dialect", "torque", "--nodes", "2", "--spare-nodes", "1",
-                    "--max-restarts", "2", "--launcher", launcher)
+    torque = render(
+        "--scheduler",
+        "pbs",
+        "--dialect",
+        "torque",
+        "--nodes",
+        "2",
+        "--spare-nodes",
+        "1",
+        "--max-restarts",
+        "2",
+        "--launcher",
+        launcher,
+    )
     assert "#PBS -l nodes=3:ppn=1\n" in torque and "tolerate_node_failures" not in torque
 
 
 def test_an_elastic_job_s_restarts_stay_torchrun_s():
-    script = render("--scheduler", "slurm", "--nodes", "2", "--min-nodes", "1", "--max-restarts", "2")
+    script = render(
+        "--scheduler", "slurm", "--nodes", "2", "--min-nodes", "1", "--max-restarts", "2"
+    )
     assert "--max-restarts=2" in script and "hpcdist restart" not in script
 
 
@@ -155,28 +230,70 @@ def test_a_restart_s_set_up_leaves_out_the_bad_nodes_and_a_spare_takes_their_pla
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("node1\nnode2\nnode3\n")
     env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")
-    setup = [sys.executable, "-m", "hpcdist", "job-setup", "--scheduler", "pbs", "--nodes", "2", "--dir", str(tmp_path),
-             "--master-port", "29999", "--port-unchecked"]
+    setup = [
+        sys.executable,
+        "-m",
+        "hpcdist",
+        "job-setup",
+        "--scheduler",
+        "pbs",
+        "--nodes",
+        "2",
+        "--dir",
+        str(tmp_path),
+        "--master-port",
+        "29999",
+        "--port-unchecked",
+    ]
     first = subprocess.run(setup, env=env, capture_output=True, text=True, timeout=60)
     assert first.stderr.strip() == "hpcdist: nodes: node1 node2; master: node1:29999", first.stderr
     assert (tmp_path / "setup.argv").read_text().split("\0") == setup[4:]
     (tmp_path / "bad_nodes").write_text("node2\n")
-    again = subprocess.run(setup + ["--restart", "1"], env=env, capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        setup + ["--restart", "1"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert again.stderr.strip() == "hpcdist: nodes: node1 node3; master: node1:29999", again.stderr
     assert (tmp_path / "nodes").read_text() == "node1\nnode3\n"
     assert "export HPCDIST_RESTART=1\n" in (tmp_path / "job.env").read_text()
 
 
-@pytest.mark.parametrize("ranks,problems,verdict", [
-    # Every rank of a launch that lost a peer sees its connection go: not a fault of the code.
-    ([{"rank": 0, "phase": "failed", "error": "DistBackendError: Connection closed by peer"}], {}, (True, "the launch")),
-    ([{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}], {}, (False, "training's code")),
-    ([{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}], {"n3": "did not answer"},
-     (True, "n3 did not answer")),
-    ([{"rank": 2, "phase": "failed", "exit": 78, "error": "SystemExit: 78"}], {"n3": "did not answer"},
-     (False, "asked for no restart")),
-    ([{"rank": 1, "node": "n2", "phase": "training"}], {}, (True, "rank 1 on n2 ended without a word")),
-])
+@pytest.mark.parametrize(
+    "ranks,problems,verdict",
+    [
+        # Every rank of a launch that lost a peer sees its connection go: not a fault of the code.
+        (
+            [
+                {
+                    "rank": 0,
+                    "phase": "failed",
+                    "error": "DistBackendError: Connection closed by peer",
+                }
+            ],
+            {},
+            (True, "the launch"),
+        ),
+        (
+            [{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}],
+            {},
+            (False, "training's code"),
+        ),
+        (
+            [{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}],
+            {"n3": "did not answer"},
+            (True, "n3 did not answer"),
+        ),
+        (
+            [{"rank": 2, "phase": "failed", "exit": 78, "error": "SystemExit: 78"}],
+            {"n3": "did not answer"},
+            (False, "asked for no restart"),
+        ),
+        (
+            [{"rank": 1, "node": "n2", "phase": "training"}],
+            {},
+            (True, "rank 1 on n2 ended without a word"),
+        ),
+    ],
+)
 def test_the_verdict_on_a_failed_launch(ranks, problems, verdict):
     from hpcdist.injob.restart import judge
 
@@ -187,22 +304,38 @@ def test_the_verdict_on_a_failed_launch(ranks, problems, verdict):
 def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_place(tmp_path):
     """hpcdist restart --preflight on a node list of this host, a host that cannot be reached and
     a spare: the second is left out before any launch. (The unreachable host is a name that does
-    not resolve, ssh's quickest failure; a node whose link is down is tests/test_restarts_cluster.py's.)"""
+    not resolve, ssh's quickest failure; a node whose link is down is
+    tests/test_restarts_cluster.py's.)"""
     import socket
 
     here = socket.gethostname()
     nodefile = tmp_path / "nodefile"
     nodefile.write_text(f"{here}\nnode-gone.invalid\nspare.invalid\n")
     env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")
-    setup = [sys.executable, "-m", "hpcdist", "job-setup", "--scheduler", "pbs", "--nodes", "2", "--dir", str(tmp_path),
-             "--master-port", "29999", "--port-unchecked"]
+    setup = [
+        sys.executable,
+        "-m",
+        "hpcdist",
+        "job-setup",
+        "--scheduler",
+        "pbs",
+        "--nodes",
+        "2",
+        "--dir",
+        str(tmp_path),
+        "--master-port",
+        "29999",
+        "--port-unchecked",
+    ]
     assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
     env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
     check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path)]
     proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith("hpcdist: preflight: node-gone.invalid did not answer (")
-    assert proc.stderr.rstrip().endswith(f"left out: node-gone.invalid; nodes: {here} spare.invalid; master: {here}:29999")
+    assert proc.stderr.rstrip().endswith(
+        f"left out: node-gone.invalid; nodes: {here} spare.invalid; master: {here}:29999"
+    )
     assert (tmp_path / "nodes").read_text() == f"{here}\nspare.invalid\n"
     # No spare left: the job ends, naming the node.
     (tmp_path / "bad_nodes").unlink()
@@ -210,14 +343,28 @@ def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_
     assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
     proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert "no node left to take the place of node-gone.invalid (give --spare-nodes): the job ends." in proc.stderr
+    assert (
+        "no node left to take the place of node-gone.invalid (give --spare-nodes): the job ends."
+        in proc.stderr
+    )
 
 
 def test_preflight_is_a_line_of_the_script_before_the_launch():
-    script = render("--scheduler", "slurm", "--nodes", "2", "--spare-nodes", "1", "--max-restarts", "1",
-                    "--preflight")
+    script = render(
+        "--scheduler",
+        "slurm",
+        "--nodes",
+        "2",
+        "--spare-nodes",
+        "1",
+        "--max-restarts",
+        "1",
+        "--preflight",
+    )
     block = script.split("# Before the launch every node is asked to answer (--preflight)")[1]
-    assert block.split("\n")[2:5] == ["# left, the job ends naming it.",
-                                        'python -m hpcdist restart --preflight --dir "$run_dir"',
-                                        'source "$run_dir/job.env"'], block[:300]
+    assert block.split("\n")[2:5] == [
+        "# left, the job ends naming it.",
+        'python -m hpcdist restart --preflight --dir "$run_dir"',
+        'source "$run_dir/job.env"',
+    ], block[:300]
     assert "--preflight" not in render("--scheduler", "slurm", "--nodes", "2").split("#SBATCH")[-1]

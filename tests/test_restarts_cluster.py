@@ -25,9 +25,19 @@ import testcluster
 
 ROOT = testcluster.ROOT
 DDP = str(ROOT / "examples" / "ddp" / "train.py")
-TRAINING = ["--steps", "60", "--save-every", "5", "--log-every", "1", "--resume", "--step-delay", "0.3"]
+TRAINING = [
+    "--steps",
+    "60",
+    "--save-every",
+    "5",
+    "--log-every",
+    "1",
+    "--resume",
+    "--step-delay",
+    "0.3",
+]
 #: A training whose rank 1 raises at step 10: a fault in the code.
-RAISES = r'''
+RAISES = r"""
 import time
 import hpcdist.env
 env = hpcdist.env.init_distributed()
@@ -38,7 +48,7 @@ for step in range(60):
     if step == 10 and env.rank == 1:
         raise ValueError("a bad batch at step 10")
     time.sleep(0.2)
-'''
+"""
 #: What keeps a test host up, which a lost node's job processes are not.
 DAEMONS = ("sleep infinity", "slurmd", "sshd: /usr/sbin/sshd", "/opt/pbs/sbin/pbs_mom", "munged")
 #: The goal (issue 51): a lost node costs at most this from the fault to the first step after it.
@@ -46,8 +56,10 @@ FAULT_TO_STEP_S = 60
 
 
 def lose(namespace: str, link: str) -> float:
-    """The node of ``namespace`` lost: every process of a job there killed, its link down. Its time."""
-    pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
+    """The node of ``namespace`` lost: every job process there killed, its link down. Its time."""
+    pids = subprocess.run(
+        ["ip", "netns", "pids", namespace], capture_output=True, text=True
+    ).stdout.split()
     victims = []
     for pid in pids:
         try:
@@ -69,10 +81,14 @@ def back(link: str) -> None:
 def wait_for_step(log: str, step: int, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if os.path.exists(log) and re.search(rf"^step {step} epoch", open(log, errors="replace").read(), re.M):
+        if os.path.exists(log) and re.search(
+            rf"^step {step} epoch", open(log, errors="replace").read(), re.M
+        ):
             return
         time.sleep(0.3)
-    pytest.fail(f"no step {step} in {timeout} s:\n{testcluster.log_excerpt(open(log, errors='replace').read())}")
+    pytest.fail(
+        f"no step {step} in {timeout} s:\n{testcluster.log_excerpt(open(log, errors='replace').read())}"
+    )
 
 
 def first_step_after(log: str, fault: float) -> float | None:
@@ -97,7 +113,9 @@ def said_after(log: str, start: str, fault: float, timeout: float = 180) -> floa
 
 
 def lines_of(log: str, *starts: str) -> list:
-    return [line for line in open(log, errors="replace").read().splitlines() if line.startswith(starts)]
+    return [
+        line for line in open(log, errors="replace").read().splitlines() if line.startswith(starts)
+    ]
 
 
 # ------------------------------------------------------------------ Slurm
@@ -115,9 +133,27 @@ def slurm3(cluster):
 
 
 def slurm_submit(state, cwd, *args) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm", "--nodes", "2",
-                           "--procs-per-node", "2", "--json", *args], cwd=cwd, env=testcluster.client_env(state),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpcdist",
+            "submit",
+            "--scheduler",
+            "slurm",
+            "--nodes",
+            "2",
+            "--procs-per-node",
+            "2",
+            "--json",
+            *args,
+        ],
+        cwd=cwd,
+        env=testcluster.client_env(state),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.splitlines()[0])
 
@@ -125,28 +161,53 @@ def slurm_submit(state, cwd, *args) -> dict:
 def slurm_end(state, job: dict, cwd, timeout: float = 300) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        proc = subprocess.run([sys.executable, "-m", "hpcdist", "status", "--json", job["job_id"]], cwd=cwd,
-                              env=testcluster.client_env(state), capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hpcdist", "status", "--json", job["job_id"]],
+            cwd=cwd,
+            env=testcluster.client_env(state),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         row = json.loads(proc.stdout)[0]
         if row["state"] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "KILLED", "NODE_FAIL"):
             return row
         time.sleep(1)
-    pytest.fail(f"job {job['job_id']} still running after {timeout} s:\n"
-                f"{testcluster.log_excerpt(open(job['log'], errors='replace').read())}")
+    pytest.fail(
+        f"job {job['job_id']} still running after {timeout} s:\n"
+        f"{testcluster.log_excerpt(open(job['log'], errors='replace').read())}"
+    )
 
 
 def slurm_idle(state) -> None:
     back("hpcv2")
     env = testcluster.client_env(state)
-    subprocess.run(["scontrol", "update", "nodename=node2", "state=resume"], env=env, capture_output=True, timeout=60)
+    subprocess.run(
+        ["scontrol", "update", "nodename=node2", "state=resume"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     testcluster.wait_idle(state, timeout=180)
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
 def test_slurm_a_lost_node_costs_a_restart_on_the_spare(slurm3, tmp_path, launcher):
     slurm_idle(slurm3)
-    job = slurm_submit(slurm3, tmp_path, "--launcher", launcher, "--spare-nodes", "1", "--max-restarts", "2",
-                       DDP, *TRAINING, "--checkpoint-dir", str(tmp_path / "ckpt"))
+    job = slurm_submit(
+        slurm3,
+        tmp_path,
+        "--launcher",
+        launcher,
+        "--spare-nodes",
+        "1",
+        "--max-restarts",
+        "2",
+        DDP,
+        *TRAINING,
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+    )
     try:
         wait_for_step(job["log"], 20)
         fault = lose("hpcdist-node2", "hpcv2")
@@ -154,9 +215,13 @@ def test_slurm_a_lost_node_costs_a_restart_on_the_spare(slurm3, tmp_path, launch
     finally:
         slurm_idle(slurm3)
     log = job["log"]
-    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(open(log).read())
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(
+        open(log).read()
+    )
     (restart,) = lines_of(log, "hpcdist: restart ")
-    assert "restart 1 of 2" in restart and "left out: node2, in their place: node3" in restart, restart
+    assert "restart 1 of 2" in restart and "left out: node2, in their place: node3" in restart, (
+        restart
+    )
     assert row["reason"].startswith("restart 1 of 2, left out: node2"), row
     resumed = lines_of(log, "resumed from ")
     assert resumed and re.search(r"at step (1[5-9]|20) \(restart 1\)$", resumed[-1]), resumed
@@ -172,19 +237,32 @@ def test_slurm_a_fault_in_the_code_is_not_restarted(slurm3, tmp_path):
     slurm_idle(slurm3)
     (tmp_path / "raises.py").write_text(RAISES)
     started = time.monotonic()
-    job = slurm_submit(slurm3, tmp_path, "--spare-nodes", "1", "--max-restarts", "2", str(tmp_path / "raises.py"))
+    job = slurm_submit(
+        slurm3, tmp_path, "--spare-nodes", "1", "--max-restarts", "2", str(tmp_path / "raises.py")
+    )
     row = slurm_end(slurm3, job, tmp_path)
     assert time.monotonic() - started < 90
     log = job["log"]
-    assert row["state"] == "FAILED" and not lines_of(log, "hpcdist: restart "), testcluster.log_excerpt(open(log).read())
+    assert row["state"] == "FAILED" and not lines_of(log, "hpcdist: restart "), (
+        testcluster.log_excerpt(open(log).read())
+    )
     (ended,) = lines_of(log, "hpcdist: the launch failed")
     assert "rank 1 on node" in ended and "ValueError: a bad batch at step 10" in ended, ended
 
 
 def test_slurm_with_no_spare_the_job_ends_naming_the_lost_node(slurm3, tmp_path):
     slurm_idle(slurm3)
-    job = slurm_submit(slurm3, tmp_path, "--directive=--nodelist=node1,node2", "--max-restarts", "2", DDP, *TRAINING,
-                       "--checkpoint-dir", str(tmp_path / "ckpt"))
+    job = slurm_submit(
+        slurm3,
+        tmp_path,
+        "--directive=--nodelist=node1,node2",
+        "--max-restarts",
+        "2",
+        DDP,
+        *TRAINING,
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+    )
     try:
         wait_for_step(job["log"], 20)
         fault = lose("hpcdist-node2", "hpcv2")
@@ -195,8 +273,12 @@ def test_slurm_with_no_spare_the_job_ends_naming_the_lost_node(slurm3, tmp_path)
     log = job["log"]
     assert row["state"] == "FAILED", row
     (ended,) = lines_of(log, "hpcdist: the launch failed")
-    assert "node2 did not answer" in ended and "no node left to take the place of node2" in ended, ended
-    assert took < FAULT_TO_STEP_S, took  # the job's end named; the scheduler's own end of it follows
+    assert "node2 did not answer" in ended and "no node left to take the place of node2" in ended, (
+        ended
+    )
+    assert took < FAULT_TO_STEP_S, (
+        took
+    )  # the job's end named; the scheduler's own end of it follows
     left = testcluster.leftover_processes(f"checkpoint-dir {tmp_path}")
     assert not left, left
 
@@ -224,8 +306,20 @@ def pbs3(openpbs_cluster):
 
 
 def pbs_submit(pbs, cwd, *args) -> dict:
-    proc = pbs.hpcdist("submit", "--scheduler", "pbs", "--venv", sys.prefix, "--json", "--nodes", "2",
-                       "--procs-per-node", "2", *args, cwd=cwd)
+    proc = pbs.hpcdist(
+        "submit",
+        "--scheduler",
+        "pbs",
+        "--venv",
+        sys.prefix,
+        "--json",
+        "--nodes",
+        "2",
+        "--procs-per-node",
+        "2",
+        *args,
+        cwd=cwd,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.splitlines()[0])
 
@@ -237,8 +331,10 @@ def pbs_end(pbs, job: dict, cwd, timeout: float = 300) -> dict:
         if row["state"] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "KILLED"):
             return row
         time.sleep(1)
-    pytest.fail(f"job {job['job_id']} still running after {timeout} s:\n"
-                f"{testcluster.log_excerpt(open(job['log'], errors='replace').read())}")
+    pytest.fail(
+        f"job {job['job_id']} still running after {timeout} s:\n"
+        f"{testcluster.log_excerpt(open(job['log'], errors='replace').read())}"
+    )
 
 
 def pbs_node2_back(pbs) -> None:
@@ -261,8 +357,20 @@ def pbs_node2_back(pbs) -> None:
 def test_pbs_a_lost_node_costs_a_restart_on_the_spare(pbs3, tmp_path, launcher, history):
     pbs3.qmgr(f"set server job_history_enable = {history}")
     pbs_node2_back(pbs3)
-    job = pbs_submit(pbs3, tmp_path, "--launcher", launcher, "--spare-nodes", "1", "--max-restarts", "2",
-                     DDP, *TRAINING, "--checkpoint-dir", str(tmp_path / "ckpt"))
+    job = pbs_submit(
+        pbs3,
+        tmp_path,
+        "--launcher",
+        launcher,
+        "--spare-nodes",
+        "1",
+        "--max-restarts",
+        "2",
+        DDP,
+        *TRAINING,
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+    )
     try:
         wait_for_step(job["log"], 20)
         fault = lose("pbsx-n2", "pbsxv-n2")
@@ -271,9 +379,13 @@ def test_pbs_a_lost_node_costs_a_restart_on_the_spare(pbs3, tmp_path, launcher, 
         pbs_node2_back(pbs3)
         pbs3.qmgr("set server job_history_enable = False")
     log = job["log"]
-    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(open(log).read())
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(
+        open(log).read()
+    )
     (restart,) = lines_of(log, "hpcdist: restart ")
-    assert "restart 1 of 2" in restart and "left out: pbsn2, in their place: pbsn3" in restart, restart
+    assert "restart 1 of 2" in restart and "left out: pbsn2, in their place: pbsn3" in restart, (
+        restart
+    )
     assert row["reason"].startswith("restart 1 of 2, left out: pbsn2"), row
     resumed = lines_of(log, "resumed from ")
     assert resumed and re.search(r"at step (1[5-9]|20) \(restart 1\)$", resumed[-1]), resumed
@@ -287,17 +399,30 @@ def test_pbs_a_lost_node_costs_a_restart_on_the_spare(pbs3, tmp_path, launcher, 
 def test_pbs_a_fault_in_the_code_is_not_restarted(pbs3, tmp_path):
     pbs_node2_back(pbs3)
     (tmp_path / "raises.py").write_text(RAISES)
-    job = pbs_submit(pbs3, tmp_path, "--spare-nodes", "1", "--max-restarts", "2", str(tmp_path / "raises.py"))
+    job = pbs_submit(
+        pbs3, tmp_path, "--spare-nodes", "1", "--max-restarts", "2", str(tmp_path / "raises.py")
+    )
     row = pbs_end(pbs3, job, tmp_path)
     log = job["log"]
-    assert row["state"] == "FAILED" and not lines_of(log, "hpcdist: restart "), testcluster.log_excerpt(open(log).read())
+    assert row["state"] == "FAILED" and not lines_of(log, "hpcdist: restart "), (
+        testcluster.log_excerpt(open(log).read())
+    )
     (ended,) = lines_of(log, "hpcdist: the launch failed")
     assert "rank 1 on pbsn" in ended and "ValueError: a bad batch at step 10" in ended, ended
 
 
 def test_pbs_with_no_spare_the_job_ends_naming_the_lost_node(pbs3, tmp_path):
     pbs_node2_back(pbs3)
-    job = pbs_submit(pbs3, tmp_path, "--max-restarts", "2", DDP, *TRAINING, "--checkpoint-dir", str(tmp_path / "ckpt"))
+    job = pbs_submit(
+        pbs3,
+        tmp_path,
+        "--max-restarts",
+        "2",
+        DDP,
+        *TRAINING,
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+    )
     try:
         wait_for_step(job["log"], 20)
         fault = lose("pbsx-n2", "pbsxv-n2")
@@ -308,5 +433,9 @@ def test_pbs_with_no_spare_the_job_ends_naming_the_lost_node(pbs3, tmp_path):
     log = job["log"]
     assert row["state"] == "FAILED", row
     (ended,) = lines_of(log, "hpcdist: the launch failed")
-    assert "pbsn2 did not answer" in ended and "no node left to take the place of pbsn2" in ended, ended
-    assert took < FAULT_TO_STEP_S, took  # the job's end named; the scheduler's own end of it follows
+    assert "pbsn2 did not answer" in ended and "no node left to take the place of pbsn2" in ended, (
+        ended
+    )
+    assert took < FAULT_TO_STEP_S, (
+        took
+    )  # the job's end named; the scheduler's own end of it follows

@@ -9,8 +9,8 @@ Exit 0: the set-up has been run again (``job.env`` in the run folder, to source:
 a new port, ``HPCDIST_RESTART``) and the launch is to start again. Exit 1: the job ends with the
 launch's status; the log says why. In order:
 
-1. a rank that ended with :data:`hpcdist.env.NO_RESTART` (``sys.exit(hpcdist.env.NO_RESTART)``): the training
-   asked for no restart;
+1. a rank that ended with :data:`hpcdist.env.NO_RESTART` (``sys.exit(hpcdist.env.NO_RESTART)``):
+   the training asked for no restart;
 2. every node of the launch is asked to describe itself (``hpcdist doctor --probe``, by srun in a
    Slurm job, else by ssh) within :data:`ANSWER_S` seconds; one that does not answer, or runs
    another Python, hpcdist or torch than the first node, is a bad node: left out (``bad_nodes``
@@ -46,18 +46,34 @@ ANSWER_S = 20
 STALLED_LIMIT = 2
 #: In the run folder: what the restarts know so far.
 STATE_FILE = "restarts.json"
-#: What a rank sees when a peer dies (torch's and gloo's, NCCL's, MPI's words): not a fault of its code.
-PEER_LOST = ("Connection closed", "Connection reset", "Connection refused", "Broken pipe", "timed out",
-             "Timeout", "DistNetworkError", "DistBackendError", "NCCL", "Gloo", "gloo", "MPI_ERR",
-             "SignalException", "KeyboardInterrupt", "peer")
+#: What a rank sees when a peer dies (torch's, gloo's, NCCL's, MPI's words): no fault of its code.
+PEER_LOST = (
+    "Connection closed",
+    "Connection reset",
+    "Connection refused",
+    "Broken pipe",
+    "timed out",
+    "Timeout",
+    "DistNetworkError",
+    "DistBackendError",
+    "NCCL",
+    "Gloo",
+    "gloo",
+    "MPI_ERR",
+    "SignalException",
+    "KeyboardInterrupt",
+    "peer",
+)
 #: The versions a node must share with the first one (``hpcdist doctor``'s).
 SAME = ("python", "hpcdist", "torch")
 
-USAGE = ("usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR]\n"
-         "       hpcdist restart --preflight --dir RUN_DIR\n"
-         "Inside a job script, after a failed launch: end the job (exit 1), or run the set-up again\n"
-         "without the nodes that failed and let the launch start again (exit 0). --preflight: before\n"
-         "the first launch, the same check of every node (--preflight of hpcdist submit).")
+USAGE = (
+    "usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR]\n"
+    "       hpcdist restart --preflight --dir RUN_DIR\n"
+    "Inside a job script, after a failed launch: end the job (exit 1), or run the set-up again\n"
+    "without the nodes that failed and let the launch start again (exit 0). --preflight: before\n"
+    "the first launch, the same check of every node (--preflight of hpcdist submit)."
+)
 
 
 def parse_args(argv: list) -> dict:
@@ -68,9 +84,13 @@ def parse_args(argv: list) -> dict:
         if word == "--preflight":
             options["preflight"] = True
             continue
-        name = {"--dir": "dir", "--status": "status", "--max": "max", "--job-dir": "job_dir"}.get(word)
+        name = {"--dir": "dir", "--status": "status", "--max": "max", "--job-dir": "job_dir"}.get(
+            word
+        )
         if name is None or not args:
-            raise SetupError(f"unknown argument {word!r}" if name is None else f"{word} needs a value")
+            raise SetupError(
+                f"unknown argument {word!r}" if name is None else f"{word} needs a value"
+            )
         options[name] = args.pop(0)
     for name in ("dir",) if options.get("preflight") else ("dir", "status", "max"):
         if name not in options:
@@ -108,7 +128,14 @@ def _probe_command(host: str) -> list:
     from hpcdist.injob.doctor import _probe_argv, _ssh
 
     if os.environ.get("SLURM_JOB_ID"):
-        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *_probe_argv()]
+        return [
+            "srun",
+            "--overlap",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={host}",
+            *_probe_argv(),
+        ]
     return _ssh(None, ANSWER_S // 2) + ["--", host, " ".join(_probe_argv())]
 
 
@@ -122,17 +149,30 @@ def health(hosts: list, timeout: float = ANSWER_S) -> dict:
 
     def ask(host: str) -> None:
         try:
-            proc = subprocess.run(_probe_command(host), capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL, errors="replace")
+            proc = subprocess.run(
+                _probe_command(host),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                errors="replace",
+            )
             lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-            answers[host] = json.loads(lines[-1]) if proc.returncode == 0 and lines else (
-                (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+            answers[host] = (
+                json.loads(lines[-1])
+                if proc.returncode == 0 and lines
+                else ((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+            )
         except subprocess.TimeoutExpired:
             answers[host] = f"no answer within {timeout:g} s"
         except (OSError, ValueError) as e:
             answers[host] = str(e)
 
-    threads = [threading.Thread(target=ask, args=(host,), daemon=True) for host in hosts if host not in answers]
+    threads = [
+        threading.Thread(target=ask, args=(host,), daemon=True)
+        for host in hosts
+        if host not in answers
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -143,8 +183,11 @@ def health(hosts: list, timeout: float = ANSWER_S) -> dict:
         if isinstance(answer, str):
             problems[host] = f"did not answer ({answer})"
             continue
-        other = [f"{name} {answer['versions'].get(name)} (this node's: {here['versions'].get(name)})"
-                 for name in SAME if answer["versions"].get(name) != here["versions"].get(name)]
+        other = [
+            f"{name} {answer['versions'].get(name)} (this node's: {here['versions'].get(name)})"
+            for name in SAME
+            if answer["versions"].get(name) != here["versions"].get(name)
+        ]
         if other:
             problems[host] = "runs " + ", ".join(other)
     return problems
@@ -157,17 +200,30 @@ def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> t
         return False, f"rank {asked[0].get('rank')} asked for no restart (exit {NO_RESTART})"
     if problems:
         return state["count"] < most, "; ".join(f"{host} {why}" for host, why in problems.items())
-    raised = [r for r in ranks if r.get("phase") == "failed" and r.get("error")
-              and not any(word in r["error"] for word in PEER_LOST)]
+    raised = [
+        r
+        for r in ranks
+        if r.get("phase") == "failed"
+        and r.get("error")
+        and not any(word in r["error"] for word in PEER_LOST)
+    ]
     if raised:
         r = raised[0]
-        return False, (f"rank {r.get('rank')} on {r.get('node')} ended with {r['error']}: a fault in the "
-                       "training's code, which a restart would meet again (every node answered)")
+        return False, (
+            f"rank {r.get('rank')} on {r.get('node')} ended with {r['error']}: a fault in the "
+            "training's code, which a restart would meet again (every node answered)"
+        )
     gone = [r for r in ranks if r.get("phase") not in ("finished", "failed")]
-    why = (f"rank {gone[0].get('rank')} on {gone[0].get('node')} ended without a word (killed?)" if gone
-           else f"the launch ended with exit {status}")
+    why = (
+        f"rank {gone[0].get('rank')} on {gone[0].get('node')} ended without a word (killed?)"
+        if gone
+        else f"the launch ended with exit {status}"
+    )
     if state["stalled"] >= STALLED_LIMIT:
-        return False, f"{why}; no step since the last {STALLED_LIMIT} restarts: not a lost node's fault"
+        return (
+            False,
+            f"{why}; no step since the last {STALLED_LIMIT} restarts: not a lost node's fault",
+        )
     return state["count"] < most, why
 
 
@@ -198,21 +254,33 @@ def preflight(options: dict, environ) -> int:
     problems = health(hosts)
     took = time.monotonic() - started
     if not problems:
-        print(f"hpcdist: preflight: every node answered ({len(hosts)}, in {took:.1f} s)", file=sys.stderr)
+        print(
+            f"hpcdist: preflight: every node answered ({len(hosts)}, in {took:.1f} s)",
+            file=sys.stderr,
+        )
         return 0
     why = "; ".join(f"{host} {said}" for host, said in problems.items())
-    write_text_atomic(os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in sorted(problems)))
+    write_text_atomic(
+        os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in sorted(problems))
+    )
     with open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8") as f:
         setup_options = parse(f.read().split("\0"))
     try:
         text, log = setup(setup_options, environ)
     except SetupError:
-        print(f"hpcdist: preflight: {why}; no node left to take the place of {', '.join(sorted(problems))} "
-              f"(give --spare-nodes): the job ends.", file=sys.stderr)
+        print(
+            f"hpcdist: preflight: {why}; no node left to take the place of "
+            f"{', '.join(sorted(problems))} "
+            f"(give --spare-nodes): the job ends.",
+            file=sys.stderr,
+        )
         return 1
     write_text_atomic(os.path.join(run_dir, "job.env"), text)
-    print(f"hpcdist: preflight: {why}; left out: {' '.join(sorted(problems))}; {log.removeprefix('hpcdist: ')}",
-          file=sys.stderr)
+    print(
+        f"hpcdist: preflight: {why}; left out: {' '.join(sorted(problems))}; "
+        f"{log.removeprefix('hpcdist: ')}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -233,9 +301,15 @@ def restart(options: dict, environ) -> int:
         why += f" (the job's monitor: {monitor})"
     now = time.strftime("%H:%M:%S")
     if not again:
-        left = "" if state["count"] < most or "asked" in why or "code" in why else \
-            f" (no restart left: --max-restarts {most})"
-        print(f"hpcdist: the launch failed at {now} (exit {status}): {why}{left}; the job ends.", file=sys.stderr)
+        left = (
+            ""
+            if state["count"] < most or "asked" in why or "code" in why
+            else f" (no restart left: --max-restarts {most})"
+        )
+        print(
+            f"hpcdist: the launch failed at {now} (exit {status}): {why}{left}; the job ends.",
+            file=sys.stderr,
+        )
         return 1
     bad = read_lines(os.path.join(run_dir, BAD_NODES_FILE)) + sorted(problems)
     with open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8") as f:
@@ -246,27 +320,50 @@ def restart(options: dict, environ) -> int:
     try:
         text, log = setup(setup_options, environ)
     except SetupError as e:
-        print(f"hpcdist: the launch failed at {now} (exit {status}): {why}; no node left to take the place of "
-              f"{', '.join(sorted(problems))} (give --spare-nodes): the job ends. ({e})", file=sys.stderr)
+        print(
+            f"hpcdist: the launch failed at {now} (exit {status}): {why}; "
+            f"no node left to take the place of "
+            f"{', '.join(sorted(problems))} (give --spare-nodes): the job ends. ({e})",
+            file=sys.stderr,
+        )
         return 1
     write_text_atomic(os.path.join(run_dir, "job.env"), text)
     nodes = log.split("nodes: ", 1)[1].split(";")[0].split()
     state.update(count=state["count"] + 1, launched=time.time())
     write_text_atomic(os.path.join(run_dir, STATE_FILE), json.dumps(state))
     spares = [host for host in nodes if host not in hosts]
-    record = {"restart": state["count"], "of": most, "time": time.time(), "status": status, "cause": why,
-              "step": steps, "left_out": sorted(problems), "spares": spares, "nodes": nodes}
-    left = (f"; left out: {' '.join(sorted(problems))}" + (f", in their place: {' '.join(spares)}" if spares else "")
-            if problems else "")
-    print(f"hpcdist: restart {state['count']} of {most} at {now}: {why} (exit {status}, at step {steps}){left}; "
-          f"{log.removeprefix('hpcdist: ')}", file=sys.stderr)
+    record = {
+        "restart": state["count"],
+        "of": most,
+        "time": time.time(),
+        "status": status,
+        "cause": why,
+        "step": steps,
+        "left_out": sorted(problems),
+        "spares": spares,
+        "nodes": nodes,
+    }
+    left = (
+        f"; left out: {' '.join(sorted(problems))}"
+        + (f", in their place: {' '.join(spares)}" if spares else "")
+        if problems
+        else ""
+    )
+    print(
+        f"hpcdist: restart {state['count']} of {most} at {now}: {why} "
+        f"(exit {status}, at step {steps}){left}; "
+        f"{log.removeprefix('hpcdist: ')}",
+        file=sys.stderr,
+    )
     if options.get("job_dir"):
         from hpcdist.jobs import launch_restarts
 
         try:
             launch_restarts.append(options["job_dir"], record)
         except OSError as e:  # the restart goes on: the log has its line
-            print(f"hpcdist: cannot record the restart in {options['job_dir']}: {e}", file=sys.stderr)
+            print(
+                f"hpcdist: cannot record the restart in {options['job_dir']}: {e}", file=sys.stderr
+            )
     return 0
 
 

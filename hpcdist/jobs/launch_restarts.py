@@ -1,4 +1,4 @@
-"""A job's restarts of its launch (``--max-restarts``): ``restarts`` (:data:`RESTARTS`) in its folder.
+"""A job's restarts of its launch (``--max-restarts``): its folder's ``restarts`` (:data:`RESTARTS`).
 
 Where it runs: written inside the job by ``hpcdist restart`` (:mod:`hpcdist.injob.restart`), one
 JSON object a line, appended at each restart; read on the login node by ``status`` (its REASON:
@@ -45,4 +45,6 @@ def words(records: list) -> str:
         return ""
     last = records[-1]
     left = [node for record in records for node in record.get("left_out", [])]
-    return f"restart {last.get('restart')} of {last.get('of')}" + (f", left out: {' '.join(left)}" if left else "")
+    return f"restart {last.get('restart')} of {last.get('of')}" + (
+        f", left out: {' '.join(left)}" if left else ""
+    )
