@@ -296,13 +296,27 @@ def pbs3(openpbs_cluster):
         yield pbs
     finally:
         back("pbsxv-n2")
-        # The server keeps its nodes: pbsn3 out of it, and its mom stopped (a stop of 2 hosts
-        # leaves it), or the session's 2-host start waits for a node that never comes.
-        pbs.qmgr("delete node pbsn3")
-        pbs._script("stop", PBSX_NODES="3", check=False, timeout=120)
-        if pbs._script("start", PBSX_HISTORY="False", check=False, timeout=300).returncode != 0:
-            pbs._script("stop", PBSX_NODES="3", check=False, timeout=120)  # what a job's end left
-            pbs.start()
+        two_moms(pbs)
+
+
+def two_moms(pbs) -> None:
+    """The session's OpenPBS again: no job left (a lost node's may still be exiting), pbsn3 out of
+    the server (it keeps its nodes across starts: the session's 2-host start would wait for pbsn3),
+    its 3 hosts stopped (a stop of 2 leaves pbsn3's mom running), then the 2-host start."""
+    deadline = time.monotonic() + 60
+    while pbs.on("pbshead", "qselect").stdout.split() and time.monotonic() < deadline:
+        pbs.on("pbshead", "qdel -W force $(qselect) 2>/dev/null")
+        time.sleep(2)
+    said = [pbs._script("qmgr", "delete node pbsn3", check=False)]
+    said.append(pbs._script("stop", PBSX_NODES="3", check=False, timeout=120))
+    for _ in range(3):  # a lost node's job processes may take a few seconds more to be gone
+        said.append(pbs._script("start", PBSX_HISTORY="False", check=False, timeout=300))
+        if said[-1].returncode == 0:
+            return
+        said.append(pbs._script("stop", PBSX_NODES="3", check=False, timeout=120))
+        time.sleep(5)
+    pytest.fail("the OpenPBS test cluster did not start again with 2 moms:\n"
+                + "\n".join(f"{p.args[2:]}: {p.returncode}\n{p.stdout[-1000:]}\n{p.stderr[-1000:]}" for p in said))
 
 
 def pbs_submit(pbs, cwd, *args) -> dict:
