@@ -224,27 +224,20 @@ def test_an_elastic_job_s_restarts_stay_torchrun_s():
     assert "--max-restarts=2" in script and "hpcdist restart" not in script
 
 
+def pbs_job_setup(tmp_path, nodefile) -> tuple:
+    """A PBS job's environment with ``nodefile``, and the set-up's command for a launch of 2."""
+    env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")
+    setup = [sys.executable, "-m", "hpcdist", "job-setup", "--scheduler", "pbs", "--nodes", "2",
+             "--dir", str(tmp_path), "--master-port", "29999", "--port-unchecked"]
+    return env, setup
+
+
 def test_a_restart_s_set_up_leaves_out_the_bad_nodes_and_a_spare_takes_their_place(tmp_path):
     """job-setup with a node list of three for a launch of two: the first two; after a restart
     that left node2 out, node1 and node3, a new port and HPCDIST_RESTART."""
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("node1\nnode2\nnode3\n")
-    env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")
-    setup = [
-        sys.executable,
-        "-m",
-        "hpcdist",
-        "job-setup",
-        "--scheduler",
-        "pbs",
-        "--nodes",
-        "2",
-        "--dir",
-        str(tmp_path),
-        "--master-port",
-        "29999",
-        "--port-unchecked",
-    ]
+    env, setup = pbs_job_setup(tmp_path, nodefile)
     first = subprocess.run(setup, env=env, capture_output=True, text=True, timeout=60)
     assert first.stderr.strip() == "hpcdist: nodes: node1 node2; master: node1:29999", first.stderr
     assert (tmp_path / "setup.argv").read_text().split("\0") == setup[4:]
@@ -311,22 +304,7 @@ def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_
     here = socket.gethostname()
     nodefile = tmp_path / "nodefile"
     nodefile.write_text(f"{here}\nnode-gone.invalid\nspare.invalid\n")
-    env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")
-    setup = [
-        sys.executable,
-        "-m",
-        "hpcdist",
-        "job-setup",
-        "--scheduler",
-        "pbs",
-        "--nodes",
-        "2",
-        "--dir",
-        str(tmp_path),
-        "--master-port",
-        "29999",
-        "--port-unchecked",
-    ]
+    env, setup = pbs_job_setup(tmp_path, nodefile)
     assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
     env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
     check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path)]

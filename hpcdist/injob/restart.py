@@ -246,6 +246,20 @@ def _monitor_said(environ) -> str | None:
         return None
 
 
+def set_up_without(run_dir: str, bad: list, environ, restart: int | None = None) -> str:
+    """The job's set-up run again with its first arguments, ``bad`` left out (the run folder's
+    ``bad_nodes``; a spare of the allocation takes each one's place) and, for a restart, its
+    number; its ``job.env`` written. Its log line; SetupError when too few nodes are left."""
+    write_text_atomic(os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in bad))
+    with open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8") as f:
+        options = parse(f.read().split("\0"))
+    if restart is not None:
+        options["restart"] = str(restart)
+    text, log = setup(options, environ)
+    write_text_atomic(os.path.join(run_dir, "job.env"), text)
+    return log
+
+
 def preflight(options: dict, environ) -> int:
     """Before the first launch: every node asked to answer; one that does not is left out and the
     set-up run again (a spare in its place). Exit 1, said, when too few nodes are left."""
@@ -260,13 +274,8 @@ def preflight(options: dict, environ) -> int:
         )
         return 0
     why = "; ".join(f"{host} {said}" for host, said in problems.items())
-    write_text_atomic(
-        os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in sorted(problems))
-    )
-    with open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8") as f:
-        setup_options = parse(f.read().split("\0"))
     try:
-        text, log = setup(setup_options, environ)
+        log = set_up_without(run_dir, sorted(problems), environ)
     except SetupError:
         print(
             f"hpcdist: preflight: {why}; no node left to take the place of "
@@ -275,7 +284,6 @@ def preflight(options: dict, environ) -> int:
             file=sys.stderr,
         )
         return 1
-    write_text_atomic(os.path.join(run_dir, "job.env"), text)
     print(
         f"hpcdist: preflight: {why}; left out: {' '.join(sorted(problems))}; "
         f"{log.removeprefix('hpcdist: ')}",
@@ -312,13 +320,8 @@ def restart(options: dict, environ) -> int:
         )
         return 1
     bad = read_lines(os.path.join(run_dir, BAD_NODES_FILE)) + sorted(problems)
-    with open(os.path.join(run_dir, ARGV_FILE), encoding="utf-8") as f:
-        argv = f.read().split("\0")
-    setup_options = parse(argv)
-    setup_options["restart"] = str(state["count"] + 1)
-    write_text_atomic(os.path.join(run_dir, BAD_NODES_FILE), "".join(f"{host}\n" for host in bad))
     try:
-        text, log = setup(setup_options, environ)
+        log = set_up_without(run_dir, bad, environ, restart=state["count"] + 1)
     except SetupError as e:
         print(
             f"hpcdist: the launch failed at {now} (exit {status}): {why}; "
@@ -327,8 +330,7 @@ def restart(options: dict, environ) -> int:
             file=sys.stderr,
         )
         return 1
-    write_text_atomic(os.path.join(run_dir, "job.env"), text)
-    nodes = log.split("nodes: ", 1)[1].split(";")[0].split()
+    nodes = read_lines(os.path.join(run_dir, "nodes"))  # the set-up's node list, just written
     state.update(count=state["count"] + 1, launched=time.time())
     write_text_atomic(os.path.join(run_dir, STATE_FILE), json.dumps(state))
     spares = [host for host in nodes if host not in hosts]
