@@ -223,6 +223,8 @@ def test_slurm_a_lost_node_costs_a_restart_on_the_spare(slurm3, tmp_path, launch
         restart
     )
     assert row["reason"].startswith("restart 1 of 2, left out: node2"), row
+    # What a follow-up job passes back: --exclude-nodes @FOLDER/bad_nodes
+    assert open(os.path.join(row["folder"], "bad_nodes")).read() == "node2\n"
     resumed = lines_of(log, "resumed from ")
     assert resumed and re.search(r"at step (1[5-9]|20) \(restart 1\)$", resumed[-1]), resumed
     assert lines_of(log, "step 60 epoch"), testcluster.log_excerpt(open(log).read())
@@ -231,6 +233,19 @@ def test_slurm_a_lost_node_costs_a_restart_on_the_spare(slurm3, tmp_path, launch
     assert took is not None and took < FAULT_TO_STEP_S, (took, restart)
     left = testcluster.leftover_processes(f"checkpoint-dir {tmp_path}")
     assert not left, left
+
+
+def test_slurm_leaves_out_the_nodes_a_follow_up_job_passes_back(slurm3, tmp_path):
+    """--exclude-nodes @FILE (a job's bad_nodes): Slurm is told (--exclude) and never gives it."""
+    slurm_idle(slurm3)
+    (tmp_path / "bad_nodes").write_text("node2\n")
+    quickstart = str(ROOT / "examples" / "quickstart.py")
+    job = slurm_submit(slurm3, tmp_path, "--exclude-nodes", f"@{tmp_path / 'bad_nodes'}",
+                       quickstart, "--steps", "5")
+    row = slurm_end(slurm3, job, tmp_path)
+    log = open(job["log"]).read()
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log)
+    assert lines_of(job["log"], "hpcdist: nodes: node1 node3;"), testcluster.log_excerpt(log)
 
 
 def test_slurm_a_fault_in_the_code_is_not_restarted(slurm3, tmp_path):
@@ -288,35 +303,21 @@ def test_slurm_with_no_spare_the_job_ends_naming_the_lost_node(slurm3, tmp_path)
 
 @pytest.fixture(scope="module")
 def pbs3(openpbs_cluster):
-    """The real OpenPBS with 3 moms, for this module; 2 again after it."""
+    """The real OpenPBS with its third mom online, for this module (the session's keeps it offline:
+    tests/openpbs.py's SPARE); offline again after it, once no job of the module is left."""
     pbs = openpbs_cluster
-    pbs.stop()
-    pbs._script("start", PBSX_HISTORY="False", PBSX_NODES="3", timeout=300)
+    pbs.on("pbshead", f"pbsnodes -r {pbs.SPARE}")
     try:
         yield pbs
     finally:
         back("pbsxv-n2")
-        two_moms(pbs)
-
-
-def two_moms(pbs) -> None:
-    """The session's OpenPBS again: no job left (a lost node's may still be exiting), pbsn3 out of
-    the server (it keeps its nodes across starts: the session's 2-host start would wait for pbsn3),
-    its 3 hosts stopped (a stop of 2 leaves pbsn3's mom running), then the 2-host start."""
-    deadline = time.monotonic() + 60
-    while pbs.on("pbshead", "qselect").stdout.split() and time.monotonic() < deadline:
-        pbs.on("pbshead", "qdel -W force $(qselect) 2>/dev/null")
-        time.sleep(2)
-    said = [pbs._script("qmgr", "delete node pbsn3", check=False)]
-    said.append(pbs._script("stop", PBSX_NODES="3", check=False, timeout=120))
-    for _ in range(3):  # a lost node's job processes may take a few seconds more to be gone
-        said.append(pbs._script("start", PBSX_HISTORY="False", check=False, timeout=300))
-        if said[-1].returncode == 0:
-            return
-        said.append(pbs._script("stop", PBSX_NODES="3", check=False, timeout=120))
-        time.sleep(5)
-    pytest.fail("the OpenPBS test cluster did not start again with 2 moms:\n"
-                + "\n".join(f"{p.args[2:]}: {p.returncode}\n{p.stdout[-1000:]}\n{p.stderr[-1000:]}" for p in said))
+        deadline = time.monotonic() + 60  # a lost node's job may still be exiting
+        while pbs.on("pbshead", "qselect").stdout.split() and time.monotonic() < deadline:
+            pbs.on("pbshead", "qdel -W force $(qselect) 2>/dev/null")
+            time.sleep(2)
+        pbs_node2_back(pbs)
+        pbs.on("pbshead", f"pbsnodes -o {pbs.SPARE}")
+        pbs.qmgr("set server job_history_enable = False")
 
 
 def pbs_submit(pbs, cwd, *args) -> dict:
@@ -367,7 +368,8 @@ def pbs_node2_back(pbs) -> None:
     pytest.fail(f"pbsn2 not free again: {nodes[-500:]}")
 
 
-@pytest.mark.parametrize("launcher,history", [("torchrun", "False"), ("mpirun", "True")])
+@pytest.mark.parametrize("history", ["False", "True"])
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
 def test_pbs_a_lost_node_costs_a_restart_on_the_spare(pbs3, tmp_path, launcher, history):
     pbs3.qmgr(f"set server job_history_enable = {history}")
     pbs_node2_back(pbs3)
@@ -401,6 +403,7 @@ def test_pbs_a_lost_node_costs_a_restart_on_the_spare(pbs3, tmp_path, launcher, 
         restart
     )
     assert row["reason"].startswith("restart 1 of 2, left out: pbsn2"), row
+    assert open(os.path.join(row["folder"], "bad_nodes")).read() == "pbsn2\n"
     resumed = lines_of(log, "resumed from ")
     assert resumed and re.search(r"at step (1[5-9]|20) \(restart 1\)$", resumed[-1]), resumed
     took = first_step_after(log, fault)
@@ -410,7 +413,24 @@ def test_pbs_a_lost_node_costs_a_restart_on_the_spare(pbs3, tmp_path, launcher, 
     assert not left, left
 
 
-def test_pbs_a_fault_in_the_code_is_not_restarted(pbs3, tmp_path):
+def test_pbs_leaves_out_the_nodes_a_follow_up_job_passes_back(pbs3, tmp_path):
+    """PBS cannot be told which nodes not to give: the job's set-up leaves pbsn2 out of what it
+    was given, and the spare runs in its place."""
+    pbs_node2_back(pbs3)
+    quickstart = str(ROOT / "examples" / "quickstart.py")
+    job = pbs_submit(pbs3, tmp_path, "--spare-nodes", "1", "--exclude-nodes", "pbsn2",
+                     quickstart, "--steps", "5")
+    row = pbs_end(pbs3, job, tmp_path)
+    log = open(job["log"]).read()
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log)
+    (nodes,) = lines_of(job["log"], "hpcdist: nodes: ")
+    assert nodes.startswith("hpcdist: nodes: pbsn1 pbsn3;"), nodes
+    assert nodes.endswith("; left out (--exclude-nodes): pbsn2"), nodes
+
+
+@pytest.mark.parametrize("history", ["False", "True"])
+def test_pbs_a_fault_in_the_code_is_not_restarted(pbs3, tmp_path, history):
+    pbs3.qmgr(f"set server job_history_enable = {history}")
     pbs_node2_back(pbs3)
     (tmp_path / "raises.py").write_text(RAISES)
     job = pbs_submit(
@@ -425,7 +445,9 @@ def test_pbs_a_fault_in_the_code_is_not_restarted(pbs3, tmp_path):
     assert "rank 1 on pbsn" in ended and "ValueError: a bad batch at step 10" in ended, ended
 
 
-def test_pbs_with_no_spare_the_job_ends_naming_the_lost_node(pbs3, tmp_path):
+@pytest.mark.parametrize("history", ["False", "True"])
+def test_pbs_with_no_spare_the_job_ends_naming_the_lost_node(pbs3, tmp_path, history):
+    pbs3.qmgr(f"set server job_history_enable = {history}")
     pbs_node2_back(pbs3)
     job = pbs_submit(
         pbs3,

@@ -45,6 +45,8 @@
 #                  qsub from a compute node (a job that resubmits itself, hpcdist --requeue) is then
 #                  refused with "Bad UID for job execution" unless hosts.equiv allows the node.
 #   PBSX_NCPUS     override resources_available.ncpus of each node (default: what the mom detects)
+#   PBSX_OFFLINE   compute hosts to mark offline once up (pbsnodes -o): up, but given no job until
+#                  `pbsnodes -r` (a spare that a test brings in without a restart of the cluster)
 #
 # Facts this script encodes (each one cost a failed start to learn):
 #   - PBS will not use a host whose addresses are all 127.x ("Could not find any usable IP address").
@@ -334,6 +336,7 @@ start() {
     for h in $(nodes); do
         on "$HEAD" qmgr -c "list node $h" >/dev/null 2>&1 || on "$HEAD" qmgr -c "create node $h"
         [ -z "${PBSX_NCPUS:-}" ] || on "$HEAD" qmgr -c "set node $h resources_available.ncpus = $PBSX_NCPUS"
+        on "$HEAD" pbsnodes -r "$h" >/dev/null 2>&1 || true  # offline is kept in the datastore
     done
     [ -z "${PBSX_HISTORY:-}" ] || on "$HEAD" qmgr -c "set server job_history_enable = $PBSX_HISTORY"
     on "$HEAD" qmgr -c "set server flatuid = ${PBSX_FLATUID:-True}"
@@ -353,6 +356,7 @@ start() {
     # holding the nodes. Every start begins with an empty queue.
     on "$HEAD" bash -c 'left=$(qselect); [ -z "$left" ] || qdel -W force $left' || true
     wait_nodes_free
+    for h in ${PBSX_OFFLINE:-}; do on "$HEAD" pbsnodes -o "$h"; done
     say "up in $((SECONDS - t0)) s. Submit as $USERNAME on the head:  $0 user $HEAD 'qsub job.sh'"
 }
 
