@@ -201,6 +201,7 @@ def expected_directive_lines(spec) -> list[str]:
         lines += [d + f"--qos={q(spec.qos)}"] if spec.qos else []
         # sbatch reads "double quotes" in #SBATCH lines, and a constraint's characters need none.
         lines += [d + f"--constraint={spec.constraint}"] if spec.constraint else []
+        lines += [d + "--exclude=" + ",".join(spec.excluded_nodes)] if spec.exclude_nodes else []
         lines += [d + f"--hint={spec.hint}"] if spec.hint else []
         out = spec.output or "%x-%j.out"  # sbatch reads "double quotes" there, not single ones
         lines += [d + "--output=" + (out if out and not any(c.isspace() or c in "'\"\\" for c in out)
@@ -209,6 +210,7 @@ def expected_directive_lines(spec) -> list[str]:
         lines += [d + f"--dependency={q(spec.dependency)}"] if spec.dependency else []
         lines += [d + f"--mail-user={q(spec.mail_user)}", d + "--mail-type=END,FAIL"] if spec.mail_user else []
         lines += [d + "--exclusive"] if spec.exclusive else []
+        lines += [d + "--open-mode=append"]  # Slurm's own requeue appends to the log
     elif spec.scheduler == "pbs":
         d = "#PBS "
         ncpus = spec.procs_per_node * (spec.cpus_per_proc or 1)

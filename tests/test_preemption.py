@@ -155,6 +155,25 @@ def test_slurm_preemption_requeues_ddp_and_it_finishes_unchanged(cluster, uninte
     assert "SIGTERM" in log_of(job)  # the batch shell asked the training to stop
 
 
+def test_slurms_own_requeue_keeps_the_first_runs_lines_in_the_log(cluster, tmp_path):
+    """Slurm requeues a job by itself, --requeue or not (a node failure under its default
+    JobRequeue=1, an admin's `scontrol requeue`): without --open-mode=append the second run's log
+    replaced the first's, and no line of what happened to the first run was left (issue 51)."""
+    env = testcluster.client_env(cluster)
+    job = submit("ddp", ["--scheduler", "slurm"], [], tmp_path, env, delay=0.5)
+    wait_for_step(job, 8)
+    proc = subprocess.run(["scontrol", "requeue", job["job_id"]], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    row = wait_until_finished(job, tmp_path, env)
+    log = log_of(job)
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log)
+    assert re.search(r"restarted 1 time", row["reason"] or ""), row
+    first = re.search(LINE + r"step 8 epoch", log, re.M)
+    resumed = re.search(LINE + r"resumed from \S+ at step \d+", log, re.M)
+    assert first and resumed and first.start() < resumed.start(), testcluster.log_excerpt(log)
+
+
 def test_slurm_walltime_warning_checkpoints_and_requeues_deepspeed(cluster, uninterrupted, tmp_path):
     env = testcluster.client_env(cluster)
     job = submit("deepspeed", ["--scheduler", "slurm"], ["--requeue", "2"], tmp_path, env, delay=0.5)

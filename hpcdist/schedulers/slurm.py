@@ -139,6 +139,7 @@ class Slurm(BatchScheduler):
     array_index_variable = "SLURM_ARRAY_TASK_ID"
     # Slurm counts the restarts of a requeued job itself.
     restart_variable = "SLURM_RESTART_COUNT"
+    excludes_nodes = True
     job_names = JOB_NAMES
     ids = GRAMMARS["slurm"]
     elastic_agents = True
@@ -217,6 +218,7 @@ class Slurm(BatchScheduler):
             ("account", spec.account),
             ("qos", spec.qos),
             ("constraint", spec.constraint),
+            ("exclude", ",".join(spec.excluded_nodes)),
             ("hint", spec.hint),
             ("output", spec.output or "%x-%j.out"),
             ("array", spec.array),
@@ -231,7 +233,9 @@ class Slurm(BatchScheduler):
             # on only INT, TERM, HUP, QUIT).
             ("signal", spec.stops_on_warning and f"B:USR2@{spec.signal_margin}"),
             ("requeue", bool(spec.requeue)),
-            ("open-mode", spec.requeue and "append"),
+            # Slurm requeues a job on its own too (a node failure, an admin's requeue): the next
+            # run's lines go after this one's instead of over them.
+            ("open-mode", "append"),
         ]
         return super().directives(spec) + [sbatch_line(name, value) for name, value in options
                                            if value not in (None, False, 0, "")]

@@ -14,6 +14,7 @@
 #SBATCH --partition=batch
 #SBATCH --account=PROJECT_ID
 #SBATCH --output=%x-%j.out
+#SBATCH --open-mode=append
 
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"

@@ -13,6 +13,7 @@
 #SBATCH --account=xyz@v100
 #SBATCH --hint=nomultithread
 #SBATCH --output=%x-%j.out
+#SBATCH --open-mode=append
 
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"

@@ -14,6 +14,7 @@
 #SBATCH --partition=standard-g
 #SBATCH --account=project_465000001
 #SBATCH --output=%x-%j.out
+#SBATCH --open-mode=append
 
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"

@@ -15,6 +15,7 @@
 #SBATCH --account=m0000
 #SBATCH --constraint=gpu
 #SBATCH --output=%x-%j.out
+#SBATCH --open-mode=append
 
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"

@@ -12,6 +12,7 @@
 #SBATCH --mem=32G
 #SBATCH --time=00:05:00
 #SBATCH --output=%x-%j.out
+#SBATCH --open-mode=append
 
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"

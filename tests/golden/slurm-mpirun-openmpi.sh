@@ -10,6 +10,7 @@
 #SBATCH --gpus-per-node=4
 #SBATCH --time=01:30:00
 #SBATCH --output=%x-%j.out
+#SBATCH --open-mode=append
 
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"
