@@ -202,6 +202,7 @@ FIELDS = [
     Field("max-restarts", "--max-restarts", _set("max_restarts"), must_refuse=lambda p, v: True),
     Field("min-nodes", "--min-nodes", _set("min_nodes"), must_refuse=lambda p, v: True),
     Field("spare-nodes", "--spare-nodes", _set("spare_nodes"), must_refuse=lambda p, v: True),
+    Field("exclude-nodes", "--exclude-nodes", _add("exclude_nodes"), schedulers=("slurm", "pbs")),
     Field("launcher", "--launcher", _set("launcher"), must_refuse=lambda p, v: True),
     Field("mpi", "--mpi", _set("mpi"), must_refuse=lambda p, v: True),
     Field("pbs-spread", "--pbs-spread", _set("pbs_spread"), must_refuse=lambda p, v: True),
@@ -710,7 +711,7 @@ def test_dataclass_fields_are_all_in_the_matrix():
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
                "pbs_spread", "dialect", "template_dir", "signal_margin_s", "hang_timeout_s", "hang_floor_s", "start_timeout_s", "requeue", "max_restarts", "min_nodes",
-               "spare_nodes", "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
+               "spare_nodes", "exclude_nodes", "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
                "mem_per_gpu_mb", "constraint", "hint", "cpu_bind", "gpu_bind", "gpu_map", "env_expand", "setup_on",
                "container_image", "container_binds"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",

@@ -346,3 +346,71 @@ def test_preflight_is_a_line_of_the_script_before_the_launch():
         'source "$run_dir/job.env"',
     ], block[:300]
     assert "--preflight" not in render("--scheduler", "slurm", "--nodes", "2").split("#SBATCH")[-1]
+
+
+# ------------------------------------------------------------------ --exclude-nodes
+
+
+def refused(*args) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpcdist", "render", *args, "examples/quickstart.py"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode != 0 and not proc.stdout, proc.stdout
+    return proc.stderr
+
+
+def test_slurm_is_told_the_nodes_to_leave_out_by_name_or_from_a_job_s_bad_nodes(tmp_path):
+    """A follow-up job passes back the bad_nodes file a job with restarts wrote in its folder."""
+    script = render("--scheduler", "slurm", "--nodes", "2", "--exclude-nodes", "node[2-3],gpu7")
+    assert "#SBATCH --exclude=node2,node3,gpu7\n" in script
+    assert "--exclude node" not in script  # Slurm never gives them: the set-up has nothing to do
+    bad = tmp_path / "bad_nodes"
+    bad.write_text("node2\nnode5  # its GPU 3 fell off the bus\n")
+    script = render("--scheduler", "slurm", "--nodes", "2", "--exclude-nodes", f"@{bad}")
+    assert "#SBATCH --exclude=node2,node5\n" in script
+
+
+def test_pbs_cannot_be_told_so_the_job_s_set_up_leaves_them_out_and_a_spare_comes_in(tmp_path):
+    script = render("--scheduler", "pbs", "--nodes", "2", "--spare-nodes", "1",
+                    "--exclude-nodes", "node2")
+    assert "#PBS -l select=3:" in script
+    assert "job-setup --scheduler pbs --nodes 2 --dir \"$run_dir\" --exclude node2" in script
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("node1\nnode2\nnode3\n")
+    env, setup = pbs_job_setup(tmp_path, nodefile)
+    given = subprocess.run(setup + ["--exclude", "node2"], env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert given.stderr.strip() == (
+        "hpcdist: nodes: node1 node3; master: node1:29999; left out (--exclude-nodes): node2"
+    ), given.stderr
+    nodefile.write_text("node1\nnode2\n")  # no spare asked for
+    short = subprocess.run(setup + ["--exclude", "node2"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert short.returncode == 2
+    assert "pbs gave the job node2, which --exclude-nodes leaves out" in short.stderr
+    assert "--spare-nodes 1" in short.stderr, short.stderr
+
+
+@pytest.mark.parametrize(
+    "value,said",
+    [
+        ("@/nonexistent/bad_nodes", "cannot be read: No such file or directory"),
+        ("node[1-", "is not a node list"),
+        (",", "names no node"),
+        ("node$(id)", "--exclude-nodes"),
+    ],
+)
+def test_a_wrong_exclude_nodes_is_refused_naming_it_and_the_fix(value, said):
+    err = refused("--scheduler", "slurm", "--exclude-nodes", value)
+    assert said in err and value in err, err
+    assert "node names" in err or "names" in err, err
+
+
+def test_a_local_job_has_no_node_to_leave_out():
+    err = refused("--exclude-nodes", "node2")
+    assert "--exclude-nodes" in err and "every node of a local job is this host" in err, err

@@ -55,7 +55,7 @@ DEEPSPEED_PREFIXES = ("NCCL_", "UCX_")
 
 USAGE = ("usage: hpcdist job-setup --scheduler NAME --dir RUN_DIR [--nodes N] [--hostfile FORMAT:SLOTS]\n"
          "                          [--master-addr HOST] [--master-port PORT] [--pass NAME]... [--mpi-env]\n"
-         "                          [--deepspeed-env] [--port-unchecked] [--restart N]\n"
+         "                          [--deepspeed-env] [--port-unchecked] [--restart N] [--exclude N1,N2]\n"
          "Inside a job script: write the node list, the launcher's hostfile and job.env, the lines to\n"
          "source (the master, its port, the variables to pass), into RUN_DIR.")
 
@@ -69,7 +69,7 @@ def parse(argv: list) -> dict:
     here is an edited script's)."""
     flags = {"--scheduler": "scheduler", "--dir": "dir", "--nodes": "nodes", "--hostfile": "hostfile",
              "--master-addr": "master_addr", "--master-port": "master_port", "--pass": "pass",
-             "--restart": "restart"}
+             "--restart": "restart", "--exclude": "exclude"}
     switches = {"--mpi-env": "mpi_env", "--deepspeed-env": "deepspeed_env", "--port-unchecked": "port_unchecked"}
     options: dict = {"pass": [], "mpi_env": False, "deepspeed_env": False, "port_unchecked": False}
     args = list(argv)
@@ -116,12 +116,22 @@ def setup(options: dict, environ) -> tuple:
         raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "
                          f"and its node list are not): submit it to {scheduler} (the header names the command), "
                          f"or render it for the scheduler it runs under")
-    bad = set(read_lines(os.path.join(options["dir"], BAD_NODES_FILE)))
-    if bad:  # a restart's: the nodes it left out; the spares take their places
+    # A restart's bad nodes, and those --exclude-nodes named where the scheduler cannot be told:
+    # left out, the spares take their places.
+    excluded = [n for n in options.get("exclude", "").split(",") if n]
+    bad = set(read_lines(os.path.join(options["dir"], BAD_NODES_FILE))) | set(excluded)
+    unwanted = [host for host, _ in alloc.hosts if host in excluded]
+    if bad:
         alloc = type(alloc)([pair for pair in alloc.hosts if pair[0] not in bad], alloc.source)
     hosts = alloc.host_names
     wanted = int(options.get("nodes", 0))
     local = getattr(job_module, "MASTER_ADDR", None)
+    if wanted and unwanted and len(hosts) < wanted:
+        raise SetupError(
+            f"{scheduler} gave the job {' '.join(unwanted)}, which --exclude-nodes leaves out, and "
+            f"{len(hosts)} node(s) are left of the {wanted} it needs: {scheduler} cannot be told "
+            f"which nodes not to give; submit with --spare-nodes {len(excluded)} to have nodes in "
+            f"their place")
     if wanted and not local and len(hosts) < wanted:
         raise SetupError(
             f"the job asked for {wanted} nodes but {alloc.source} lists {len(hosts)} ({' '.join(hosts[:8])}"
@@ -168,7 +178,8 @@ def setup(options: dict, environ) -> tuple:
         keep = [(n, v) for n, v in exported.items() if n in passed or n.startswith(DEEPSPEED_PREFIXES)]
         text = "".join(f"{n}={v}\n" for n, v in keep if not any(c in v for c in '$`"\\\n'))
         lines.append(f"export DS_ENV_FILE={quote(_write(folder, 'deepspeed_env', text))}")
-    log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}"
+    log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}" + (
+        f"; left out (--exclude-nodes): {' '.join(unwanted)}" if unwanted else "")
     return "\n".join(lines) + "\n", log
 
 

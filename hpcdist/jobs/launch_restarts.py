@@ -16,12 +16,20 @@ import json
 import os
 
 RESTARTS = "restarts"
+#: The nodes the restarts left out, one a line: a follow-up job passes it back
+#: (``--exclude-nodes @<job folder>/bad_nodes``).
+BAD_NODES = "bad_nodes"
 
 
 def append(folder: str, record: dict) -> None:
-    """One restart's line (one write: a reader never sees half of it)."""
+    """One restart's line (one write: a reader never sees half of it), and the bad nodes so far."""
+    from hpcdist.jobs.atomic import write_text_atomic
+
     with open(os.path.join(folder, RESTARTS), "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
+    left = sorted({node for done in read(folder) for node in done.get("left_out", [])})
+    if left:
+        write_text_atomic(os.path.join(folder, BAD_NODES), "\n".join(left) + "\n")
 
 
 def read(folder: str) -> list:

@@ -324,6 +324,9 @@ class Scheduler:
     runs_srun = False
     #: Every "node" of a job is this one host (the local backend).
     one_host = False
+    #: It can be told which nodes not to give a job (Slurm's --exclude); else the job's set-up
+    #: leaves them out of what it was given (--exclude-nodes).
+    excludes_nodes = False
     #: The variables that name the allocation's files, which the job's set-up reads: copied where a
     #: container's image sees them (:func:`hpcdist.containers.script_lines`).
     allocation_files: tuple[str, ...] = ()

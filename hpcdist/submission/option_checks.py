@@ -227,3 +227,27 @@ def _argument(x, o, _):
 
 
 #: Every job option, in the order of JobSpec's fields (a group's flags show in this order).
+
+
+def _node_names(x, o, _):
+    """Nodes by name: a Slurm node list (``n1,n2``, ``n[1-3]``) or ``@FILE`` (names, one or more a
+    line, ``#`` comments: the ``bad_nodes`` a job with restarts wrote). Held as ``n1,n2``."""
+    from hpcdist.hostlist import expand
+
+    text = str(x)
+    fix = ("Give node names (n1,n2 or n[1-3]), or @FILE: a file of names, as the bad_nodes file "
+           "in a job's folder (hpcdist status --json: its folder).")
+    if text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as f:
+                text = ",".join(line.split("#")[0].strip() for line in f)
+        except (OSError, UnicodeDecodeError) as e:
+            raise v.ValidationError(o.flag, str(x), f"cannot be read: {getattr(e, 'strerror', e)}.",
+                                    fix) from None
+    try:
+        names = expand(text) if text.strip(", \t\n") else []
+    except ValueError as e:
+        raise v.ValidationError(o.flag, str(x), f"is not a node list: {e}", fix) from None
+    if not names:
+        raise v.ValidationError(o.flag, str(x), "names no node.", fix)
+    return ",".join(v.check_name(name, o.flag) for name in names)

@@ -23,7 +23,8 @@ from hpcdist.submission.option_checks import (  # noqa: F401
     Elsewhere, _one_of, _at_least_1, _at_least_0, _port, _walltime, _memory, _node_memory, _name,
     _job_name, _directive, _text, _word, MODULE_VERBS, _module, module_words, _program, _array,
     _dependency, _mail, _yes_no, _source, _env, _container_bind, _env_name, SETUP_END, _setup_line,
-    _env_expand, GPU_MAPS, _binding, _constraint, _pbs_request, _script, _argument)
+    _env_expand, GPU_MAPS, _binding, _constraint, _pbs_request, _script, _argument,
+    _node_names)
 
 
 SCHEDULERS = Elsewhere("hpcdist.schedulers:NAMES")
@@ -105,6 +106,10 @@ OPTIONS = (
     Option("spare_nodes", int, 0, WHERE, check=_at_least_0, metavar="K",
            help="ask for K nodes more, started on only when one of the --nodes fails "
                 "(with --max-restarts; default: 0)"),
+    Option("exclude_nodes", list, None, WHERE, check=_node_names, metavar="NODES",
+           help="nodes not to run on: n1,n2, n[1-3] or @FILE (a job's bad_nodes file); Slurm: "
+                "--exclude; PBS, which cannot be told: left out in the job, a --spare-nodes node "
+                "in its place"),
     Option("gpus_per_node", int, 0, WHERE, check=_at_least_0, help="GPUs to ask for on each node (default: 0)"),
     Option("procs_per_node", int, 1, WHERE, check=_at_least_1, help="ranks per node (default: one per GPU, else one)"),
     Option("cpus_per_proc", int, None, WHERE, check=_at_least_1, help="CPU cores for each rank (default: 1)"),

@@ -74,6 +74,8 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list) -> tuple:
     if not scheduler.one_host:
         words += ["--nodes", str(spec.nodes)]
     words += ["--dir", var("run_dir")]
+    if spec.excluded_nodes and not scheduler.excludes_nodes:
+        words += ["--exclude", ",".join(spec.excluded_nodes)]
     what = "The nodes"
     fmt = launcher.hostfile_format(spec)
     if fmt:

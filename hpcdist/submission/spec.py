@@ -103,6 +103,11 @@ class JobSpec(Frozen):
         return self.nodes + self.spare_nodes
 
     @property
+    def excluded_nodes(self) -> list:
+        """The nodes --exclude-nodes names, each once, in order."""
+        return list(dict.fromkeys(n for names in self.exclude_nodes for n in names.split(",")))
+
+    @property
     def srun_restart_words(self) -> list:
         """srun's words for a launch that restarts: ``--overlap``, as a failed launch's step may hold
         the nodes' CPUs until Slurm hears from its lost node (minutes: "step creation temporarily
@@ -307,9 +312,13 @@ def _check_restarts(out: dict, given: dict) -> None:
         raise v.ValidationError("--min-nodes", str(out["min_nodes"]), f"is more than --nodes {out.get('nodes', 1)}.",
                                 "Give the fewest nodes the training may go on with, at most --nodes.")
     spares = out.get("spare_nodes")
-    if spares and not out.get("max_restarts"):
+    if spares and not out.get("max_restarts") and not out.get("exclude_nodes"):
         raise v.ValidationError("--spare-nodes", str(spares), "a spare node is started on only at a restart, "
                                 "and this job has none.", "Give --max-restarts N too, or leave --spare-nodes out.")
+    if out.get("exclude_nodes") and schedulers.get(out["scheduler"]).one_host:
+        raise v.ValidationError("--exclude-nodes", ",".join(out["exclude_nodes"]), "every node of a local "
+                                "job is this host.", "Leave --exclude-nodes out, or submit with --scheduler "
+                                "slurm or pbs.")
     if spares and schedulers.get(out["scheduler"]).one_host:
         raise v.ValidationError("--spare-nodes", str(spares), "every node of a local job is this host.",
                                 "Leave --spare-nodes out, or submit with --scheduler slurm or pbs.")
