@@ -38,7 +38,9 @@ def svg(fig) -> str:
     out = io.StringIO()
     fig.savefig(out, format="svg", metadata={"Date": None})
     text = out.getvalue()
-    return text[text.index("<svg"):]
+    text = text[text.index("<svg"):]
+    start, end = text.find("<metadata>"), text.find("</metadata>")  # its RDF names no one reads
+    return text[:start] + text[end + len("</metadata>"):] if 0 <= start < end else text
 
 
 def png(fig) -> bytes:
