@@ -11,7 +11,7 @@ time), ``run`` (:func:`hpcdist.progress.run_id`), and per rank, in the same orde
 measured), ``slow`` (the ranks the look named stragglers, as ``watch`` does) and ``hung`` (the
 look found the job hung). The file stays small at any length of run: past :data:`MOST_LINES`
 lines of a run, every other line is dropped and the lines come half as often, so a run of days
-has as many lines as one of minutes (about 12 KB a line at 1,024 ranks: 5 MB at most).
+has as many lines as one of minutes (about 14 KB a line at 1,024 ranks: 6 MB at most).
 """
 
 from __future__ import annotations
