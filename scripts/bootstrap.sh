@@ -2,6 +2,7 @@
 # Everything hpcdist's tests and demo need, on a fresh Debian machine:
 # Open MPI and MPICH from apt (as root), and a virtual environment .venv with
 # torch (CPU), mpi4py, DeepSpeed, accelerate, Lightning, scikit-learn (the examples' data),
+# matplotlib (hpcdist report's figures),
 # pytest, hypothesis and hpcdist itself (editable).
 # Safe to run again: it installs only what is missing.
 # HPCDIST_INSTALL_RECORD (set by scripts/test.sh): a file to which each install is added as one
@@ -132,10 +133,10 @@ want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch first: an unpinned torch asked for by the extras would be pip's default (several GB).
   install_torch
-  echo "bootstrap: hpcdist and its extras (DeepSpeed, Lightning, accelerate, mpi4py, Hydra, scikit-learn, MkDocs," \
+  echo "bootstrap: hpcdist and its extras (DeepSpeed, Lightning, accelerate, mpi4py, Hydra, scikit-learn, matplotlib, MkDocs," \
        "pytest) into .venv: about 200 MB to download where pip has none of them yet, a few minutes"
-  pip_install -e ".[test,docs,mpi,deepspeed,submitit,hydra,accelerate,lightning,examples]"
+  pip_install -e ".[test,docs,mpi,deepspeed,submitit,hydra,accelerate,lightning,examples,report]"
   echo "$want" > "$stamp"
   record "pip install torch==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))')" \
-         "and hpcdist[test,docs,mpi,deepspeed,submitit,hydra,accelerate,lightning,examples] (into $PWD/.venv)"
+         "and hpcdist[test,docs,mpi,deepspeed,submitit,hydra,accelerate,lightning,examples,report] (into $PWD/.venv)"
 fi

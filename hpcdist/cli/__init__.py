@@ -5,8 +5,9 @@ sends on); its in-job commands run inside jobs, on the nodes.
 
 The commands live by concern: :mod:`hpcdist.cli.jobs` (the login side: render, submit, status,
 logs, cancel, doctor, profiles), :mod:`hpcdist.cli.watch` (watch, stacks: inside a running job;
-and monitor, in every submitted job) and :mod:`hpcdist.cli.in_job` (what runs inside a job: env,
-hostfile, supervise, requeue, job-setup, agents, restart); :mod:`hpcdist.cli.common` holds what they
+and monitor, in every submitted job), :mod:`hpcdist.cli.report` (report: a run's page) and
+:mod:`hpcdist.cli.in_job` (what runs inside a job: env, hostfile, supervise, requeue, job-setup,
+agents, restart); :mod:`hpcdist.cli.common` holds what they
 share. Start-up stays fast: a subcommand named first builds only its own parser, ``hpcdist
 status`` and the two commands of every job script none at all, and each command imports what it
 needs when it runs.
@@ -19,15 +20,15 @@ import sys
 from types import SimpleNamespace
 
 from hpcdist import __version__
-from hpcdist.cli import in_job, jobs, remote, watch
+from hpcdist.cli import in_job, jobs, remote, report, watch
 from hpcdist.cli.common import CommandError, help_end, new_parser
 from hpcdist.cli.dash_values import joined
 
 #: The subcommands, in the order of the commands' reference (docs/reference/commands.md).
-COMMANDS = jobs.COMMANDS + watch.COMMANDS + remote.COMMANDS + in_job.COMMANDS
+COMMANDS = jobs.COMMANDS + watch.COMMANDS + report.COMMANDS + remote.COMMANDS + in_job.COMMANDS
 #: `hpcdist --help` in two groups: what a user types (login node, laptop), and what runs inside a job.
-USER_COMMANDS = ("render", "submit", "status", "logs", "watch", "stacks", "cancel", "doctor", "profiles",
-                 "connect", "disconnect")
+USER_COMMANDS = ("render", "submit", "status", "logs", "watch", "stacks", "report", "cancel", "doctor",
+                 "profiles", "connect", "disconnect")
 IN_JOB_COMMANDS = ("env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents", "restart")
 GROUPS = (("commands", USER_COMMANDS),
           ("inside a job (env and hostfile are yours to use there; hpcdist's job scripts run the others)",
@@ -124,6 +125,7 @@ def build_parser(argv: list[str] = ()):
         sub._parser_class = _listed_only(sub._parser_class)
     jobs.add_parsers(sub, only, command)
     watch.add_parsers(sub, only, command)
+    report.add_parsers(sub, only)
     remote.add_parsers(sub, only)
     in_job.add_parsers(sub, only, command)
     parser.commands = sub.choices  # for a mistake's message: the command's own parser

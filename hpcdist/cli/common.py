@@ -144,6 +144,8 @@ HELP_ENDS = {
                 "guide/walltime.md#walltime-and-preemption-checkpoint-then-requeue"),
     "watch": (["hpcdist watch JOB", "hpcdist watch --once --json JOB    # for tools"], "watch.md#hpcdist-watch"),
     "stacks": (["hpcdist stacks JOB"], "watch.md#hangs-detected-shown-ended"),
+    "report": (["hpcdist report JOB -o run.html", "hpcdist report JOB --format png    # and a PNG of each figure"],
+               "report.md"),
     "connect": (["hpcdist connect mycluster    # a profile with remote = \"me@login.cluster\"",
                  "hpcdist submit --profile mycluster --nodes 2 train.py    # then, over that connection"],
                 "remote.md#2-connect"),

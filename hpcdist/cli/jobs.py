@@ -283,12 +283,19 @@ def status_rows(refs: list[str]) -> list[dict]:
     return rows
 
 
+def with_startup(rows: list[dict]) -> list[dict]:
+    """``status --json``'s rows: each with where the start-up went, per node
+    (:mod:`hpcdist.progress.startup`), as the monitor wrote it."""
+    for row in rows:
+        if row.get("folder") and "startup" not in row:
+            row["startup"] = watch.startup_of(row["folder"])
+    return rows
+
+
 def show_rows(rows: list[dict], as_json: bool) -> None:
     """The rows as a table, or as JSON (what a laptop's hpcdist reads from the login node's)."""
     if as_json:
-        for row in rows:  # where the start-up went, per node (hpcdist.progress.startup), as the monitor wrote it
-            if row.get("folder") and "startup" not in row:
-                row["startup"] = watch.startup_of(row["folder"])
+        with_startup(rows)
         import json  # not at the top: it would cost `hpcdist status` 7%
 
         print(json.dumps(rows, indent=2))

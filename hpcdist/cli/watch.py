@@ -248,28 +248,20 @@ def _seconds(flag: str, value: float, least: float, most: float, what: str, exam
 
 
 def run_watch(args) -> int:
-    from hpcdist.progress import watch
-
     interval = _seconds("--interval", args.interval, 0.5, 86400, "the seconds between refreshes", "2")
     from hpcdist.submission.submit import exit_status
 
     job = _find(args.job)
     index = subjob_index(job, args.index, "watch")
-    folder, floor = progress_dir(job, index), hang_floor(job)
     while True:
-        status = _status(job, index)
+        status, view = view_of(job, index)
         state, ended = status.state, status if status.finished else None
         # Its exit status follows the job's once it has ended, as --wait's does.
         code = exit_status(ended) if ended is not None else 0
-        view = watch.analyse(watch.read(folder, *this_run(job, index)), floor=floor, ended=ended is not None)
         if args.json:
             import json
 
-            # Each rank's row under "ranks" (the summary's "ranks" is their count: len() says it).
-            how = {"exit_code": ended.exit_code, "reason": ended.reason} if ended is not None else {}
-            subjob = {"index": index} if index is not None else {}
-            print(json.dumps({"job_id": job.job_id, **subjob, "state": state, **how, "time": view.now,
-                              **view.summary(), "ranks": view.ranks}, indent=2))
+            print(json.dumps(snapshot(job, view, status, index), indent=2))
             return code
         text = screen(job, view, state, ended, index) + startup_text(job, view, index)
         if args.once:
@@ -283,6 +275,26 @@ def run_watch(args) -> int:
             time.sleep(interval)
         except KeyboardInterrupt:
             return 130
+
+
+def snapshot(job, view, status, index: int | None = None) -> dict:
+    """``watch --json``'s object (``hpcdist report`` reads the same): the job's state, how it
+    ended, the view's summary, and each rank's row under "ranks" (the summary's "ranks" is
+    their count: len() says it)."""
+    how = {"exit_code": status.exit_code, "reason": status.reason} if status.finished else {}
+    subjob = {"index": index} if index is not None else {}
+    return {"job_id": job.job_id, **subjob, "state": status.state, **how, "time": view.now, **view.summary(),
+            "ranks": view.ranks}
+
+
+def view_of(job, index: int | None = None):
+    """``(its JobStatus, the view of its ranks)`` as ``watch`` has them now."""
+    from hpcdist.progress import watch
+
+    status = _status(job, index)
+    view = watch.analyse(watch.read(progress_dir(job, index), *this_run(job, index)), floor=hang_floor(job),
+                         ended=status.finished)
+    return status, view
 
 
 def run_stacks(args) -> int:

@@ -27,7 +27,8 @@ folder (:mod:`hpcdist.jobs.ending`; a subjob's in ``ended.json.<index>``): ``sta
 ``logs``, ``--wait`` and ``watch`` say the cause. Each run of the job script (a requeue, a run
 by hand) is judged by its own ranks: rank files of an earlier run are left out
 (:func:`hpcdist.progress.watch.read`). It also keeps ``summary.json`` there (one small file:
-``hpcdist status`` reads it) and ends with the batch shell (``--pid``).
+``hpcdist status`` reads it), ``timeline.jsonl`` (each rank's steps over the run, for ``hpcdist
+report``: :mod:`hpcdist.progress.timeline`) and ends with the batch shell (``--pid``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import signal
 import sys
 import time
 
-from hpcdist.progress import startup, watch
+from hpcdist.progress import startup, timeline, watch
 
 USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--start-timeout S]"
          " [--interval S] [--restarts]\n"
@@ -237,6 +238,7 @@ def run(options: dict) -> int:
     named, hang_told, trouble = set(), False, None
     boot = None  # the start-up's breakdown (hpcdist.progress.startup), until every rank has stepped
     since = 0.0  # the current launch's start, once the monitor has ended one for a restart
+    looks = timeline.Writer(folder, run, options["interval"])  # the steps over the run, for `hpcdist report`
     while alive(pid):
         if options["restarts"]:
             since = max(since, _mtime(os.path.join(folder, RESTARTING)))
@@ -247,6 +249,7 @@ def run(options: dict) -> int:
             if boot is None or not boot["complete"]:
                 boot = startup.of_folder(folder, run, view.ranks, started) or boot
             _write_summary(folder, view, options["interval"], run, started, boot)
+            looks.add(view)
             slow = {r["rank"] for r in view.slowest}  # once per check, not once per rank
             for rank in [rank for rank in slow_checks if rank not in slow]:
                 del slow_checks[rank]

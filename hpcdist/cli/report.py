@@ -1,0 +1,70 @@
+"""``hpcdist report``: a job's (or a sweep's) page, written where it is typed (:mod:`hpcdist.report`).
+
+Its parser in :func:`add_parsers`, its run in :func:`run_report`, which imports the report's
+modules (and matplotlib) only when it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hpcdist.cli.common import CommandError
+
+#: The commands here, in the order `hpcdist --help` lists them.
+COMMANDS = ("report",)
+
+
+def add_parsers(sub, only: str | None) -> None:
+    from hpcdist.cli.common import help_end  # the parser's, which `hpcdist status` builds none of
+
+    if only in (None, "report"):
+        report = sub.add_parser("report", help="one page (HTML, offline) of a job: start-up, each rank's steps, "
+                                "stragglers and hangs; a sweep's sets",
+                                description="Write one self-contained HTML page of a job: its facts, the start-up "
+                                "per node, each rank's steps over the run as a heat map with stragglers, hangs and "
+                                "restarts marked, and tables of the same numbers; of a sweep: its sets by state.",
+                                **help_end("report"))
+        report.add_argument("job", metavar="JOB")
+        report.add_argument("-o", "--output", metavar="FILE", default=None,
+                            help="the page's path (default: report-JOB.html here)")
+        report.add_argument("--format", choices=("html", "png"), default="html",
+                            help="png: also a PNG of each figure beside the page (FILE's name, -startup.png ...)")
+        report.add_argument("--index", type=int, default=None, metavar="N", help="an array's subjob N")
+        report.add_argument("--data", action="store_true",
+                            help="print the page's data as JSON instead (what a laptop's --remote reads)")
+        report.set_defaults(run=run_report)
+
+
+def run_report(args) -> int:
+    from hpcdist.report import data as gathered
+
+    found = gathered.gather(args.job, args.index)
+    if args.data:
+        import json
+
+        print(json.dumps(found))
+        return 0
+    return write_page(found, args.output, args.format)
+
+
+def write_page(found: dict, output: str | None, fmt: str) -> int:
+    """The page of ``found`` (gathered here or on a login node) at ``output``; its paths printed."""
+    name = found["job_id"] if found["kind"] == "job" else found["sweep"]
+    path = output or f"report-{name}.html"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CommandError(f"-o {path}: the folder {folder} does not exist; create it, or name a file in one "
+                           f"that does (as -o report.html)")
+    if os.path.isdir(path):
+        raise CommandError(f"-o {path}: a folder; name the page's file (as -o {os.path.join(path, 'report.html')})")
+    from hpcdist.report import write
+
+    try:
+        written = write.write(found, path, fmt)
+    except OSError as e:
+        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+    for written_path in written:
+        print(written_path)
+    print(f"hpcdist report: open {path} in a browser (it needs no network)", file=sys.stderr)
+    return 0
