@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -26,6 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINING = r"""
 import os, sys, time
 import hpcdist.env
+if sys.argv[1] == "killed-slow" and hpcdist.env.restart_count():
+    time.sleep(20)  # the next launch slow to start: `hpcdist watch` meanwhile
 env = hpcdist.env.init_distributed()
 import torch, torch.distributed as dist
 how, on = sys.argv[1], int(sys.argv[2])
@@ -39,7 +43,7 @@ for step in range(6):
     dist.all_reduce(t)
     hpcdist.env.step()
     if step == 3 and failing:
-        if how == "killed":
+        if how in ("killed", "killed-slow"):
             os.kill(os.getpid(), 9)
         if how == "raises":
             raise ValueError("a bad batch")
@@ -113,6 +117,41 @@ def test_a_killed_rank_is_restarted_and_the_training_goes_on(tmp_path):
     row = status(tmp_path)
     assert (row["state"], row["exit_code"], row["reason"]) == ("COMPLETED", 0, "restart 1 of 2")
     assert [r["restart"] for r in row["launch_restarts"]] == [1]
+
+
+def watch_once(tmp_path) -> str:
+    job = status(tmp_path)["job_id"]
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "watch", "--once", job], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=60)
+    return proc.stdout + proc.stderr
+
+
+def test_watch_shows_the_restart_and_then_only_the_next_launch_s_ranks(tmp_path):
+    """While the next launch starts, `watch` names the restart and shows none of the last
+    launch's ranks as if they ran; after the end, the restart stays and the ranks are the new
+    launch's."""
+    (tmp_path / "train.py").write_text(TRAINING)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--nodes", "2",
+         "--max-restarts", "2", "--wait", "train.py", "killed-slow", "0"],
+        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (
+            (tmp_path / ".hpcdist").exists() and status(tmp_path).get("launch_restarts")
+        ):
+            time.sleep(0.3)
+        during = watch_once(tmp_path)
+    finally:
+        out, _ = job.communicate(timeout=240)
+    assert job.returncode == 0, out
+    assert re.search(r"^restart 1 of 2 at \d\d:\d\d:\d\d \(step 4\): .*rank 1 on", during, re.M), during
+    assert "no rank has recorded its progress yet" in during, during  # the killed launch's: gone
+    after = watch_once(tmp_path)
+    assert re.search(r"^restart 1 of 2 at ", after, re.M) and "RESTARTING" not in after, after
+    steps = re.findall(r"^\S+\s+[01]\s+(\d+) ", after, re.M)
+    assert steps == ["6", "6"], after
 
 
 def test_a_fault_in_the_training_s_code_is_not_restarted(tmp_path):

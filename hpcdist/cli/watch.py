@@ -221,9 +221,49 @@ def screen(job, view, state: str, ended=None, index: int | None = None) -> str:
     if not view.ranks and ended is None:
         lines.append("no rank has recorded its progress yet (ranks start through python -m hpcdist.rank, or call "
                      "hpcdist.env.step())")
+    lines += restart_lines(job, index, ended is not None)
     if ended is not None:
         lines.append(f"the job has ended: {ended_words(ended)}; the figures above are the ranks' last")
     return "\n".join(lines) + "\n"
+
+
+def restart_lines(job, index: int | None, ended: bool) -> list:
+    """The launch's restarts (``--max-restarts``), one line each, and one for a restart under way:
+    the monitor ended the launch, or ``hpcdist restart`` checks the nodes and sets up the next."""
+    from hpcdist.jobs import launch_restarts
+    from hpcdist.progress.monitor import LAUNCH_ENDED, RESTARTING
+
+    done = launch_restarts.read(job.path) if index is None else []
+    lines = []
+    for r in done:
+        at = time.strftime("%H:%M:%S", time.localtime(r.get("time") or 0))
+        left = f"; left out: {' '.join(r['left_out'])}" if r.get("left_out") else ""
+        spares = f", in their place: {' '.join(r['spares'])}" if r.get("spares") else ""
+        lines.append(f"restart {r.get('restart')} of {r.get('of')} at {at} (step {r.get('step')}): "
+                     f"{r.get('cause')}{left}{spares}")
+    folder = progress_dir(job, index)
+    cause = _read_line(os.path.join(folder, LAUNCH_ENDED))
+    last = done[-1].get("time") or 0 if done else 0
+    if not ended and (cause or _mtime(os.path.join(folder, RESTARTING)) > last):
+        said = f": {cause}" if cause else ""
+        lines.append(f"RESTARTING: the launch ended{said}; every node is asked to answer before "
+                     f"the next launch")
+    return lines
+
+
+def _read_line(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def startup_text(job, view, index: int | None = None) -> str:
@@ -284,16 +324,22 @@ def snapshot(job, view, status, index: int | None = None) -> dict:
     how = {"exit_code": status.exit_code, "reason": status.reason} if status.finished else {}
     subjob = {"index": index} if index is not None else {}
     return {"job_id": job.job_id, **subjob, "state": status.state, **how, "time": view.now, **view.summary(),
-            "ranks": view.ranks}
+            "ranks": view.ranks, "restarts": restart_lines(job, index, status.finished)}
 
 
 def view_of(job, index: int | None = None):
     """``(its JobStatus, the view of its ranks)`` as ``watch`` has them now."""
     from hpcdist.progress import watch
 
+    from hpcdist.progress.monitor import RESTARTING
+
     status = _status(job, index)
-    view = watch.analyse(watch.read(progress_dir(job, index), *this_run(job, index)), floor=hang_floor(job),
-                         ended=status.finished)
+    folder = progress_dir(job, index)
+    ranks = watch.read(folder, *this_run(job, index))
+    restarted = _mtime(os.path.join(folder, RESTARTING))
+    if restarted:  # the ranks of the launch that runs now, as the monitor judges them
+        ranks = [r for r in ranks if (r.get("started") or 0) >= restarted]
+    view = watch.analyse(ranks, floor=hang_floor(job), ended=status.finished)
     return status, view
 
 
