@@ -453,3 +453,39 @@ def test_a_wrong_exclude_nodes_is_refused_naming_it_and_the_fix(value, said):
 def test_a_local_job_has_no_node_to_leave_out():
     err = refused("--exclude-nodes", "node2")
     assert "--exclude-nodes" in err and "every node of a local job is this host" in err, err
+
+
+# ------------------------------------------------------------------ the health check's GPUs
+
+LOST_GPU = "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"
+
+
+@pytest.mark.parametrize(
+    "there,here,said",
+    [
+        (["H100"] * 4, ["H100"] * 4, None),
+        (["H100"] * 3, ["H100"] * 4, "has 3 GPU(s) (this node's: 4)"),
+        (LOST_GPU, ["H100"] * 4, f"has GPUs nvidia-smi cannot list ({LOST_GPU})"),
+        (None, ["H100"], "has no nvidia-smi (this node's lists its GPUs)"),
+        (None, None, None),  # a CPU cluster
+    ],
+)
+def test_a_node_whose_gpus_are_not_this_node_s_is_left_out(there, here, said):
+    from hpcdist.injob.restart import gpu_problem
+
+    assert gpu_problem(there, here) == said
+
+
+def test_the_probe_lists_a_node_s_gpus_as_nvidia_smi_does(tmp_path):
+    """A stand-in: no GPU here. nvidia-smi is a script that prints what it prints on a node
+    whose fourth GPU fell off the bus (three names), and then one that fails as a driver does."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf 'NVIDIA H100\\nNVIDIA H100\\nNVIDIA H100\\n'\n")
+    fake.chmod(0o755)
+    probe = [sys.executable, "-m", "hpcdist", "doctor", "--probe"]
+    env = dict(clean_env(), PATH=f"{tmp_path}:{os.environ['PATH']}")
+    said = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(said.stdout.splitlines()[-1])["gpus"] == ["NVIDIA H100"] * 3, said.stdout
+    fake.write_text(f"#!/bin/sh\necho '{LOST_GPU}' >&2\nexit 255\n")
+    said = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(said.stdout.splitlines()[-1])["gpus"] == LOST_GPU, said.stdout

@@ -66,6 +66,9 @@ PEER_LOST = (
 )
 #: The versions a node must share with the first one (``hpcdist doctor``'s).
 SAME = ("python", "hpcdist", "torch")
+#: Nodes asked at once: each ask is an ssh or srun process on this node (at 1,000 nodes, 1,000 at
+#: once would be a few GB here and 1,000 job steps at once for slurmctld; bench/bench_health.py).
+ASKS_AT_ONCE = 64
 
 USAGE = (
     "usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR]\n"
@@ -168,15 +171,27 @@ def health(hosts: list, timeout: float = ANSWER_S) -> dict:
         except (OSError, ValueError) as e:
             answers[host] = str(e)
 
+    waiting = [host for host in hosts if host not in answers]
+    lock = threading.Lock()
+
+    def asker() -> None:
+        while True:
+            with lock:
+                if not waiting:
+                    return
+                host = waiting.pop(0)
+            ask(host)
+
     threads = [
-        threading.Thread(target=ask, args=(host,), daemon=True)
-        for host in hosts
-        if host not in answers
+        threading.Thread(target=asker, daemon=True)
+        for _ in range(min(ASKS_AT_ONCE, len(waiting)))
     ]
     for thread in threads:
         thread.start()
+    rounds = -(-len(hosts) // ASKS_AT_ONCE)  # each ask ends within its timeout
+    deadline = time.monotonic() + rounds * (timeout + 5)
     for thread in threads:
-        thread.join(timeout + 5)
+        thread.join(max(0.0, deadline - time.monotonic()))
     problems = {}
     for host in hosts:
         answer = answers.get(host, f"no answer within {timeout:g} s")
@@ -190,7 +205,25 @@ def health(hosts: list, timeout: float = ANSWER_S) -> dict:
         ]
         if other:
             problems[host] = "runs " + ", ".join(other)
+            continue
+        gpus = gpu_problem(answer.get("gpus"), here.get("gpus"))
+        if gpus:
+            problems[host] = gpus
     return problems
+
+
+def gpu_problem(there, here) -> str | None:
+    """Why a node's GPUs are not this node's (a GPU fallen off the bus, a driver that fails), as
+    ``nvidia-smi`` lists them; None where they agree or neither node has nvidia-smi."""
+    if there == here or here is None:
+        return None
+    if isinstance(there, str):
+        return f"has GPUs nvidia-smi cannot list ({there})"
+    if there is None:
+        return "has no nvidia-smi (this node's lists its GPUs)"
+    if isinstance(here, list) and len(there) != len(here):
+        return f"has {len(there)} GPU(s) (this node's: {len(here)})"
+    return None
 
 
 def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> tuple:
