@@ -67,8 +67,8 @@ PEER_LOST = (
 #: The versions a node must share with the first one (``hpcdist doctor``'s).
 SAME = ("python", "hpcdist", "torch")
 #: Nodes asked at once: each ask is an ssh or srun process on this node (at 1,000 nodes, 1,000 at
-#: once would be a few GB here and 1,000 job steps at once for slurmctld; bench/bench_health.py).
-ASKS_AT_ONCE = 64
+#: once would be 7.6 GB here and 1,000 job steps at once for slurmctld; bench/bench_health.py).
+ASKS_AT_ONCE = 128
 
 USAGE = (
     "usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR]\n"
