@@ -131,6 +131,7 @@ def test_watch_shows_the_restart_and_then_only_the_next_launch_s_ranks(tmp_path)
     launch's ranks as if they ran; after the end, the restart stays and the ranks are the new
     launch's."""
     (tmp_path / "train.py").write_text(TRAINING)
+    submitted = time.time()
     job = subprocess.Popen(
         [sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--nodes", "2",
          "--max-restarts", "2", "--wait", "train.py", "killed-slow", "0"],
@@ -152,6 +153,11 @@ def test_watch_shows_the_restart_and_then_only_the_next_launch_s_ranks(tmp_path)
     assert re.search(r"^restart 1 of 2 at ", after, re.M) and "RESTARTING" not in after, after
     steps = re.findall(r"^\S+\s+[01]\s+(\d+) ", after, re.M)
     assert steps == ["6", "6"], after
+    # The start-up the job's end says is the first launch's, not one that folds the restart in
+    # (the next launch's ranks, 20 s slow to start, measured from the job's start).
+    (total,) = re.findall(r"start-up: ([\d.]+) s from the job's start", out)
+    restarted = status(tmp_path)["launch_restarts"][0]["time"]
+    assert float(total) < restarted - submitted, (total, restarted - submitted, out)
 
 
 def test_a_fault_in_the_training_s_code_is_not_restarted(tmp_path):

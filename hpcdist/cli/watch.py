@@ -399,7 +399,10 @@ def print_end_line(job) -> None:
         print(line, file=sys.stderr)
     # Where the start-up went: the monitor says it last, unless the job ended before its next look.
     if "hpcdist: start-up: " not in tail:
-        for said in startup.lines(startup.of_folder(progress_dir(job), run, ranks, started)):
+        kept = startup_of(job.path)  # the monitor's, the first launch's once complete
+        found = kept if kept and kept.get("complete") else startup.of_folder(progress_dir(job), run,
+                                                                              ranks, started)
+        for said in startup.lines(found):
             print(f"hpcdist: {said}", file=sys.stderr)
 
 

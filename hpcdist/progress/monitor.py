@@ -309,8 +309,10 @@ def run(options: dict) -> int:
             line = watch.end_line(view.ranks)
             if line:
                 tell(line)
-            for line in startup.lines(startup.of_folder(folder, run, view.ranks, started)):
-                say(line)  # the start-up's breakdown: the job's last lines from hpcdist
+            # The start-up's breakdown, the job's last lines from hpcdist: the first launch's (a
+            # restarted launch's ranks, measured from the job's start, would fold the restart in).
+            for line in startup.lines(_first_boot(boot, folder, run, view.ranks, started)):
+                say(line)
             return 0
         time.sleep(options["interval"])
     # The batch shell ended before the ranks' last look (a short job): the breakdown, where this
@@ -320,9 +322,15 @@ def run(options: dict) -> int:
         line = watch.end_line(ranks)
         if line:
             tell(line)
-        for line in startup.lines(startup.of_folder(folder, run, ranks, started)):
+        for line in startup.lines(_first_boot(boot, folder, run, ranks, started)):
             say(line)
     return 0
+
+
+def _first_boot(boot, folder: str, run, ranks: list, started: float):
+    """The breakdown as complete as it got first: kept once every rank had stepped (after a
+    restart the rank files are the next launch's); else as the ranks' files have it now."""
+    return boot if boot is not None and boot["complete"] else startup.of_folder(folder, run, ranks, started)
 
 
 def _mtime(path: str) -> float:
