@@ -111,6 +111,10 @@ class Recorder:
     def step(self, n: int = 1) -> None:
         if type(n) is not int:  # numpy's and torch's integers, Decimal: a plain int, or refused
             n = whole_steps(n)
+        if not self.explicit and self.steps:
+            # A loop that calls optimizer.step() and then step(): the hook has just counted this
+            # very step (its first), and step() counts from here on (1500 iterations read 1501).
+            self.steps -= 1
         self.explicit = True
         self.hook_step(n)
 
