@@ -271,7 +271,7 @@ def status_rows(refs: list[str]) -> list[dict]:
         if runs.restarts:
             now = f", now job {runs.current_id}" if runs.current_id != job.job_id else ""
             reason = f"restarted {runs.restarts} time(s){now}" + (f"; {reason}" if reason else "")
-        if state == "FAILED" and not reason:  # the scheduler says nothing: the log does (its set-up, its error)
+        if state == "FAILED" and not reason:  # the scheduler says nothing: the log does
             reason = sub.reason_in_log(job)
         relaunched = launch_restarts.read(job.path)  # --max-restarts: the launch's restarts in the job
         if relaunched:

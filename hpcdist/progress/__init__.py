@@ -210,7 +210,8 @@ class Recorder:
         before torch had finished importing, or through a name taken before this, is not seen."""
         import functools
 
-        modules = [sys.modules.get("torch.distributed"), sys.modules.get("torch.distributed.distributed_c10d")]
+        modules = [sys.modules.get("torch.distributed"),
+                   sys.modules.get("torch.distributed.distributed_c10d")]
         original = getattr(modules[1], "init_process_group", None)
         if original is None or getattr(original, "_hpcdist_marked", False):
             return

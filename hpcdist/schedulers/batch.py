@@ -342,8 +342,8 @@ class BatchScheduler(Scheduler):
             said = proc.stdout + "\n" + proc.stderr  # as _explain reads it: "not sent" wins
             maybe = proc.returncode == 0 or (not retry.not_sent(said) and retry.maybe_sent(said))
             said = proc.stderr.strip() or proc.stdout.strip() or None
-            raise (MaybeQueued if maybe else SubmitError)(self._explain(argv, proc, e, settings["retries"]),
-                                                          said) from None
+            explained = self._explain(argv, proc, e, settings["retries"])
+            raise (MaybeQueued if maybe else SubmitError)(explained, said) from None
 
     def _explain(self, argv, proc, error, retries: int) -> str:
         """Why the submission failed, in the scheduler's words, and what to do."""
