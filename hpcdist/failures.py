@@ -167,3 +167,34 @@ def first_failure(text: str, agents: bool = False) -> Failure | None:
         if first.rank is None and first.local_rank is not None:
             first.rank = _global_rank(text, first.host, first.local_rank)
     return first
+
+
+#: The last lines of a failed job's log that are read for its last error line.
+ERROR_TAIL = 256 << 10
+#: The launchers' own exceptions, raised because a rank failed: not its cause.
+LAUNCHER_ERRORS = ("ChildFailedError", "SignalException", "CalledProcessError")
+
+
+def error_line(text: str) -> str | None:
+    """The last error line in a job's log, as a rank wrote it: Python's last traceback line
+    (``ValueError: ...``) or a script's own usage error (``train.py: error: ...``); not the
+    launchers' exceptions, not a peer's lost connection (a symptom), not hpcdist's lines."""
+    found = None
+    for line in text.splitlines():
+        line = re.sub(r"^(?:\[(?:default|rank)\d+\]:|\d+: )\s*", "", line.strip())  # torchrun's, srun -l's prefix
+        m = re.match(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Interrupt))(?::|$)|([^\s:]+): error: ",
+                     line)
+        if (m and not (m[1] or "").endswith(LAUNCHER_ERRORS) and not (m[2] or "").startswith("hpcdist")
+                and not _PEER_LOST.search(line)):
+            found = line
+    return found[:300] if found else None
+
+
+def reason_in_log(text: str) -> str | None:
+    """Why a failed job failed, from its log, where the scheduler says nothing (``hpcdist status``'s
+    REASON, ``watch``): its set-up's line where its python cannot import hpcdist (with the fix),
+    else the log's last error line (:func:`error_line`)."""
+    missing = _NO_HPCDIST.search(text)
+    if missing:
+        return f"{missing['who']} on {missing['host']} {missing['why']}"
+    return error_line(text)

@@ -111,12 +111,14 @@ def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: s
         screen = run("watch", "--once", job["job_id"]).stdout
         if "LOOKS HUNG" in screen or "job " in screen and "running" not in screen.splitlines()[0]:
             first_hang = time.time() - fault_at
+            table = run("status", job["job_id"]).stdout  # the REASON column: HUNG, not PBS's comment
             break
         time.sleep(1)
     row = wait_end(run, job, 120)
     text = log(job)
     print(f"{' '.join(where)} {launcher} {fault} rank {rank}: first hang line in watch after {first_hang} s\n{screen}")
     assert "LOOKS HUNG" in screen, screen + text[-3000:]
+    assert " running " not in table or "HUNG " in table, table
     assert row["state"] != "COMPLETED", row
     assert "hpcdist: looks hung: no rank has made a step for" in text, text[-3000:]
     assert "hpcdist: ending the job: no rank has made a step for" in text, text[-3000:]

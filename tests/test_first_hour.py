@@ -254,7 +254,7 @@ def test_the_local_default_stands_when_chosen_or_where_no_cluster_is(case, tmp_p
 
 
 def test_the_last_error_line_of_a_log_is_the_rank_s_not_the_launcher_s():
-    from hpcdist.cli.jobs import error_line
+    from hpcdist.failures import error_line
 
     log = """hpcdist: job 7 is running
 usage: train.py [-h] [--lr LR]

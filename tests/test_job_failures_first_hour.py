@@ -47,6 +47,22 @@ def test_a_job_whose_python_has_no_hpcdist_names_that_python_and_the_fix(tmp_pat
     logs = hpcdist("logs", job, cwd=tmp_path)
     assert (logs.stdout.splitlines(), logs.stderr.splitlines()) == ([f"{python}: No module named hpcdist", said],
                                                                      [summary])
+    # status and watch once said only "failed 127": now the fix, as the log and --wait say it.
+    fix = (f"{python} on {host} cannot import hpcdist; give the job a python that has it: --venv PATH, --conda ENV, "
+           f"--module NAME or --python PATH")
+    row = hpcdist("status", job, cwd=tmp_path).stdout.splitlines()[1]
+    assert row.split()[3:5] == ["failed", "127"] and row.endswith(fix), row
+    screen = hpcdist("watch", "--once", job, cwd=tmp_path).stdout
+    assert fix in screen, screen
+
+
+def test_a_plain_failure_shows_its_last_error_line_in_status(tmp_path):
+    """A script that raises: `status` once left REASON empty (the log's last error line is known)."""
+    (tmp_path / "train.py").write_text("raise ValueError('lr must be positive, got -1')\n")
+    proc = hpcdist("submit", "--scheduler", "local", "--launcher", "none", "--wait", "train.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    row = hpcdist("status", proc.stdout.split()[0], cwd=tmp_path).stdout.splitlines()[1]
+    assert row.split()[3:5] == ["failed", "1"] and row.endswith("ValueError: lr must be positive, got -1"), row
 
 
 def test_mpirun_as_root_says_open_mpis_refusal_and_the_two_variables(tmp_path):

@@ -47,6 +47,33 @@ def test_the_log_lines_are_pinned():
     ]
 
 
+def test_no_node_is_named_the_slowest_between_equal_totals():
+    """Two nodes at 25.0 s as shown: naming one (by a millisecond) once told a user to look at it."""
+    even = RANKS[:2] + [dict(r, first_step=START + 24.98) for r in RANKS[2:]]
+    even[1] = dict(even[1], first_step=START + 25.0)
+    assert startup.lines(startup.breakdown(even, RECORDS))[0] == (
+        "start-up: 25.0 s from the job's start to the first step; 2 nodes alike, none the slowest; "
+        "the broadcast (sbcast) took 3.0 s")
+
+
+def test_a_script_that_inits_torch_distributed_itself_has_its_rendezvous_told_apart(tmp_path):
+    """A script that calls torch.distributed.init_process_group itself (Fabric, DeepSpeed), not
+    init_distributed: its imports and rendezvous were once folded into "first step"."""
+    from test_watch import rank_env, rank_state
+
+    (tmp_path / "own.py").write_text(
+        "import time, torch, torch.distributed as dist\ntime.sleep(0.5)\n"
+        "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:29519', rank=0, world_size=1)\n"
+        "time.sleep(1)\nm = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n    m(torch.ones(1, 2)).sum().backward(); o.step()\n")
+    proc = subprocess.run([sys.executable, "-m", "hpcdist.rank", str(tmp_path / "own.py")],
+                          env=rank_env(tmp_path / "p"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    state = rank_state(tmp_path / "p")
+    assert state["rdzv_started"] is not None and state["rdzv_ended"] >= state["rdzv_started"], state
+    assert state["first_step"] - state["rdzv_ended"] >= 1.0, state  # the sleep after it: the first step's
+
+
 def test_while_it_starts_and_at_ten_thousand_nodes():
     starting = [dict(r, first_step=None) for r in RANKS]
     lines = startup.lines(startup.breakdown(starting, RECORDS))
@@ -54,7 +81,7 @@ def test_while_it_starts_and_at_ten_thousand_nodes():
     assert lines[2].split()[-2:] == ["-", "-"] and lines[2].split()[2] == "8.0"  # staged, not stepped yet
     many = [rank(n, f"n{n:05d}", 2.0, 2.5, 3.0, 4.0, 5.0 + n / 1000) for n in range(10_000)]
     lines = startup.lines(startup.breakdown(many, {"setup": RECORDS["setup"]}))
-    assert "slowest node: n09999" in lines[0] and len(lines) == 2 + startup.LISTED + 1
+    assert "45 nodes alike, none the slowest" in lines[0] and len(lines) == 2 + startup.LISTED + 1
     assert lines[-1] == "  (the 8 slowest of 10000 nodes; the median node's total: 10.0 s)"
 
 

@@ -130,14 +130,17 @@ def test_where_the_scheduler_cannot_be_asked_the_profile_key_or_nothing(monkeypa
     assert limits.array_cap("pbs").words() == "no limit known"
 
 
-def test_the_scheduler_is_read_before_the_profile_key(tmp_path, monkeypatch):
+def test_the_lower_of_the_schedulers_cap_and_the_given_one_wins(tmp_path, monkeypatch):
     """A stand-in qmgr (a script printing what OpenPBS's prints, tests/test_sweeps_cluster.py reads
-    the real one): the server's word wins, and a listing without the attribute is PBS's default."""
+    the real one): the lower of the server's word and the cap given wins, and a listing without the
+    attribute is PBS's default."""
     qmgr = tmp_path / "qmgr"
     qmgr.write_text(f"#!/bin/sh\ncat <<'EOF'\n{QMGR}EOF\n")
     qmgr.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert limits.array_cap("pbs", {"max_array_size": 500}) == limits.Limit(10, "qmgr -c 'list server' max_array_size")
+    # A cap given below the server's (a queue's) wins: the server's answer once hid it.
+    assert limits.array_cap("pbs", {"max_array_size": 2}) == limits.Limit(2, "profile key max_array_size")
     qmgr.write_text("#!/bin/sh\necho 'Server pbshead'\n")
     assert limits.array_cap("pbs") == limits.Limit(10000, "qmgr -c 'list server': max_array_size not set, PBS's default")
 
@@ -216,7 +219,6 @@ def test_every_built_spec_carries_max_running_and_a_profiles_is_blamed_on_its_fi
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--scheduler", "local", "--sweep", "lr=1,2"], "--scheduler 'local': the local backend runs one job"),
     (["--scheduler", "pbs", "--sweep", "lr=1,2", "--array", "0-1"], "--array '0-1': a sweep is an array already"),
     (["--scheduler", "pbs", "--sweep", "lr="], "--sweep 'lr=': the key lr has no values"),
     (["--scheduler", "pbs", "--max-running", "2"], "--max-running 2: it limits the subjobs of an array or a sweep"),
@@ -437,3 +439,46 @@ def test_hostile_values_reach_the_subjob_as_typed_and_run_nothing(tmp_path):
         assert (seen.returncode, seen.stdout) == (0, value), (value, case, seen.stderr)
     assert not sentinel.exists()
     assert carried >= 30, f"only {carried} of {len(values)} payloads rendered"
+
+
+#: Prints its set and its own start and end; fails (exit 3) for lr=2.
+LOCAL_TRAIN = """import argparse, os, sys, time
+p = argparse.ArgumentParser(); p.add_argument("--lr"); p.add_argument("--batch"); a = p.parse_args()
+start = time.time(); time.sleep(0.3)
+print(f"set={os.environ['HPCDIST_SWEEP_SET']} lr={a.lr} batch={a.batch} start={start:.3f} end={time.time():.3f}")
+sys.exit(3 if a.lr == "2" else 0)
+"""
+
+
+def test_a_local_sweep_runs_its_sets_one_after_another_here(tmp_path):
+    """The local backend (no queue, no array) runs each set as a job of its own, each after the one
+    before has ended; `status` shows the sweep, `--resubmit --failed` runs the failed set again, and
+    a dry run shows the first set's script. Once refused ("submit with slurm or pbs"), even dry."""
+    (tmp_path / "train.py").write_text(LOCAL_TRAIN)
+    sweep = ["--scheduler", "local", "--launcher", "none", "--sweep", "lr=1,2", "--sweep", "batch=8,16"]
+    dry = hpcdist("submit", *sweep, "--dry-run", "train.py", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert 'train.py --lr "$sweep_lr" --batch "$sweep_batch"' in dry.stdout and "sweep_lr=1 sweep_batch=8" in dry.stdout
+    assert "4 set(s), run one after another on this machine" in dry.stderr, dry.stderr
+    assert not (tmp_path / ".hpcdist").exists()
+    proc = hpcdist("submit", *sweep, "--json", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "runs the sweep's 4 set(s) one after another, here" in proc.stderr, proc.stderr
+    assert "set 2 ended: failed 3" in proc.stderr and "set=1 lr=1 batch=16" in proc.stderr, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["sets"] == 4 and len(answer["job_ids"]) == 4
+    rows = json.loads(hpcdist("status", "--json", answer["job_id"], cwd=tmp_path).stdout)
+    assert [(r["set"], r["state"], r["exit_code"]) for r in rows] == [
+        (0, "COMPLETED", 0), (1, "COMPLETED", 0), (2, "FAILED", 3), (3, "FAILED", 3)], rows
+    spans = []
+    for row in rows:
+        words = dict(w.split("=", 1) for w in open(row["log"]).read().split() if "=" in w)
+        assert (words["lr"], words["batch"]) == (row["params"]["lr"], row["params"]["batch"]), row
+        spans.append((float(words["start"]), float(words["end"])))
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:])), spans
+    (tmp_path / "train.py").write_text(LOCAL_TRAIN.replace('a.lr == "2"', "False"))
+    again = hpcdist("submit", "--resubmit", answer["job_id"], "--failed", "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["sets"] == [2, 3]
+    rows = json.loads(hpcdist("status", "--json", answer["job_id"], cwd=tmp_path).stdout)
+    assert [r["state"] for r in rows] == ["COMPLETED"] * 4, rows

@@ -290,3 +290,75 @@ def test_max_running_from_python_reaches_the_scheduler(where, tmp_path):
         assert "max_run_subjobs = 2" in shown, shown
     wait_for(lambda: all(r["state"] in FINAL for r in json.loads(
         where.hpcdist("status", "--json", job_id, cwd=tmp_path).stdout)), 180, f"the end of {job_id}")
+
+
+def test_a_queues_array_cap_is_met_by_the_hint_and_the_flag_below_the_servers(openpbs_cluster, tmp_path):
+    """The default queue's max_array_size = 3 under the server's 10,000 (hpcdist reads the server's):
+    qsub refuses the array of 4 ("Array job exceeds server or queue size limit"), and hpcdist names
+    --max-array-size (its recovery once read only the first line of its own error, "qsub did not
+    submit the job: ...", and never knew the refusal). With --max-array-size 3, the lower cap
+    wins over the server's answer (once ignored whenever the server answered): two arrays, dry
+    and for real."""
+    pbs = Pbs(openpbs_cluster)
+    openpbs_cluster.history(False)
+    (tmp_path / "train.py").write_text(TRAIN)
+    sweep = ["--launcher", "none", "--sweep", "lr=1,2", "--sweep", "batch=1,2", "train.py"]
+    openpbs_cluster.qmgr("set queue workq max_array_size = 3")
+    try:
+        refused = pbs.submit(*sweep, cwd=tmp_path)
+        dry = pbs.hpcdist("submit", "--scheduler", "pbs", "--max-array-size", "2", "--dry-run", *sweep, cwd=tmp_path)
+        proc = pbs.submit("--max-array-size", "3", *sweep, cwd=tmp_path)
+    finally:
+        openpbs_cluster.qmgr("unset queue workq max_array_size")
+    assert refused.returncode == 1, refused.stderr
+    assert "qsub did not submit the job" in refused.stderr and "Array job exceeds" in refused.stderr, refused.stderr
+    assert "The array of 4 sets was refused for its size" in refused.stderr, refused.stderr
+    assert "Give --max-array-size N" in refused.stderr, refused.stderr
+    assert dry.returncode == 0 and "4 set(s) in 2 array(s) (the array cap: 2 " in dry.stderr, dry.stderr
+    assert "#PBS -J 0-1" in dry.stdout, dry.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert "4 sets in 2 arrays: the site allows 3 in one" in proc.stderr, proc.stderr
+    answer = json.loads(proc.stdout)
+    sweep_rows = ended(pbs, answer["job_id"], tmp_path)
+    assert [r["state"] for r in sweep_rows["sets"]] == ["COMPLETED"] * 4, sweep_rows
+
+
+def test_a_per_user_limit_hpcdist_cannot_read_is_waited_out(openpbs_cluster, tmp_path):
+    """The default queue's max_queued [u:PBS_GENERIC=4], which hpcdist does not read (no --queue),
+    and one job of the user's queued: qsub refuses the sweep's array of 4 "would exceed ... per-user
+    limit"; the sweep waits for room and goes in once the job has ended (it once stopped at once:
+    the refusal was read from hpcdist's own first line)."""
+    pbs = Pbs(openpbs_cluster)
+    openpbs_cluster.history(False)
+    (tmp_path / "train.py").write_text(TRAIN)
+    openpbs_cluster.qmgr("set queue workq max_queued = '[u:PBS_GENERIC=4]'")
+    try:
+        first = pbs.submit("--launcher", "none", "train.py", "--sleep", "6", cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        proc = pbs.hpcdist("submit", "--scheduler", "pbs", "--venv", sys.prefix, "--json", "--launcher", "none",
+                           "--sweep", "lr=1,2", "--sweep", "batch=1,2", "train.py", cwd=tmp_path,
+                           HPCDIST_SWEEP_POLL_S="1")
+    finally:
+        openpbs_cluster.qmgr("unset queue workq max_queued")
+    assert proc.returncode == 0, proc.stderr
+    assert "the scheduler holds no more of your jobs now" in proc.stderr and "per-user limit" in proc.stderr, \
+        proc.stderr
+    assert "waits 1 s for room" in proc.stderr, proc.stderr
+    answer = json.loads(proc.stdout)
+    sweep = ended(pbs, answer["job_id"], tmp_path)
+    assert [r["state"] for r in sweep["sets"]] == ["COMPLETED"] * 4, sweep
+
+
+def test_max_array_size_below_slurms_is_honoured(cluster, tmp_path):
+    """`--max-array-size 2` under Slurm's MaxArraySize 1001 (read from `scontrol show config`): the
+    flag's cap wins, dry (once the dry run planned one array of 4) and for real."""
+    slurm = Slurm(cluster)
+    (tmp_path / "train.py").write_text(TRAIN)
+    sweep = ["--max-array-size", "2", "--launcher", "none", "--sweep", "lr=1,2", "--sweep", "batch=1,2", "train.py"]
+    dry = slurm.hpcdist("submit", "--scheduler", "slurm", "--dry-run", *sweep, cwd=tmp_path)
+    assert dry.returncode == 0 and "4 set(s) in 2 array(s) (the array cap: 2 " in dry.stderr, dry.stderr
+    assert "#SBATCH --array=0-1" in dry.stdout, dry.stdout
+    proc = slurm.submit(*sweep, cwd=tmp_path)
+    assert proc.returncode == 0 and "4 sets in 2 arrays: the site allows 2 in one" in proc.stderr, proc.stderr
+    sweep_rows = ended(slurm, json.loads(proc.stdout)["job_id"], tmp_path)
+    assert [r["state"] for r in sweep_rows["sets"]] == ["COMPLETED"] * 4, sweep_rows

@@ -271,6 +271,8 @@ def status_rows(refs: list[str]) -> list[dict]:
         if runs.restarts:
             now = f", now job {runs.current_id}" if runs.current_id != job.job_id else ""
             reason = f"restarted {runs.restarts} time(s){now}" + (f"; {reason}" if reason else "")
+        if state == "FAILED" and not reason:  # the scheduler says nothing: the log does
+            reason = sub.reason_in_log(job)
         relaunched = launch_restarts.read(job.path)  # --max-restarts: the launch's restarts in the job
         if relaunched:
             reason = launch_restarts.words(relaunched) + (f"; {reason}" if reason else "")
@@ -303,8 +305,9 @@ def show_rows(rows: list[dict], as_json: bool) -> None:
     lines = [f"{'JOB':<12} {'NAME':<24} {'SCHEDULER':<9} {'STATE':<10} {'EXIT':<5} REASON"]
     for r in rows:
         exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
-        # A running job's progress (hpcdist watch) where REASON is empty: it has none while it runs.
-        reason = r["reason"] or r.get("progress") or ""
+        # A running job's progress (hpcdist watch) before its reason: PBS's comment of a running job
+        # ("Job run at ...") once hid the step rate and HUNG there.
+        reason = r.get("progress") or r["reason"] or ""
         lines.append(f"{r['job_id']:<12} {r['name'][:24]:<24} {r['scheduler']:<9} {r['state'].lower():<10} "
                      f"{exit_code:<5} {reason}")
     print("\n".join(lines))  # one write: a print per row costs 2,000 jobs' status 5%
@@ -350,34 +353,10 @@ def _follow_to_end(job, out=None) -> int:
     return status
 
 
-#: The last lines of a failed job's log that are read for its last error line.
-ERROR_TAIL = 256 << 10
-#: The launchers' own exceptions, raised because a rank failed: not its cause.
-LAUNCHER_ERRORS = ("ChildFailedError", "SignalException", "CalledProcessError")
-
-
-def error_line(text: str) -> str | None:
-    """The last error line in a job's log, as a rank wrote it: Python's last traceback line
-    (``ValueError: ...``) or a script's own usage error (``train.py: error: ...``); not the
-    launchers' exceptions, not a peer's lost connection (a symptom), not hpcdist's lines."""
-    import re  # a failed job's alone
-
-    from hpcdist.failures import _PEER_LOST  # its list of a lost peer's symptoms: one list, read here too
-
-    found = None
-    for line in text.splitlines():
-        line = re.sub(r"^(?:\[(?:default|rank)\d+\]:|\d+: )\s*", "", line.strip())  # torchrun's, srun -l's prefix
-        m = re.match(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Interrupt))(?::|$)|([^\s:]+): error: ",
-                     line)
-        if (m and not (m[1] or "").endswith(LAUNCHER_ERRORS) and not (m[2] or "").startswith("hpcdist")
-                and not _PEER_LOST.search(line)):
-            found = line
-    return found[:300] if found else None
-
-
 def print_error_line(job) -> None:
     """After ``the first to fail: rank 0 ...: exit code 2``: the error line that says why, where
     the first failure's line does not quote it already (a rank's own report does)."""
+    from hpcdist.failures import ERROR_TAIL, error_line
     from hpcdist.jobs.logfiles import read_tail
     from hpcdist.submission import submit as sub
 

@@ -129,6 +129,8 @@ def _status(job, index: int | None = None):
     except sub.SubmitError as e:
         status = JobStatus(f"UNKNOWN ({e})", None, "unknown", None)
     if index is None:
+        if status.state == "FAILED" and not status.reason:  # as `hpcdist status` says it
+            status = JobStatus(status.state, status.exit_code, status.raw, sub.reason_in_log(job))
         return status
     from hpcdist import jobs
     from hpcdist.jobs import ending

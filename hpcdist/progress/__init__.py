@@ -111,6 +111,10 @@ class Recorder:
     def step(self, n: int = 1) -> None:
         if type(n) is not int:  # numpy's and torch's integers, Decimal: a plain int, or refused
             n = whole_steps(n)
+        if not self.explicit and self.steps:
+            # A loop that calls optimizer.step() and then step(): the hook has just counted this
+            # very step (its first), and step() counts from here on (1500 iterations read 1501).
+            self.steps -= 1
         self.explicit = True
         self.hook_step(n)
 
@@ -194,9 +198,38 @@ class Recorder:
         if register is None:
             return False
         register(self._optimizer_stepped)
+        self._mark_rendezvous()
         if os.environ.get(COLLECTIVES_VARIABLE) != "0":
             self._time_collectives()
         return True
+
+    def _mark_rendezvous(self) -> None:
+        """The rendezvous of a script that calls ``torch.distributed.init_process_group`` itself
+        (Fabric, DeepSpeed, a plain script), not ``hpcdist.env.init_distributed``: marked as that
+        does, so that its imports and rendezvous are not folded into its first step. A call made
+        before torch had finished importing, or through a name taken before this, is not seen."""
+        import functools
+
+        modules = [sys.modules.get("torch.distributed"),
+                   sys.modules.get("torch.distributed.distributed_c10d")]
+        original = getattr(modules[1], "init_process_group", None)
+        if original is None or getattr(original, "_hpcdist_marked", False):
+            return
+
+        @functools.wraps(original)
+        def marked(*args, **kwargs):
+            if self.rdzv_started is not None:  # init_distributed's phase, or a second group
+                return original(*args, **kwargs)
+            self.rdzv_started = time.time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.rdzv_ended = time.time()
+
+        marked._hpcdist_marked = True
+        for module in modules:
+            if module is not None and getattr(module, "init_process_group", None) is original:
+                setattr(module, "init_process_group", marked)
 
     def _time_collectives(self) -> None:
         """Count the time spent in torch.distributed's blocking collectives called from Python

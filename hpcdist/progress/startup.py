@@ -155,7 +155,13 @@ def lines(result: dict | None) -> list[str]:
     if not result or not result["nodes"]:
         return []
     nodes = result["nodes"]
-    if result["slowest_node"]:
+    shown_total = _cell(result["total_s"])
+    alike = [n for n, row in nodes.items()
+             if row["total"] is not None and _cell(row["total"]) == shown_total]
+    if result["slowest_node"] and len(alike) > 1:  # none slower than another as shown: none named
+        head = (f"start-up: {result['total_s']:.1f} s from the job's start to the first step; "
+                f"{len(alike)} nodes alike, none the slowest")
+    elif result["slowest_node"]:
         head = (f"start-up: {result['total_s']:.1f} s from the job's start to the first step; slowest node: "
                 f"{result['slowest_node']}")
     else:

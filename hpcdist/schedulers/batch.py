@@ -38,7 +38,13 @@ UNCONFIRMED = "unconfirmed"
 
 
 class SubmitError(RuntimeError):
-    pass
+    """A job not submitted. ``said``: the scheduler's own words where it refused the job (its
+    stderr, else stdout), which a caller reads to tell one refusal from another (a sweep waits
+    out a per-user limit); the message around them is hpcdist's."""
+
+    def __init__(self, message: str = "", said: str | None = None):
+        super().__init__(message)
+        self.said = said
 
 
 class MaybeQueued(SubmitError):
@@ -335,7 +341,9 @@ class BatchScheduler(Scheduler):
         except SchedulerOutputError as e:
             said = proc.stdout + "\n" + proc.stderr  # as _explain reads it: "not sent" wins
             maybe = proc.returncode == 0 or (not retry.not_sent(said) and retry.maybe_sent(said))
-            raise (MaybeQueued if maybe else SubmitError)(self._explain(argv, proc, e, settings["retries"])) from None
+            said = proc.stderr.strip() or proc.stdout.strip() or None
+            explained = self._explain(argv, proc, e, settings["retries"])
+            raise (MaybeQueued if maybe else SubmitError)(explained, said) from None
 
     def _explain(self, argv, proc, error, retries: int) -> str:
         """Why the submission failed, in the scheduler's words, and what to do."""

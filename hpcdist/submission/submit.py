@@ -389,6 +389,17 @@ def first_failure(job: Job):
         return None
 
 
+def reason_in_log(job: Job) -> str | None:
+    """A failed job's reason from its log's end (:func:`hpcdist.failures.reason_in_log`), for a job
+    the scheduler gives none: the fix where its python lacks hpcdist, else its last error line."""
+    from hpcdist.failures import ERROR_TAIL, reason_in_log as from_log  # a failed job's alone
+
+    try:
+        return from_log(read_tail(job.log, ERROR_TAIL))
+    except OSError:
+        return None
+
+
 def print_first_failure(job: Job, said: str | None = None) -> None:
     """The rank that failed first; for a job hpcdist ended, why (unless ``said``, the state's line, said it)."""
     from hpcdist.jobs import ending

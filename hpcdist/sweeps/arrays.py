@@ -18,7 +18,6 @@ import time
 from hpcdist.shell import Shell, quote
 from hpcdist.sweeps import limits
 from hpcdist.sweeps.sets import flag, variable
-from hpcdist.validate import ValidationError
 
 #: The variable that holds a subjob's set number (its row in ``hpcdist status``), exported.
 SET_VARIABLE = "HPCDIST_SWEEP_SET"
@@ -73,15 +72,6 @@ class Part:
         return values
 
 
-def check(spec, sets: list[dict]) -> None:
-    """What a sweep cannot be given, refused before the queue."""
-    from hpcdist.schedulers.registry import get as get_scheduler
-
-    if not get_scheduler(spec.scheduler, spec.dialect).queued:
-        raise ValidationError("--scheduler", spec.scheduler, f"the {spec.scheduler} backend runs one job: it has no "
-                              f"array to run a sweep of {len(sets)} sets in.", "Submit the sweep with --scheduler slurm or pbs.")
-
-
 def array_of(count: int, max_running: int | None) -> str | None:
     """The array's indices: ``0-5``, ``0-5%2`` (Slurm --array, PBS Pro -J, Torque -t all read %N:
     OpenPBS 23.06 takes ``-J 0-5%2`` as ``max_run_subjobs=2``); None for one set."""
@@ -106,7 +96,6 @@ def submit_sweep(spec, sets: list, *, command_line: str | None = None, root: str
     scheduler's submission, its queue, the caps); the real ones otherwise."""
     from hpcdist.schedulers.registry import get as get_scheduler
 
-    check(spec, sets)
     if submit is None:
         from hpcdist.submission import submit as sub
 
@@ -115,8 +104,14 @@ def submit_sweep(spec, sets: list, *, command_line: str | None = None, root: str
     size = min(c.value for c in (array_cap, job_cap) if c.value) if array_cap.value or job_cap.value else len(sets)
     numbers = list(range(len(sets))) if numbers is None else numbers
     keys = list(sets[0]) if sets else []
+    here = not get_scheduler(spec.scheduler, spec.dialect).queued
+    if here:  # no queue and no array: each set a job of its own, run to its end before the next
+        size = 1
+        print(f"hpcdist submit: the {spec.scheduler} backend runs the sweep's {len(numbers)} set(s) one after "
+              f"another, here (Ctrl-C stops it; `hpcdist submit --resubmit JOB --failed` runs the rest)",
+              file=out, flush=True)
     ranges = limits.split(len(numbers), size) if numbers else []
-    if len(ranges) > 1:
+    if len(ranges) > 1 and not here:
         why = min((c for c in (array_cap, job_cap) if c.value), key=lambda c: c.value)
         print(f"hpcdist submit: {len(numbers)} sets in {len(ranges)} arrays: the site allows {why.value} in one "
               f"({why.source})", file=out)
@@ -138,7 +133,22 @@ def submit_sweep(spec, sets: list, *, command_line: str | None = None, root: str
         done.append(job)
         if sweep_id is None:
             sweep_id = os.path.basename(job.path)
+        if here:
+            _run_to_end(job, part_sets[0], out)
     return done
+
+
+def _run_to_end(job, numbered: tuple, out) -> None:
+    """A set run here followed to its end, its log shown as it runs (on ``out``: stdout keeps the
+    jobs' ids), so that the next starts after it."""
+    from hpcdist.submission.submit import wait
+
+    number, values = numbered
+    words = " ".join(f"{key}={value}" for key, value in values.items())
+    print(f"hpcdist submit: set {number} ({words}) runs as local job {job.job_id}", file=out, flush=True)
+    code = wait(job, poll=0.2, out=out, quiet=True)
+    print(f"hpcdist submit: set {number} ended: " + ("completed" if code == 0 else f"failed {code}"), file=out,
+          flush=True)
 
 
 def _submit_waiting(submit, spec, part, command_line, root, caps, count_queued, out):
@@ -158,16 +168,17 @@ def _submit_waiting(submit, spec, part, command_line, root, caps, count_queued, 
                 kwargs["root"] = root
             return submit(spec, **kwargs)
         except SubmitError as e:
-            said = str(e).splitlines()[0]
+            # The scheduler's own words: hpcdist's message around them starts "qsub did not submit".
+            said = " ".join((e.said or str(e)).split())
             if size_refusal(said):
-                raise SubmitError(f"{said}\nThe array of {count} sets was refused for its size; the array cap hpcdist "
+                raise SubmitError(f"{e}\nThe array of {count} sets was refused for its size; the array cap hpcdist "
                                   f"read is {array_cap.words()}. Give --max-array-size N (or the profile key "
                                   f"max_array_size) with the site's limit, e.g. the queue's (qstat -Qf).") from None
             if not limit_refusal(said):
                 raise
             queued = (count_queued or queued_jobs)(spec)
             if queued == 0:
-                raise SubmitError(f"{said}\nThe array of {count} sets was refused for a per-user job limit with none of "
+                raise SubmitError(f"{e}\nThe array of {count} sets was refused for a per-user job limit with none of "
                                   f"your jobs queued: the limit is below {count}; hpcdist read {job_cap.words()}. Give "
                                   f"--max-submit-jobs N (or the profile key max_submit_jobs) with the site's limit.") from None
             print(f"hpcdist submit: the scheduler holds no more of your jobs now ({said}); array {part.part + 1} of "

@@ -10,14 +10,14 @@ from hpcdist.cli.common import CommandError
 
 def submit(args, spec, command_line: str) -> int:
     """``hpcdist submit --sweep ...``: the arrays' ids, one a line (``--json``: one object)."""
+    from hpcdist.schedulers.registry import get as get_scheduler
     from hpcdist.sweeps import arrays
     from hpcdist.sweeps.sets import parameter_sets
 
     sets = parameter_sets(spec.sweep, spec.sweep_file)  # ValidationError: the command prints it
-    arrays.check(spec, sets)
     if args.dry_run:
         return render_first(spec, command_line, sets=sets)
-    if args.wait:
+    if args.wait and get_scheduler(spec.scheduler, spec.dialect).queued:  # a local sweep runs to its end
         raise CommandError("--wait: a sweep is followed with `hpcdist status JOB` (each set's state); leave --wait out")
     from hpcdist.submission import submit as sub
 
@@ -59,18 +59,22 @@ def render_first(spec, command_line: str, sets: list | None = None, dry_run: boo
 
     if sets is None:
         sets = parameter_sets(spec.sweep, spec.sweep_file)
-        arrays.check(spec, sets)
 
     array_cap, job_cap = arrays.caps(spec)
     caps = [c.value for c in (array_cap, job_cap) if c.value]
-    ranges = limits.split(len(sets), min(caps)) if caps else [range(len(sets))]
     scheduler = get_scheduler(spec.scheduler, spec.dialect)
+    here = not scheduler.queued  # each set a job of its own, one after another (arrays.submit_sweep)
+    ranges = limits.split(len(sets), 1 if here else min(caps)) if caps or here else [range(len(sets))]
     first = ranges[0]
     part = arrays.Part("<sweep>", list(sets[0]), [(n, sets[n]) for n in first], scheduler.array_index_variable,
                        0, len(ranges))
     part_spec = dataclasses.replace(spec, sweep=(), sweep_file=None, array=arrays.array_of(len(first), spec.max_running))
     sys.stdout.write(render(part_spec, command_line=command_line, sweep=part))
     said = "hpcdist submit: dry run, nothing submitted; " if dry_run else "hpcdist render: "
+    if here:
+        print(f"{said}{len(sets)} set(s), run one after another on this machine, each a job of its own; the first "
+              "shown", file=sys.stderr)
+        return 0
     print(f"{said}{len(sets)} set(s) in {len(ranges)} array(s) (the array cap: {array_cap.words()}; the job cap: "
           f"{job_cap.words()}); the first shown", file=sys.stderr)
     return 0

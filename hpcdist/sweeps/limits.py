@@ -1,6 +1,7 @@
 """A site's limits on arrays and on a user's jobs, and how a sweep is cut to fit them.
 
-Read from the scheduler where it says them, else from a profile key; nothing is guessed. What
+Read from the scheduler where it says them, and from ``--max-array-size``/``--max-submit-jobs`` or a
+profile key (the lower wins: a queue's cap below the server's is given so); nothing is guessed. What
 each scheduler's commands print is read in its own home (``hpcdist/schedulers/<name>_limits.py``:
 PBS ``qmgr -c 'list server'``/``qstat -Bf`` ``max_array_size`` and ``max_queued``, Torque's
 ``max_job_array_size``; Slurm ``scontrol show config`` ``MaxArraySize`` and ``sacctmgr show
@@ -8,10 +9,10 @@ assoc`` ``MaxSubmitJobs``). Light: no hpcdist import at the top beyond :mod:`hpc
 scheduler's reader and ``subprocess`` only when a limit is asked for.
 
 - :func:`array_cap`: how many subjobs one array may hold (PBS's default 10,000; Slurm's
-  MaxArraySize default 1001, meaning indices 0..1000); the profile key ``max_array_size``
-  where the scheduler cannot be asked.
-- :func:`job_cap`: how many jobs a user may have queued, each subjob counted; the profile key
-  ``max_submit_jobs`` where the scheduler says nothing.
+  MaxArraySize default 1001, meaning indices 0..1000), or ``max_array_size`` given
+  (``--max-array-size``, the profile key) where that is lower or the scheduler cannot be asked.
+- :func:`job_cap`: how many jobs a user may have queued, each subjob counted; ``max_submit_jobs``
+  given where that is lower or the scheduler says nothing.
 - :func:`split`: a sweep cut into arrays under a cap.
 """
 
@@ -91,27 +92,31 @@ def _profile(values: dict | None, key: str) -> Limit | None:
 def array_cap(scheduler: str, values: dict | None = None, dialect: str | None = None) -> Limit:
     """How many subjobs one array may hold on this site, and where that was read.
 
-    The scheduler where it says it (a listing without the attribute: the scheduler's
-    default); where the scheduler cannot be asked (no command, no permission), the profile key
-    ``max_array_size`` of ``values``; else no limit known (``value`` None). ``scheduler``:
+    The lower of the scheduler's, where it says it (a listing without the attribute: the
+    scheduler's default), and ``max_array_size`` of ``values`` (``--max-array-size`` or the
+    profile key: a queue's cap below the server's); else no limit known (``value`` None). ``scheduler``:
     ``pbs``, ``slurm``, ``torque`` (or ``pbs`` with ``dialect="torque"``), ``local``."""
     reader, dialect = _reader(scheduler, dialect)
     found = reader.array_cap(ask, dialect) if reader else None
-    if found is not None and found[0] is not None:
-        return Limit(*found)
-    return _profile(values, ARRAY_KEY) or Limit(None, NO_LIMIT)
+    return lower(Limit(*found) if found is not None and found[0] is not None else None, _profile(values, ARRAY_KEY))
 
 
 def job_cap(scheduler: str, values: dict | None = None, queue: str | None = None,
             dialect: str | None = None) -> Limit:
     """How many jobs (each subjob counted) this user may have queued at once, and where that
-    was read: the scheduler where it says it, else the profile key ``max_submit_jobs``, else
-    no limit known."""
+    was read: the lower of the scheduler's, where it says it, and ``max_submit_jobs`` of
+    ``values`` (``--max-submit-jobs`` or the profile key); else no limit known."""
     reader, _ = _reader(scheduler, dialect)
     found = reader.job_cap(ask, user(), queue) if reader else None
-    if found is not None:
-        return Limit(*found)
-    return _profile(values, JOBS_KEY) or Limit(None, NO_LIMIT)
+    return lower(Limit(*found) if found is not None else None, _profile(values, JOBS_KEY))
+
+
+def lower(read: Limit | None, given: Limit | None) -> Limit:
+    """The lower of the scheduler's limit and the one given (``--max-array-size``, a profile key):
+    a queue's cap below the server's is one the user gives, and the server's still holds above a
+    larger one given; no limit known where neither is."""
+    known = [limit for limit in (read, given) if limit is not None and limit.value is not None]
+    return min(known, key=lambda limit: limit.value) if known else Limit(None, NO_LIMIT)
 
 
 def queued(scheduler: str) -> int | None:
