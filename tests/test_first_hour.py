@@ -32,7 +32,7 @@ def hpcdist(*args, cwd, env=None):
      "hpcdist submit: error: --scheduler slrum: not a scheduler; did you mean slurm? (local, slurm, pbs)"),
     (["render", "--launcher", "torchrn", "train.py"],
      "hpcdist render: error: --launcher torchrn: not a launcher; did you mean torchrun? "
-     "(torchrun, deepspeed, mpirun, srun, accelerate, none)"),
+     "(torchrun, deepspeed, mpirun, srun, accelerate, nvrx, none)"),
     (["submit", "--mpi", "mpch", "train.py"],
      "hpcdist submit: error: --mpi mpch: not an MPI flavour; did you mean mpich? (openmpi, mpich, intel, pals)"),
     (["submit", "--nodse", "2", "train.py"], "hpcdist submit: error: unknown flag --nodse; did you mean --nodes?"),
@@ -64,7 +64,7 @@ def test_help_groups_the_commands_a_user_types_apart_from_the_in_job_ones(tmp_pa
     users = next(s for s in sections if s.startswith("commands:\n")).splitlines()[1:]
     in_job = next(s for s in sections if s.startswith("inside a job (")).splitlines()[1:]
     names = lambda lines: [line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("   ")]
-    assert names(users) == ["render", "submit", "status", "logs", "watch", "stacks", "cancel", "doctor", "profiles",
+    assert names(users) == ["render", "submit", "status", "logs", "watch", "stacks", "report", "cancel", "doctor", "profiles",
                             "connect", "disconnect"]
     assert names(in_job) == ["env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents", "restart"]
     assert users[1] == "  submit      write the job script and submit it"

@@ -134,9 +134,11 @@ def get_master_port() -> int:
 
 
 def restart_count() -> int:
-    """How many times the job script has restarted the launch (``--max-restarts``): 0 on the first
-    launch, and outside a job. A training that restarts goes on from its last checkpoint."""
-    value = os.environ.get("HPCDIST_RESTART", "")
+    """How many times the launch was restarted (``--max-restarts``: the job script's restarts, or
+    the agents' own under an elastic torchrun or ``--launcher nvrx``, each agent counting its own:
+    a node whose workers restarted for another node's failure may say 0): 0 on the first launch,
+    and outside a job. A training that restarts goes on from its last checkpoint."""
+    value = os.environ.get("HPCDIST_RESTART") or os.environ.get("TORCHELASTIC_RESTART_COUNT", "")
     return int(value) if value.isdigit() else 0
 
 

@@ -33,7 +33,7 @@ module asked for. MPI implementations are data of the mpirun launcher
 from __future__ import annotations
 
 #: The launchers, in the order ``--launcher`` lists them; each is the module of that name.
-NAMES = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "none")
+NAMES = ("torchrun", "deepspeed", "mpirun", "srun", "accelerate", "nvrx", "none")
 #: How DeepSpeed's launcher reaches the other nodes (``--deepspeed-runner``): named here so that
 #: the flag's choices need not import :mod:`hpcdist.launchers.deepspeed`, which says what each does.
 DEEPSPEED_RUNNERS = ("pdsh", "openmpi", "slurm")

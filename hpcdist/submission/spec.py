@@ -119,7 +119,8 @@ class JobSpec(Frozen):
     @property
     def restarts_launch(self) -> bool:
         """The job script starts the launch again when it fails (an elastic job: torchrun does)."""
-        return self.max_restarts > 0 and not self.elastic
+        # nvrx: ft_launcher's own restarts (hpcdist.launchers.nvrx).
+        return self.max_restarts > 0 and not self.elastic and self.launcher != "nvrx"
 
     @property
     def elastic(self) -> bool:
@@ -315,6 +316,10 @@ def _check_restarts(out: dict, given: dict) -> None:
     if spares and not out.get("max_restarts") and not out.get("exclude_nodes"):
         raise v.ValidationError("--spare-nodes", str(spares), "a spare node is started on only at a restart, "
                                 "and this job has none.", "Give --max-restarts N too, or leave --spare-nodes out.")
+    if spares and out.get("launcher") == "nvrx":
+        raise v.ValidationError("--spare-nodes", str(spares), "ft_launcher restarts the workers on the "
+                                "job's nodes itself (--launcher nvrx: its --max-restarts).",
+                                "Leave --spare-nodes out, or use --launcher torchrun (hpcdist's restarts).")
     if out.get("exclude_nodes") and schedulers.get(out["scheduler"]).one_host:
         raise v.ValidationError("--exclude-nodes", ",".join(out["exclude_nodes"]), "every node of a local "
                                 "job is this host.", "Leave --exclude-nodes out, or submit with --scheduler "
