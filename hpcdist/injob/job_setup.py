@@ -315,10 +315,12 @@ def main(argv: list) -> int:
         _write(options["dir"], "job.env", text + recorded)
         if "restart" not in options:  # the first set-up's, for a restart's (hpcdist.injob.restart)
             _write(options["dir"], ARGV_FILE, "\0".join(argv))
-        # The job's start and the set-up's end, for the start-up's breakdown (hpcdist.progress.startup).
-        from hpcdist.progress.startup import record_setup
+        # The job's start and the set-up's end, for the start-up's breakdown (hpcdist.progress.startup),
+        # where the job has a progress folder: a script rendered alone has none, and loads none of it.
+        if os.environ.get("HPCDIST_PROGRESS_DIR"):
+            from hpcdist.progress.startup import record_setup
 
-        record_setup(os.environ, time.time(), os.getppid(), os.path.basename(os.path.abspath(options["dir"])))
+            record_setup(os.environ, time.time(), os.getppid(), os.path.basename(os.path.abspath(options["dir"])))
     except SetupError as e:
         print(f"hpcdist job-setup: error: {e}", file=sys.stderr)
         return 2
