@@ -191,12 +191,18 @@ def setup(options: dict, environ) -> tuple:
     if options["mpi_env"]:
         lines.append(f"mpi_env=({' '.join('-x ' + name for name in passed)})")
     if options["deepspeed_env"]:
-        keep = [(n, v) for n, v in exported.items() if n in passed or n.startswith(DEEPSPEED_PREFIXES)]
-        text = "".join(f"{n}={v}\n" for n, v in keep if not any(c in v for c in '$`"\\\n'))
-        lines.append(f"export DS_ENV_FILE={quote(_write(folder, 'deepspeed_env', text))}")
+        lines.append(f"export DS_ENV_FILE={quote(_deepspeed_env(folder, exported, passed))}")
     log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}" + (
         f"; left out (--exclude-nodes): {' '.join(unwanted)}" if unwanted else "")
     return "\n".join(lines) + "\n", log
+
+
+def _deepspeed_env(folder: str, exported: dict, passed: list) -> str:
+    """DeepSpeed's environment file in ``folder`` (its path): the passed variables and those it
+    takes whole, but for values DeepSpeed would break (it writes them inside double quotes)."""
+    keep = [(n, v) for n, v in exported.items() if n in passed or n.startswith(DEEPSPEED_PREFIXES)]
+    text = "".join(f"{n}={v}\n" for n, v in keep if not any(c in v for c in '$`"\\\n'))
+    return _write(folder, "deepspeed_env", text)
 
 
 def id_number(job_id: str) -> str:
