@@ -22,25 +22,31 @@ def _render(**values) -> str:
     return render(spec, command_line="hpcdist submit ...", workdir="/home/alice/project", job_dir=JOB_DIR)
 
 
-def test_no_shell_of_the_job_folder_is_left_in_python():
-    """The check that a run is the job recorded (`recorded_run`) and the words under `$job_dir` are
-    the template's; Python hands it names and values only."""
+def test_the_job_folder_words_are_built_once_and_no_template_parses_the_record():
+    """A file of this run under `$job_dir` (a subjob's own: `:+.$`) is named in one place,
+    job_files.py, which hands the template words; whether a run is the job recorded is job-setup's
+    check in Python (issue 48): no template reads record.json (once by sed, which worked only
+    because the record is written with indent=2)."""
     found = []
     for path in glob.glob(os.path.join(PACKAGE, "jobs", "*.py")) + [os.path.join(PACKAGE, "submission", "render.py")]:
+        if not path.endswith("job_files.py"):
+            text = open(path, encoding="utf-8").read()
+            found += [f"{path}: {word}" for word in ('"$job_dir/', ":+.$", ">> \"$job_dir") if word in text]
+    for path in glob.glob(os.path.join(PACKAGE, "schedulers", "*.j2")):
         text = open(path, encoding="utf-8").read()
-        found += [f"{path}: {word}" for word in ("recorded_run", '"$job_dir/', ":+.$", ">> \"$job_dir")
-                  if word in text]
+        found += [f"{path}: {word}" for word in ("record.json", "names.record", "sed ", ":+.$") if word in text]
     assert found == []
-    with open(os.path.join(PACKAGE, "schedulers", "job_folder.sh.j2"), encoding="utf-8") as f:
-        assert "recorded_run()" in f.read()
+    with open(os.path.join(PACKAGE, "jobs", "job_files.py"), encoding="utf-8") as f:
+        assert ":+.$" in f.read()
 
 
 def test_a_template_folder_cannot_replace_the_job_folder_lines(tmp_path):
     """job.sh.j2 imports them as hpcdist/job_folder.sh.j2: a user's folder (or their template's own)
     holding a job_folder.sh.j2 changes nothing of ours."""
     ours = _render()
-    assert "recorded_run()" in ours and '"$job_dir/exit_code"${SLURM_ARRAY_TASK_ID:+.$SLURM_ARRAY_TASK_ID}' in ours
-    (tmp_path / "job_folder.sh.j2").write_text("{% macro check_run() %}echo replaced{% endmacro %}\n")
+    assert '--run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}"' in ours
+    assert '"$job_dir/exit_code"${SLURM_ARRAY_TASK_ID:+.$SLURM_ARRAY_TASK_ID}' in ours
+    (tmp_path / "job_folder.sh.j2").write_text("{% macro exit_code_file() %}replaced{% endmacro %}\n")
     (tmp_path / "slurm.sh.j2").write_text('{% extends "hpcdist/slurm.sh.j2" %}\n')
     assert _render(template_dir=str(tmp_path)) == ours
     (tmp_path / "mine.sh.j2").write_text('{% extends "hpcdist/slurm.sh.j2" %}\n')

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -45,8 +46,13 @@ def folder_lines(folder: str, index_variable: str | None = None, recorded_id: st
 
 def test_the_runs_file_lines_written_here_and_by_the_script_are_read_back(tmp_path):
     (tmp_path / jobs.RECORD).write_text(json.dumps({"job_id": "7", "scheduler": "pbs", "log": "/l/job.log"}))
-    subprocess.run(["bash", "-c", 'job_dir=$1 exit_file=x; ' + folder_lines(str(tmp_path)).record_start(), "x",
-                    str(tmp_path)], check=True, env={**os.environ, "HPCDIST_JOB_ID": "7"})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # A run's start, as job-setup appends it (--record-start: a job that may be requeued).
+    subprocess.run([sys.executable, "-m", "hpcdist", "job-setup", "--scheduler", "local", "--dir", str(run_dir),
+                    "--job-dir", str(tmp_path), "--run-id", "7", "--record-start"], check=True,
+                   capture_output=True, env={**os.environ, "HPCDIST_JOB_ID": "7"})
+    assert (tmp_path / jobs.RUNS).read_text().startswith("start ")
     second = jobs.restart_log("/l b/job.log", 1)
     jobs.record_resubmission(str(tmp_path), "8", second)
     history = jobs.Job(str(tmp_path)).history()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shlex
 import subprocess
@@ -286,3 +287,21 @@ def test_module_commands_run_in_order_with_their_words(tmp_path):
     assert log.read_text().splitlines() == ["purge", "use /soft/modulefiles", "load conda", "swap a b"]
     with pytest.raises(ValidationError, match="module purge takes no names"):
         build_spec({"script": "t.py", "modules": ["purge x"]}, check_files=False)
+
+
+def test_templates_md_lists_every_block_of_every_template_in_order():
+    """TEMPLATES.md's block list is what a user's template may override: every `{% block %}` of our
+    templates, in the script's order, each naming the templates that define or fill it."""
+    import re
+
+    folder = os.path.join(os.path.dirname(HERE), "hpcdist", "schedulers")
+    found: dict[str, set] = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.j2"))):
+        for name in re.findall(r"{%-? block (\w+)", open(path, encoding="utf-8").read()):
+            found.setdefault(name, set()).add(os.path.basename(path))
+    with open(os.path.join(folder, "TEMPLATES.md"), encoding="utf-8") as f:
+        section = f.read().split("## Blocks", 1)[1].split("\n\n", 2)[2].split("\n\n", 1)[0]
+    listed = re.findall(r"^- `(\w+)` \(([^)]*)\)", section, re.M)
+    layout = re.findall(r"{%-? block (\w+)", open(os.path.join(folder, "job.sh.j2"), encoding="utf-8").read())
+    assert [name for name, _ in listed] == layout
+    assert {name: {t for t in found[name] if t in where} for name, where in listed} == found

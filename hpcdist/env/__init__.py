@@ -211,6 +211,11 @@ def resolve(environ: "Mapping[str, str] | None" = None) -> DistEnv:
 
 
 def explain(environ: "Mapping[str, str] | None" = None) -> tuple[DistEnv, Explanation]:
+    """This process's place in the job (:class:`DistEnv`) and how it was found (:class:`Explanation`:
+    every variable read, the launcher chosen and why, each field's source), from ``environ`` (this
+    process's environment by default). The launcher is chosen (``HPCDIST_LAUNCHER`` first, then
+    each launcher's own variables), its values read and checked against the other launchers' and
+    MPI's; a contradiction or a missing field is a :class:`DistEnvError` naming the variables."""
     real = environ is None or environ is os.environ
     env = EnvReader(os.environ if environ is None else environ)
     why = Explanation(consulted=env.consulted)

@@ -158,6 +158,10 @@ class Report:
 
 
 def check(hosts: list[str], master_port: int | None, ssh_port: int | None = None) -> Report:
+    """Every node of ``hosts`` probed (ssh on ``ssh_port``, then hpcdist's probe there): whether it
+    answers, runs the first node's Python, hpcdist, torch, DeepSpeed and mpi4py, its pdsh, MPI and
+    GPUs, and whether the master (the first host) can listen on ``master_port``; the
+    :class:`Report`, a row per node and a problem line for each thing that would stop a launch."""
     report = Report()
     head = hosts[0]
     probes = probe_nodes(hosts, ssh_port)

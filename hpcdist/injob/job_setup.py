@@ -27,6 +27,14 @@ the lines the script sources (``job.env`` there), each value quoted:
 The log gets one line, ``hpcdist: nodes: node1 node2; master: node1:20123`` (``hpcdist logs``
 names a failed node by its index in it).
 
+With a job folder (``hpcdist submit``), ``--job-dir "$job_dir" --run-id ID`` (the scheduler's id
+of this run, a subjob's array id) checks that this run is the job recorded there: the record's id
+or a resubmission's (``runs``), by number (``PBS_JOBID`` may carry an ``N:`` prefix, another server
+name, a subjob's index), or a record still being written. A run of the script by hand (``sbatch
+job.sh`` again) is another job: ``job.env`` then empties ``exit_file``, so that it records no end
+there, and the log says so. ``--record-start`` (a job that may be requeued) appends this run's
+``start <time> <id> <host>`` line to ``runs`` (:attr:`hpcdist.jobs.Job.history` counts them).
+
 A job that restarts its launch (``--max-restarts``: :mod:`hpcdist.injob.restart`) runs the set-up
 again between two launches, with the same arguments (kept in ``setup.argv`` in the run folder):
 the nodes listed in ``bad_nodes`` there are left out (a spare of the allocation takes their
@@ -38,6 +46,7 @@ runs in every job, where its cost is felt.
 
 import os
 import sys
+import time
 
 from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401 - the port rule's home
 
@@ -53,9 +62,14 @@ ARGV_FILE, BAD_NODES_FILE = "setup.argv", "bad_nodes"
 #: Prefixes DeepSpeed's environment file takes whole (its own docs: NCCL_*, and UCX's).
 DEEPSPEED_PREFIXES = ("NCCL_", "UCX_")
 
+#: The job folder's names this reads and writes (:mod:`hpcdist.jobs` owns them; a test holds them
+#: equal): importing that package would cost every job's set-up a fifth more.
+RECORD, RUNS, SUBMITTING, RESUBMITTED, START = "record.json", "runs", "submitting", "resubmitted", "start"
+
 USAGE = ("usage: hpcdist job-setup --scheduler NAME --dir RUN_DIR [--nodes N] [--hostfile FORMAT:SLOTS]\n"
          "                          [--master-addr HOST] [--master-port PORT] [--pass NAME]... [--mpi-env]\n"
          "                          [--deepspeed-env] [--port-unchecked] [--restart N] [--exclude N1,N2]\n"
+         "                          [--job-dir DIR --run-id ID [--record-start]]\n"
          "Inside a job script: write the node list, the launcher's hostfile and job.env, the lines to\n"
          "source (the master, its port, the variables to pass), into RUN_DIR.")
 
@@ -69,9 +83,11 @@ def parse(argv: list) -> dict:
     here is an edited script's)."""
     flags = {"--scheduler": "scheduler", "--dir": "dir", "--nodes": "nodes", "--hostfile": "hostfile",
              "--master-addr": "master_addr", "--master-port": "master_port", "--pass": "pass",
-             "--restart": "restart", "--exclude": "exclude"}
-    switches = {"--mpi-env": "mpi_env", "--deepspeed-env": "deepspeed_env", "--port-unchecked": "port_unchecked"}
-    options: dict = {"pass": [], "mpi_env": False, "deepspeed_env": False, "port_unchecked": False}
+             "--restart": "restart", "--exclude": "exclude", "--job-dir": "job_dir", "--run-id": "run_id"}
+    switches = {"--mpi-env": "mpi_env", "--deepspeed-env": "deepspeed_env", "--port-unchecked": "port_unchecked",
+                "--record-start": "record_start"}
+    options: dict = {"pass": [], "mpi_env": False, "deepspeed_env": False, "port_unchecked": False,
+                     "record_start": False}
     args = list(argv)
     while args:
         word = args.pop(0)
@@ -110,7 +126,7 @@ def setup(options: dict, environ) -> tuple:
         alloc = read(environ, scheduler=scheduler)
     except (AllocationError, ValueError) as e:
         raise SetupError(str(e)) from None
-    job_module = __import__(f"hpcdist.schedulers.{scheduler}_job", fromlist=["JOB_ID_VARIABLES"])
+    job_module = _job_module(scheduler)
     if alloc is None:
         names = " or ".join(job_module.JOB_ID_VARIABLES)
         raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "
@@ -175,12 +191,101 @@ def setup(options: dict, environ) -> tuple:
     if options["mpi_env"]:
         lines.append(f"mpi_env=({' '.join('-x ' + name for name in passed)})")
     if options["deepspeed_env"]:
-        keep = [(n, v) for n, v in exported.items() if n in passed or n.startswith(DEEPSPEED_PREFIXES)]
-        text = "".join(f"{n}={v}\n" for n, v in keep if not any(c in v for c in '$`"\\\n'))
-        lines.append(f"export DS_ENV_FILE={quote(_write(folder, 'deepspeed_env', text))}")
+        lines.append(f"export DS_ENV_FILE={quote(_deepspeed_env(folder, exported, passed))}")
     log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}" + (
         f"; left out (--exclude-nodes): {' '.join(unwanted)}" if unwanted else "")
     return "\n".join(lines) + "\n", log
+
+
+def _deepspeed_env(folder: str, exported: dict, passed: list) -> str:
+    """DeepSpeed's environment file in ``folder`` (its path): the passed variables and those it
+    takes whole, but for values DeepSpeed would break (it writes them inside double quotes)."""
+    keep = [(n, v) for n, v in exported.items() if n in passed or n.startswith(DEEPSPEED_PREFIXES)]
+    text = "".join(f"{n}={v}\n" for n, v in keep if not any(c in v for c in '$`"\\\n'))
+    return _write(folder, "deepspeed_env", text)
+
+
+def id_number(job_id: str) -> str:
+    """The number a job id starts with, after a ``N:`` prefix: ``123[4].server`` and ``2:123.pbs``
+    are 123's ("" for none)."""
+    job_id = job_id.partition(":")[2] if ":" in job_id else job_id
+    digits = len(job_id) - len(job_id.lstrip("0123456789"))
+    return job_id[:digits]
+
+
+def recorded_ids(job_dir: str) -> list | None:
+    """The ids of the job recorded in ``job_dir``: its record's, then those it resubmitted itself
+    (``runs``); None while the record is still being written (the id not known yet)."""
+    record = _load_json(os.path.join(job_dir, RECORD))
+    if not isinstance(record, dict):
+        return []
+    if SUBMITTING in record:
+        return None
+    ids = [record.get("job_id")]
+    for line in read_lines(os.path.join(job_dir, RUNS)):
+        words = line.split(" ")
+        if words[0] == RESUBMITTED and len(words) > 2:
+            ids.append(words[2])
+    return [i for i in ids if isinstance(i, str)]
+
+
+def is_recorded_run(job_dir: str, run_id: str) -> bool:
+    """Whether the run with the scheduler's id ``run_id`` is the job recorded in ``job_dir``."""
+    number = id_number(run_id)
+    if not number:
+        return False
+    ids = recorded_ids(job_dir)
+    return ids is None or any(id_number(i) == number for i in ids)
+
+
+def _load_json(path: str):
+    """The JSON value in ``path`` (None where it cannot be read), by the json module's own C
+    scanner: ``import json`` compiles json.decoder's regular expressions, a tenth of the set-up."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, ValueError):
+        return None
+    try:
+        from _json import make_scanner
+    except ImportError:  # an interpreter without the C accelerator
+        from json.scanner import make_scanner
+
+    class Rules:  # what json.JSONDecoder() gives its scanner
+        strict, object_hook, object_pairs_hook, memo = True, None, None, {}
+        parse_float, parse_int, parse_constant = float, int, float
+
+    try:
+        value, end = make_scanner(Rules)(text, len(text) - len(text.lstrip()))
+    except (StopIteration, ValueError):
+        return None
+    return value if not text[end:].strip() else None
+
+
+def check_run(options: dict, environ) -> str:
+    """The lines ``job.env`` gets from the job folder's check (``--job-dir``): none for the job
+    recorded there (its start appended to ``runs`` with ``--record-start``); for another run,
+    ``exit_file=""``, and the log says why."""
+    job_dir, run_id = options.get("job_dir"), options.get("run_id", "")
+    if not job_dir or options.get("restart"):
+        return ""
+    if not is_recorded_run(job_dir, run_id):
+        print(f"hpcdist: this run is not the job recorded in {job_dir} (its script run again by hand?): its end is "
+              f"not recorded there", file=sys.stderr)
+        return 'exit_file=""\n'
+    if options["record_start"]:
+        job_id = next((environ.get(v) for v in _job_module(options["scheduler"]).JOB_ID_VARIABLES
+                       if environ.get(v)), "")
+        try:  # one short append is whole even beside another run's
+            with open(os.path.join(job_dir, RUNS), "a", encoding="utf-8") as f:
+                f.write(f"{START} {int(time.time())} {job_id} {os.uname().nodename}\n")
+        except OSError as e:
+            print(f"hpcdist: cannot record this run's start in {job_dir}: {e.strerror or e}", file=sys.stderr)
+    return ""
+
+
+def _job_module(scheduler: str):
+    return __import__(f"hpcdist.schedulers.{scheduler}_job", fromlist=["JOB_ID_VARIABLES"])
 
 
 def read_lines(path: str) -> list:
@@ -211,15 +316,17 @@ def main(argv: list) -> int:
         return 0
     try:
         options = parse(argv)
+        recorded = check_run(options, os.environ)
         text, log = setup(options, os.environ)
-        _write(options["dir"], "job.env", text)
+        _write(options["dir"], "job.env", text + recorded)
         if "restart" not in options:  # the first set-up's, for a restart's (hpcdist.injob.restart)
             _write(options["dir"], ARGV_FILE, "\0".join(argv))
-        # The job's start and the set-up's end, for the start-up's breakdown (hpcdist.progress.startup).
-        from hpcdist.progress.startup import record_setup
-        import time
+        # The job's start and the set-up's end, for the start-up's breakdown (hpcdist.progress.startup),
+        # where the job has a progress folder: a script rendered alone has none, and loads none of it.
+        if os.environ.get("HPCDIST_PROGRESS_DIR"):
+            from hpcdist.progress.startup import record_setup
 
-        record_setup(os.environ, time.time(), os.getppid(), os.path.basename(os.path.abspath(options["dir"])))
+            record_setup(os.environ, time.time(), os.getppid(), os.path.basename(os.path.abspath(options["dir"])))
     except SetupError as e:
         print(f"hpcdist job-setup: error: {e}", file=sys.stderr)
         return 2

@@ -185,75 +185,117 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def supervise(argv: list[str], grace: float = GRACE_S) -> int:
-    failure: list[tuple[str, int]] = []
-    ended = threading.Event()
-    child_exited = threading.Event()
-    enders: list[threading.Thread] = []
+class Supervisor:
+    """One supervised launch: the launcher started in its own process group, its stderr relayed
+    line by line, the signals the job gets forwarded to it, and the launch ended on every node
+    when one node's launcher fails (or when the job is ended, for a pdsh launch). Its methods run
+    in three threads: the main one waits for the launcher, one relays its stderr, one looks for
+    its pdsh launch; the signal handler runs in the main one."""
 
-    child = None
-    pending: list[int] = []
-    launched: list[tuple[int, bytes]] = []  # what ran below the launcher when a node failed
+    def __init__(self, grace: float):
+        self.grace = grace
+        self.child: subprocess.Popen | None = None
+        self.failure: list[tuple[str, int]] = []  # (host, code) of the first node that failed
+        self.ended = threading.Event()  # the launch is being ended (by a failure or a signal)
+        self.child_exited = threading.Event()
+        self.enders: list[threading.Thread] = []
+        self.pending: list[int] = []  # signals that arrived before the launcher started
+        self.launched: list[tuple[int, bytes]] = []  # what ran below the launcher when a node failed
+        self.seen: list = []  # the pdsh launch once found: a job's end may have ended pdsh before
 
-    def forward(signum, _frame):
+    def run(self, argv: list[str]) -> int:
+        """Start the launcher, supervise it to its end; its exit status, as a shell gives it."""
+        for signum in ENDING + WARNINGS:
+            signal.signal(signum, self.forward)
+        # Its own process group, so that the last resort reaches pdsh and ssh too.
+        self.child = subprocess.Popen(argv, stderr=subprocess.PIPE, start_new_session=True)
+        for signum in self.pending:
+            self.child.send_signal(signum)
+        threading.Thread(target=self.look_for_launch, daemon=True).start()
+        relay_thread = threading.Thread(target=self.relay, daemon=True)
+        relay_thread.start()
+        code = self.child.wait()
+        self.child_exited.set()
+        if self.ended.is_set():
+            self.clean_up_after_ending()
+        # A grandchild may hold the pipe open: drain what is there, without waiting on it.
+        relay_thread.join(timeout=2)
+        return self.exit_status(code)
+
+    def forward(self, signum, _frame) -> None:
+        """A signal the job got: passed to the launcher; an ending one to a pdsh launch ends it here
+        (DeepSpeed's runner would pkill every DeepSpeed launcher of its Python)."""
+        child = self.child
         if child is None:
-            pending.append(signum)  # arrived before the launcher started
+            self.pending.append(signum)
         elif child.poll() is None:
-            # A pdsh launch is ended by supervise itself.
-            launch = pdsh_below() if signum in ENDING and not ended.is_set() else None
-            if launch is not None:  # DeepSpeed's runner would pkill every DeepSpeed launcher of its Python
-                start_ender(end_pdsh_launch, launch)
+            launch = self.pdsh_below() if signum in ENDING and not self.ended.is_set() else None
+            if launch is not None:
+                self.start_ender(self.end_pdsh_launch, launch)
                 return
             child.send_signal(signum)
 
-    for signum in ENDING + WARNINGS:
-        signal.signal(signum, forward)
-    # Its own process group, so that the last resort reaches pdsh and ssh too.
-    child = subprocess.Popen(argv, stderr=subprocess.PIPE, start_new_session=True)
-    for signum in pending:
-        child.send_signal(signum)
-
-    seen: list = []  # the pdsh launch once found: a job's end may have ended pdsh before it is asked for
-
-    def pdsh_below():
+    def pdsh_below(self):
         """The pdsh launch below the launcher, if any (or the one seen earlier); what runs below it is
         kept in ``launched``."""
-        launched.extend(launched_processes(child.pid))
-        return pdsh_launch(launched) or (seen[0] if seen else None)
+        self.launched.extend(launched_processes(self.child.pid))
+        return pdsh_launch(self.launched) or (self.seen[0] if self.seen else None)
 
-    def look_for_launch() -> None:
+    def look_for_launch(self) -> None:
         """Note the pdsh launch as soon as it runs: the monitor's end of a hung job signals every
         process of the job at once, pdsh and its ssh clients too, and a launch looked for only then
         was gone (its node 2 launcher and a stopped rank outlived the job)."""
         for _ in range(LOOK_FOR_LAUNCH_S):
-            if child_exited.wait(1.0):
+            if self.child_exited.wait(1.0):
                 return
-            found = pdsh_launch(launched_processes(child.pid))
+            found = pdsh_launch(launched_processes(self.child.pid))
             if found is not None:
-                seen.append(found)
+                self.seen.append(found)
                 return
 
-    threading.Thread(target=look_for_launch, daemon=True).start()
+    def relay(self) -> None:
+        """The launcher's stderr, line by line, to ours; the first node said to have failed ends the
+        launch on every node."""
+        for line in iter(self.child.stderr.readline, b""):
+            _say(line)
+            found = failed_node(line)
+            if found and not self.ended.is_set():
+                self.failure.append(found)
+                _say(f"hpcdist supervise: the launcher on {found[0]} exited with code {found[1]}; "
+                     f"ending the launch on every node\n".encode())
+                self.start_ender(self.end_failed_launch, self.pdsh_below())
 
-    def start_ender(end, launch) -> None:
+    def start_ender(self, end, launch) -> None:
         """``end`` in a thread of its own: the main thread waits for the launcher."""
         ender = threading.Thread(target=end, args=(launch,), daemon=True)
-        enders.append(ender)
-        ended.set()
+        self.enders.append(ender)
+        self.ended.set()
         ender.start()
 
-    def end_pdsh_launch(launch) -> None:
+    def end_failed_launch(self, launch) -> None:
+        """A node failed: its pdsh launch ended on every node; any other launcher asked to end, then
+        its process group killed after the grace time."""
+        if launch is not None:
+            self.end_pdsh_launch(launch)
+            return
+        self.child.terminate()
+        if self.child_exited.wait(self.grace):
+            return
+        _say(f"hpcdist supervise: still running after {self.grace:g} s; killing it\n".encode())
+        _kill_group(self.child.pid)
+
+    def end_pdsh_launch(self, launch) -> None:
         """The runner, its pdsh and their ssh ended here, this launch's launchers on every node."""
         hosts, pattern, environment = launch
-        _kill_group(child.pid)
-        _kill_processes(launched)
+        _kill_group(self.child.pid)
+        _kill_processes(self.launched)
         try:
             # SIGCONT to the launchers' ranks first: a rank stopped by a hang takes its launcher's
             # SIGTERM only once it runs, and the launcher waits for it (DeepSpeed's, 30 s) after
             # the job has ended. pkill's status (1: nothing there) is the last command's.
             quoted = shlex.quote(pattern)
             remote = f'ranks=$(pgrep -d, -f -- {quoted}) && pkill -CONT -P "$ranks"; pkill -f -- {quoted}'
-            done = subprocess.run(["pdsh", "-S", "-w", hosts, remote], timeout=grace,
+            done = subprocess.run(["pdsh", "-S", "-w", hosts, remote], timeout=self.grace,
                                   env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE)
             # pkill's 1 is a node with nothing left to end; anything else is said.
@@ -261,46 +303,31 @@ def supervise(argv: list[str], grace: float = GRACE_S) -> int:
         except (OSError, subprocess.TimeoutExpired) as e:
             said = [str(e).encode()]
         for line in said:
-            sys.stderr.buffer.write(b"hpcdist supervise: ending the launch: " + line + b"\n")
-        sys.stderr.buffer.flush()
+            _say(b"hpcdist supervise: ending the launch: " + line + b"\n")
 
-    def end_failed_launch(launch) -> None:
-        if launch is not None:
-            end_pdsh_launch(launch)
-            return
-        child.terminate()
-        if child_exited.wait(grace):
-            return
-        sys.stderr.buffer.write(f"hpcdist supervise: still running after {grace:g} s; killing it\n".encode())
-        sys.stderr.buffer.flush()
-        _kill_group(child.pid)
+    def clean_up_after_ending(self) -> None:
+        """After an ended launch: the enders' clean-up on the other nodes (it runs after the launcher
+        is gone), then what the ended launcher left behind here (ssh, pdsh threads)."""
+        for ender in self.enders:
+            ender.join(timeout=self.grace + 5)
+        _kill_group(self.child.pid)
+        _kill_processes(self.launched)
 
-    def relay() -> None:
-        for line in iter(child.stderr.readline, b""):
-            sys.stderr.buffer.write(line)
-            sys.stderr.buffer.flush()
-            found = failed_node(line)
-            if found and not ended.is_set():
-                failure.append(found)
-                sys.stderr.buffer.write(
-                    f"hpcdist supervise: the launcher on {found[0]} exited with code {found[1]}; "
-                    f"ending the launch on every node\n".encode())
-                sys.stderr.buffer.flush()
-                start_ender(end_failed_launch, pdsh_below())
+    def exit_status(self, code: int) -> int:
+        """The launcher's status as a shell gives it (128+N for signal N); a launcher that ended 0
+        after a node failed gives that node's code."""
+        if code < 0:
+            return 128 - code
+        if code == 0 and self.failure:
+            return self.failure[0][1]
+        return code
 
-    relay_thread = threading.Thread(target=relay, daemon=True)
-    relay_thread.start()
-    code = child.wait()
-    child_exited.set()
-    if ended.is_set():
-        for ender in enders:  # its clean-up on the other nodes runs after the launcher is gone
-            ender.join(timeout=grace + 5)
-        _kill_group(child.pid)  # what the ended launcher left behind (ssh, pdsh threads)
-        _kill_processes(launched)
-    # A grandchild may hold the pipe open: drain what is there, without waiting on it.
-    relay_thread.join(timeout=2)
-    if code < 0:
-        return 128 - code
-    if code == 0 and failure:
-        return failure[0][1]
-    return code
+
+def _say(line: bytes) -> None:
+    sys.stderr.buffer.write(line)
+    sys.stderr.buffer.flush()
+
+
+def supervise(argv: list[str], grace: float = GRACE_S) -> int:
+    """Run the launcher ``argv`` under a :class:`Supervisor`; its exit status."""
+    return Supervisor(grace).run(argv)

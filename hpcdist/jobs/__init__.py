@@ -368,7 +368,7 @@ def write_exit_code_shell(target: str) -> str:
     return f'echo "$status" > "{target}.tmp" && mv -f "{target}.tmp" "{target}"'
 
 
-# -- The runs file (each start of the script appends its line: job_folder.sh.j2, ``record_start``) -------
+# -- The runs file (each start of a job that may be requeued appends its line: hpcdist job-setup) -------
 
 def record_resubmission(folder: str, job_id: str, log: str = "") -> None:
     """Append ``resubmitted <time> <id> <log>`` to the runs file: ``hpcdist status`` then

@@ -1,10 +1,13 @@
 """What the job script needs to write into its job folder (:mod:`hpcdist.jobs` owns the folder and
-its names): the values a template gets as ``job_files``. The lines themselves are shell in
-``hpcdist/schedulers/job_folder.sh.j2``, beside the template that places them."""
+its names): the values a template gets as ``job_files``, and the words under ``$job_dir`` that
+name a file of this run (a subjob's own). The lines themselves are shell in
+``hpcdist/schedulers/job_folder.sh.j2``, beside the template that places them; whether this run is
+the job recorded in the folder is checked by ``hpcdist job-setup`` (:mod:`hpcdist.injob.job_setup`)."""
 
 from __future__ import annotations
 
 from hpcdist.jobs import EXIT_CODE, PROGRESS, RECORD, RESUBMITTED, RUNS, START, SUBMITTING
+from hpcdist.shell import Shell
 
 
 def script_context(folder: str | None, index_variable: str | None = None, job_id_variable: str = "HPCDIST_JOB_ID",
@@ -17,6 +20,13 @@ def script_context(folder: str | None, index_variable: str | None = None, job_id
     None without a folder (``hpcdist render``): the script then records nothing."""
     if not folder:
         return None
+
+    def of_subjob(name: str) -> Shell:
+        """``"$job_dir/NAME"``, with ``.<index>`` appended in an array's subjob (hpcdist/jobs/subjobs.py
+        reads it); a job submitted without its array (by hand) runs too: then no index."""
+        own = f"${{{index_variable}:+.${index_variable}}}" if index_variable else ""
+        return Shell(f'"$job_dir/{name}"{own}')
+
     return {
         "folder": folder,
         "names": {"exit_code": EXIT_CODE, "progress": PROGRESS, "record": RECORD, "runs": RUNS, "start": START,
@@ -24,4 +34,6 @@ def script_context(folder: str | None, index_variable: str | None = None, job_id
         "index_variable": index_variable,
         "job_id_variable": job_id_variable,
         "recorded_id": recorded_id,
+        "exit_code_file": of_subjob(EXIT_CODE),
+        "progress_dir": of_subjob(PROGRESS),
     }

@@ -111,32 +111,63 @@ def holds_store(spec) -> bool:
 
 
 def hold_store(port: str) -> int:
-    """Listen with a rendezvous store on ``port`` of this node, then return 0 and leave the store
-    in a child until the job's script (this command's parent) has ended; 1, said, if it cannot
-    listen (the agents must not meet at whatever else listens there). The store's server runs in
-    a thread of torch's, so the child makes it, and tells the parent through a pipe."""
+    """Listen on ``port`` of this node, then return 0 and leave a child to serve the rendezvous
+    store there until the job's script (this command's parent) has ended; 1, said, if it cannot
+    listen (the agents must not meet at whatever else listens there). The port is taken here,
+    before torch is imported: the child imports it and serves the store on this socket while the
+    script starts the launcher (an agent that connects first waits in the socket's queue), so that
+    the launch does not wait a second for torch. Should the child fail, the socket closes with it
+    and the agents are refused: none meets anything else there."""
     job_script = os.getppid()
-    read_end, write_end = os.pipe()
+    try:
+        listener = _listen(int(port))
+    except OSError as e:
+        print(f"hpcdist: torchrun's rendezvous store cannot listen on port {port} of this node: "
+              f"{e.strerror or e}", file=sys.stderr)
+        return 1
     if os.fork():
-        os.close(write_end)
-        answer = os.read(read_end, 4096).decode(errors="replace")
-        if answer != "ok":
-            print(f"hpcdist: torchrun's rendezvous store cannot listen on port {port} of this node: "
-                  f"{answer or 'it ended'}", file=sys.stderr)
-            return 1
+        listener.close()
         return 0
-    os.close(read_end)
+    _serve_store(listener, port, job_script)
+    os._exit(0)
+
+
+def _listen(port: int):
+    """A socket listening on ``port`` at every address of this host, as torch's store listens
+    (IPv6 and IPv4 where the host has IPv6)."""
+    import _socket  # socket.py's own imports (enum, selectors) would cost the launch
+
+    try:
+        sock = _socket.socket(_socket.AF_INET6, _socket.SOCK_STREAM)
+        address = "::"
+        sock.setsockopt(_socket.IPPROTO_IPV6, _socket.IPV6_V6ONLY, 0)
+    except OSError:  # no IPv6 on this host
+        sock, address = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM), "0.0.0.0"
+    try:
+        # As torch's store: a closed connection's TIME_WAIT on the port is no listener.
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        sock.listen(_socket.SOMAXCONN)  # every node's agent may connect before the store serves
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _serve_store(listener, port: str, job_script: int) -> None:
+    """The child: torch's store served on ``listener`` (its server runs in a thread of torch's)
+    until the job's script has ended."""
     try:
         from datetime import timedelta
 
         from torch.distributed import TCPStore
 
-        store = TCPStore("localhost", int(port), is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
-    except Exception as e:  # any failure to listen is said by the parent
-        os.write(write_end, str(e).splitlines()[0].encode() if str(e) else type(e).__name__.encode())
+        store = TCPStore("localhost", int(port), is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60),
+                         master_listen_fd=listener.fileno())
+    except Exception as e:  # noqa: BLE001 - any failure is said; the socket closes as the child ends
+        print(f"hpcdist: torchrun's rendezvous store cannot serve on port {port} of this node: "
+              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         os._exit(1)
-    os.write(write_end, b"ok")
-    os.close(write_end)
     # Nothing more to say: the job's output is not held open by the store (whoever reads it
     # waits for its end, and may reap the script only then).
     quiet = os.open(os.devnull, os.O_RDWR)
@@ -147,7 +178,6 @@ def hold_store(port: str) -> int:
     while alive(job_script):
         time.sleep(0.5)
     del store
-    os._exit(0)
 
 
 LAUNCHER = Torchrun()

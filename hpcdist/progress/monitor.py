@@ -219,6 +219,11 @@ def start_limit(options: dict, job_folder: str) -> float | None:
 
 
 def run(options: dict) -> int:
+    """The job's monitor (``hpcdist monitor``), on the first node while the batch shell ``--pid``
+    lives: every ``--interval`` it reads the ranks' progress in ``--dir``, writes the summary and
+    the timeline, names a rank slow three checks running, says a hang with every rank's stack, and
+    ends the job at ``--hang-timeout`` or the start-up limit (or, with ``--restarts``, only the
+    launch, for a restart); at the end, the job's last line and the start-up's breakdown. 0."""
     from hpcdist.jobs import PROGRESS, ending, subjobs
     from hpcdist.progress import run_id
 
@@ -250,14 +255,7 @@ def run(options: dict) -> int:
                 boot = startup.of_folder(folder, run, view.ranks, started) or boot
             _write_summary(folder, view, options["interval"], run, started, boot)
             looks.add(view)
-            slow = {r["rank"] for r in view.slowest}  # once per check, not once per rank
-            for rank in [rank for rank in slow_checks if rank not in slow]:
-                del slow_checks[rank]
-            for r in view.slowest:
-                slow_checks[r["rank"]] = slow_checks.get(r["rank"], 0) + 1
-                if slow_checks[r["rank"]] >= 3 and r["rank"] not in named:
-                    named.add(r["rank"])
-                    say(view.straggler_line(r))
+            _name_stragglers(view, slow_checks, named)
         except Exception as e:  # noqa: BLE001 - the monitor outlives what it cannot read: it ends hung jobs
             if repr(e) != trouble:
                 trouble = repr(e)
@@ -270,14 +268,7 @@ def run(options: dict) -> int:
                       and view.now - started >= limit)
         if view.hung and not hang_told or ending_now or slow_start:
             hang_told = True
-            if slow_start:
-                say(f"no rank has made its first step {view.now - started:.0f} s after the job's start: "
-                    f"{'; '.join(watch.not_started(view.ranks))}; every rank's stack:")
-            else:
-                say(f"{view.hung or 'no rank has made a step for %.0f s' % view.stalled_s}; every rank's stack:")
-            stacks = _stacks(folder, view)
-            for line in stacks:
-                tell(f"hpcdist:   {line}")
+            stacks = _say_stuck(folder, view, slow_start, started)
         elif view.hung is None:
             hang_told = False
         lost = options["restarts"] and view.not_answering and view.stalled_beyond(LOST_AFTER_S)
@@ -293,44 +284,74 @@ def run(options: dict) -> int:
             slow_checks.clear()
             continue
         if ending_now or slow_start:
-            if slow_start:
-                flag, cause = "--start-timeout", (f"ended by --start-timeout after {view.now - started:.0f} s without "
-                                                  f"a first step; {'; '.join(watch.not_started(view.ranks))}")
-            else:
-                flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
-                                                 f"; {_who(view, stacks)}")
-            ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index)
-            say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "
-                f"(--start-timeout {limit:.0f} s)" if slow_start else
-                f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
-            end_job(pid)
+            _end_the_job(pid, job_folder, index, view, stacks, slow_start, started, limit, timeout)
             return 0
         if view.finished and not (options["restarts"] and any(r.get("phase") == "failed" for r in view.ranks)):
-            line = watch.end_line(view.ranks)
-            if line:
-                tell(line)
-            # The start-up's breakdown, the job's last lines from hpcdist: the first launch's (a
-            # restarted launch's ranks, measured from the job's start, would fold the restart in).
-            for line in startup.lines(_first_boot(boot, folder, run, view.ranks, started)):
-                say(line)
+            _say_the_end(folder, run, view.ranks, started, boot)
             return 0
         time.sleep(options["interval"])
     # The batch shell ended before the ranks' last look (a short job): the breakdown, where this
     # monitor still may write (logs and --wait say it after the log where it is missing).
     if boot is not None and boot["complete"]:
-        ranks = watch.read(folder, run, started)
-        line = watch.end_line(ranks)
-        if line:
-            tell(line)
-        for line in startup.lines(_first_boot(boot, folder, run, ranks, started)):
-            say(line)
+        _say_the_end(folder, run, watch.read(folder, run, started), started, boot)
     return 0
 
 
-def _first_boot(boot, folder: str, run, ranks: list, started: float):
-    """The breakdown as complete as it got first: kept once every rank had stepped (after a
-    restart the rank files are the next launch's); else as the ranks' files have it now."""
-    return boot if boot is not None and boot["complete"] else startup.of_folder(folder, run, ranks, started)
+def _name_stragglers(view, slow_checks: dict, named: set) -> None:
+    """A rank among the slowest three checks running is named once (``slow_checks`` counts them)."""
+    slow = {r["rank"] for r in view.slowest}  # once per check, not once per rank
+    for rank in [rank for rank in slow_checks if rank not in slow]:
+        del slow_checks[rank]
+    for r in view.slowest:
+        slow_checks[r["rank"]] = slow_checks.get(r["rank"], 0) + 1
+        if slow_checks[r["rank"]] >= 3 and r["rank"] not in named:
+            named.add(r["rank"])
+            say(view.straggler_line(r))
+
+
+def _say_stuck(folder: str, view, slow_start: bool, started: float) -> list:
+    """Say that the ranks are stuck (a hang, or no first step yet), with every rank's stack; the
+    stacks' lines."""
+    if slow_start:
+        say(f"no rank has made its first step {view.now - started:.0f} s after the job's start: "
+            f"{'; '.join(watch.not_started(view.ranks))}; every rank's stack:")
+    else:
+        say(f"{view.hung or 'no rank has made a step for %.0f s' % view.stalled_s}; every rank's stack:")
+    stacks = _stacks(folder, view)
+    for line in stacks:
+        tell(f"hpcdist:   {line}")
+    return stacks
+
+
+def _end_the_job(pid: int, job_folder: str, index, view, stacks: list, slow_start: bool, started: float,
+                 limit, timeout) -> None:
+    """End the job at its start-up limit or its --hang-timeout: why, in its folder and its log."""
+    from hpcdist.jobs import ending
+
+    if slow_start:
+        flag, cause = "--start-timeout", (f"ended by --start-timeout after {view.now - started:.0f} s without "
+                                          f"a first step; {'; '.join(watch.not_started(view.ranks))}")
+    else:
+        flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
+                                         f"; {_who(view, stacks)}")
+    ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index)
+    say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "
+        f"(--start-timeout {limit:.0f} s)" if slow_start else
+        f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
+    end_job(pid)
+
+
+def _say_the_end(folder: str, run: str, ranks: list, started: float, boot) -> None:
+    """The job's last lines from hpcdist: how the ranks ended, and the start-up's breakdown: the
+    first launch's once complete (after a restart the rank files are the next launch's, which,
+    measured from the job's start, would fold the restart into it)."""
+    line = watch.end_line(ranks)
+    if line:
+        tell(line)
+    if boot is None or not boot["complete"]:
+        boot = startup.of_folder(folder, run, ranks, started)
+    for line in startup.lines(boot):
+        say(line)
 
 
 def _mtime(path: str) -> float:

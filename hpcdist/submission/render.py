@@ -67,9 +67,11 @@ def launch_lines(spec: JobSpec) -> list[str]:
                   launchers.hpcdist_command(spec))[0]
 
 
-def job_setup(spec: JobSpec, scheduler, launcher, launch: list) -> tuple:
+def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | None = None) -> tuple:
     """``(line, comment)``: the one call of ``hpcdist job-setup`` (:mod:`hpcdist.injob.job_setup`) that
-    prepares what this launch reads, and what it prepares, for the comment above it."""
+    prepares what this launch reads, and what it prepares, for the comment above it. With a job
+    folder, it also checks that this run is the job recorded there (and records its start where
+    the job may be requeued)."""
     words = [*launchers.hpcdist_command(spec, in_image=True), "job-setup", "--scheduler", spec.scheduler]
     if not scheduler.one_host:
         words += ["--nodes", str(spec.nodes)]
@@ -93,6 +95,9 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list) -> tuple:
             # Nothing hpcdist starts listens on it: the script does what it likes with it (doctor's
             # job reports a port taken itself).
             flags.append("--port-unchecked")
+    if job_dir:
+        flags += ["--job-dir", var("job_dir"), "--run-id", Shell(f'"{scheduler.recorded_id_shell}"')]
+        flags += ["--record-start"] if spec.stops_on_warning else []
     master = "this host" if scheduler.one_host else "the first node"
     return (command_lines(words + flags) + " || {\n" + hpcdist_check(spec) + "\n}",
             f"{what}; the master is {master}, its port a free one drawn at random.")
@@ -313,9 +318,18 @@ def _job_files(job_dir: str | None, spec, scheduler):
 
     files = job_files.script_context(job_dir, scheduler.array_index_variable if spec.array else None,
                                      scheduler.job_id_variable, Shell(scheduler.recorded_id_shell))
-    # The job's monitor (hpcdist.progress.watch; its command is the template's): the hpcdist it runs and,
-    # in a container job, only where the host has one (the image's cannot see this shell).
-    return {**files, "hpcdist": launchers.hpcdist_command(spec), "monitor_if_found": containers.get(spec) is not None}
+    # The job's monitor (hpcdist.progress.monitor): the hpcdist it runs and, in a container job,
+    # only where the host has one (the image's cannot see this shell).
+    hpcdist = launchers.hpcdist_command(spec)
+    monitor = [*hpcdist, "monitor", "--dir", files["progress_dir"], "--pid", Shell("$$")]
+    if spec.hang_floor_s is not None:
+        monitor += ["--hang-floor", str(spec.hang_floor_s)]
+    if spec.hang_timeout_s is not None:
+        monitor += ["--hang-timeout", str(spec.hang_timeout_s)]
+    if spec.restarts_launch:
+        monitor.append("--restarts")
+    return {**files, "hpcdist": hpcdist, "monitor": _command(monitor),
+            "monitor_if_found": containers.get(spec) is not None}
 
 
 def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | None = None,
@@ -395,7 +409,8 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
     hpcdist = launchers.hpcdist_command(spec)
     staged = _stage(spec, scheduler, launcher, workdir)
     lines, launch_comment = launch(spec, scheduler, launcher, hpcdist, staged and staged["wrapper"])
-    setup_line, allocation_comment = job_setup(spec, scheduler, launcher, lines + (staged["lines"] if staged else []))
+    setup_line, allocation_comment = job_setup(spec, scheduler, launcher, lines + (staged["lines"] if staged else []),
+                                               job_dir)
     requeue = [*hpcdist, "requeue", "--scheduler", spec.scheduler, "--max", str(spec.requeue), "--script",
                Shell('"$0"')] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
     return dict(

@@ -18,23 +18,9 @@ run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 # How the job ends, for `hpcdist status`: its status, or 128+N when signal N stops it.
 job_dir=/home/alice/project/.hpcdist/jobs/train-20261122-120000
 exit_file="$job_dir/exit_code"
-# A run of this script by hand (bash job.sh, sbatch job.sh) is another job: it records nothing there.
-recorded_run() {  # this run is the job recorded in $job_dir, by its id's number
-  local id=${1#*:} ids seq; id=${id%%[!0-9]*}; [ -n "$id" ] || return 1
-  ! grep -qs '"submitting":' "$job_dir/record.json" || return 0
-  ids=$(sed -n 's/^  "job_id": "\([^"]*\)".*/\1/p' "$job_dir/record.json" 2>/dev/null
-        sed -n 's/^resubmitted [0-9]* \([^ ]*\).*/\1/p' "$job_dir/runs" 2>/dev/null) || true
-  while read -r seq; do seq=${seq#*:}; [ "${seq%%[!0-9]*}" != "$id" ] || return 0; done <<< "$ids"
-  return 1
-}
-recorded_run "${PBS_JOBID:-}" || {
-  exit_file=""
-  echo "hpcdist: this run is not the job recorded in $job_dir (its script run again by hand?): its end is not recorded there" >&2
-}
 record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; }
 trap 'status=$?; rm -rf "$run_dir"; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
-[ -z "$exit_file" ] || echo "start $(date +%s) $PBS_JOBID $(hostname)" >> "$job_dir/runs"
 # Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
 export HPCDIST_PROGRESS_DIR="$job_dir/progress"
 
@@ -64,7 +50,7 @@ deadline_pid=$!
 # The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at
 # random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
-  --deepspeed-env --pass NCCL_DEBUG || {
+  --deepspeed-env --pass NCCL_DEBUG --job-dir "$job_dir" --run-id "${PBS_JOBID:-}" --record-start || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2

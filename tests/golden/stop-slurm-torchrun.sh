@@ -22,23 +22,9 @@ run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 # How the job ends, for `hpcdist status`: its status, or 128+N when signal N stops it.
 job_dir=/home/alice/project/.hpcdist/jobs/train-20261122-120000
 exit_file="$job_dir/exit_code"
-# A run of this script by hand (bash job.sh, sbatch job.sh) is another job: it records nothing there.
-recorded_run() {  # this run is the job recorded in $job_dir, by its id's number
-  local id=${1#*:} ids seq; id=${id%%[!0-9]*}; [ -n "$id" ] || return 1
-  ! grep -qs '"submitting":' "$job_dir/record.json" || return 0
-  ids=$(sed -n 's/^  "job_id": "\([^"]*\)".*/\1/p' "$job_dir/record.json" 2>/dev/null
-        sed -n 's/^resubmitted [0-9]* \([^ ]*\).*/\1/p' "$job_dir/runs" 2>/dev/null) || true
-  while read -r seq; do seq=${seq#*:}; [ "${seq%%[!0-9]*}" != "$id" ] || return 0; done <<< "$ids"
-  return 1
-}
-recorded_run "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" || {
-  exit_file=""
-  echo "hpcdist: this run is not the job recorded in $job_dir (its script run again by hand?): its end is not recorded there" >&2
-}
 record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; }
 trap 'status=$?; rm -rf "$run_dir"; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
-[ -z "$exit_file" ] || echo "start $(date +%s) $SLURM_JOB_ID $(hostname)" >> "$job_dir/runs"
 # Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
 export HPCDIST_PROGRESS_DIR="$job_dir/progress"
 
@@ -63,7 +49,8 @@ trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
 
 # The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
+python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" --job-dir "$job_dir" \
+  --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" --record-start || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
