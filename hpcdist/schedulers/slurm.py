@@ -140,6 +140,7 @@ class Slurm(BatchScheduler):
     # Slurm counts the restarts of a requeued job itself.
     restart_variable = "SLURM_RESTART_COUNT"
     excludes_nodes = True
+    requeues_by_itself = True
     job_names = JOB_NAMES
     ids = GRAMMARS["slurm"]
     elastic_agents = True
