@@ -235,6 +235,21 @@ def test_slurm_a_lost_node_costs_a_restart_on_the_spare(slurm3, tmp_path, launch
     assert not left, left
 
 
+def test_slurm_preflight_asks_three_nodes_in_seconds(slurm3, tmp_path):
+    """--preflight before the first launch: every node of the launch answers (srun, the probe)."""
+    slurm_idle(slurm3)
+    quickstart = str(ROOT / "examples" / "quickstart.py")
+    job = slurm_submit(slurm3, tmp_path, "--nodes", "3", "--procs-per-node", "1", "--preflight",
+                       quickstart, "--steps", "5")
+    row = slurm_end(slurm3, job, tmp_path)
+    log = open(job["log"]).read()
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log)
+    (said,) = lines_of(job["log"], "hpcdist: preflight: ")
+    took = float(re.fullmatch(r"hpcdist: preflight: every node answered \(3, in ([\d.]+) s\)", said)[1])
+    print(f"slurm: --preflight at 3 nodes: {took:.1f} s")
+    assert took < 20, said
+
+
 def test_slurm_leaves_out_the_nodes_a_follow_up_job_passes_back(slurm3, tmp_path):
     """--exclude-nodes @FILE (a job's bad_nodes): Slurm is told (--exclude) and never gives it."""
     slurm_idle(slurm3)
@@ -411,6 +426,21 @@ def test_pbs_a_lost_node_costs_a_restart_on_the_spare(pbs3, tmp_path, launcher, 
     assert took is not None and took < FAULT_TO_STEP_S, (took, restart)
     left = testcluster.leftover_processes(f"checkpoint-dir {tmp_path}")
     assert not left, left
+
+
+def test_pbs_preflight_asks_three_nodes_in_seconds(pbs3, tmp_path):
+    """--preflight before the first launch: every node of the launch answers (ssh, the probe)."""
+    pbs_node2_back(pbs3)
+    quickstart = str(ROOT / "examples" / "quickstart.py")
+    job = pbs_submit(pbs3, tmp_path, "--nodes", "3", "--procs-per-node", "1", "--preflight",
+                     quickstart, "--steps", "5")
+    row = pbs_end(pbs3, job, tmp_path)
+    log = open(job["log"]).read()
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log)
+    (said,) = lines_of(job["log"], "hpcdist: preflight: ")
+    took = float(re.fullmatch(r"hpcdist: preflight: every node answered \(3, in ([\d.]+) s\)", said)[1])
+    print(f"pbs: --preflight at 3 nodes: {took:.1f} s")
+    assert took < 20, said
 
 
 def test_pbs_leaves_out_the_nodes_a_follow_up_job_passes_back(pbs3, tmp_path):
