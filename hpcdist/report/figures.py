@@ -54,7 +54,7 @@ def startup(breakdown: dict):
     nodes = breakdown["nodes"]
     order = sorted(nodes, key=lambda n: (nodes[n].get("total") is None, -(nodes[n].get("total") or 0), n))
     shown = order[:STARTUP_BARS]
-    fig = _figure(9, 1.2 + 0.3 * len(shown))
+    fig = _figure(9, 1.6 + 0.3 * len(shown))
     ax = fig.add_subplot()
     left = [0.0] * len(shown)
     for (key, heading), colour in zip(SEGMENTS, SEGMENT_COLOURS):
@@ -66,7 +66,8 @@ def startup(breakdown: dict):
     ax.set_xlabel("seconds from the job's start")
     more = f" (the {len(shown)} slowest of {len(nodes)} nodes)" if len(nodes) > len(shown) else ""
     ax.set_title(f"Start-up per node, slowest first{more}")
-    ax.legend(ncols=4, fontsize="small", loc="lower right")
+    # Below the axes, not over the bars (a legend inside covered the last node's bar).
+    fig.legend(ncols=len(SEGMENTS), fontsize="small", loc="outside lower center")
     return fig
 
 
