@@ -22,14 +22,22 @@ STATE_COLOURS = {"COMPLETED": "#4c9a2a", "RUNNING": "#2a6fb0", "PENDING": "#9ab8
 SEGMENT_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#1f77b4", "#ff7f0e")
 
 
-def _figure(width: float, height: float):
+def require() -> None:
+    """matplotlib (and numpy, which it brings) importable where the page is drawn; else a
+    CommandError that says how, before anything is gathered or asked of a login node."""
     try:
-        from matplotlib.figure import Figure
-    except ImportError:
+        import matplotlib  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as e:
         from hpcdist.cli.common import CommandError
 
-        raise CommandError("the report's figures need matplotlib: pip install 'hpcdist[report]' "
-                           "(or --no-figures: the page with its tables alone)") from None
+        raise CommandError(f"the report's figures need matplotlib ({e.name} is not installed): pip install "
+                           f"'hpcdist[report]' here, where the page is written") from None
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
