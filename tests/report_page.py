@@ -15,11 +15,13 @@ from pathlib import Path
 def screenshot(page: Path, png: Path, height: int = 2000) -> None:
     """The page as headless Chromium draws it (no network, a profile of its own)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "chromium is not installed: bash scripts/bootstrap.sh tests installs it (tests/cluster/packages.txt)"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={png.parent / 'chromium-profile'}", f"--screenshot={png}",
-                    f"--window-size=1400,{height}", page.resolve().as_uri()], capture_output=True, timeout=120)
+    assert chromium, ("chromium is not installed: bash scripts/bootstrap.sh tests installs it "
+                      "(tests/cluster/packages.txt)")
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", f"--user-data-dir={png.parent / 'chromium-profile'}",
+                    f"--screenshot={png}", f"--window-size=1400,{height}", page.resolve().as_uri()],
+                   capture_output=True, timeout=120)
     assert png.exists(), f"chromium wrote no screenshot of {page}"
 
 

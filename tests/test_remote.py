@@ -325,7 +325,7 @@ def test_report_from_the_laptop_writes_the_page_here_with_the_login_node_s_numbe
     if subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:  # a system's own
         assert (bare.returncode, bare.err) == (1, "hpcdist report: error: the report's figures need matplotlib "
                                                   "(matplotlib is not installed): pip install 'hpcdist[report]' "
-                                                  "here, where the page is written\n"), bare.err
+                                                  "here, where the page is drawn\n"), bare.err
         assert not [name for name in os.listdir(project) if name.endswith(".html")]
     else:  # the system's python has matplotlib: it drew the page (checked below, with the test's)
         os.unlink(os.path.join(project, f"report-{job}.html"))

@@ -51,8 +51,9 @@ def main(argv: list[str]) -> int:
             return _connect(command, argv[1])
         if command in ("submit", "render"):
             return _send_job(argv)
-        return {"status": _status, "logs": _logs, "cancel": _cancel, "watch": _watch, "stacks": _watch,
-                "report": _report}[command](argv)
+        run = {"status": _status, "logs": _logs, "cancel": _cancel, "watch": _watch,
+               "stacks": _watch, "report": _report}[command]
+        return run(argv)
     except remote.RemoteError as e:
         print(f"hpcdist {command}: error: {e}", file=sys.stderr)
         return 1
@@ -463,7 +464,6 @@ def _report(argv: list[str]) -> int:
     drawn and written here (its figures need matplotlib here, not there)."""
     from hpcdist import remote
     from hpcdist.cli import report
-    from hpcdist.cli.common import CommandError
 
     try:
         args = report.laptop_args(_split(argv)[1])  # -o checked before anything is asked
@@ -474,8 +474,9 @@ def _report(argv: list[str]) -> int:
         if done.returncode != 0 or args.data:
             sys.stdout.buffer.write(done.stdout)
             return done.returncode
-        return report.write_page(_answer(target, done.stdout, "report --data"), args.output, args.format)
-    except CommandError as e:
+        found = _answer(target, done.stdout, "report --data")
+        return report.write_page(found, args.output, args.format)
+    except report.CommandError as e:
         print(f"hpcdist report: error: {e}", file=sys.stderr)
         return 1
 

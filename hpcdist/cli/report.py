@@ -15,11 +15,11 @@ from hpcdist.cli.common import CommandError
 
 #: The commands here, in the order `hpcdist --help` lists them.
 COMMANDS = ("report",)
-DESCRIPTION = ("Write one self-contained HTML page of a job: its facts, the start-up per node, each "
-               "rank's steps over the run as a heat map with stragglers, hangs and restarts marked, and "
-               "tables of the same numbers; of a sweep: its sets by state. From a laptop (--remote "
-               "CLUSTER, or a job sent from there) the login node gives the data and the page is "
-               "written on the laptop.")
+DESCRIPTION = ("Write one self-contained HTML page of a job: its facts, the start-up per node, "
+               "each rank's steps over the run as a heat map with stragglers, hangs and restarts "
+               "marked, and tables of the same numbers; of a sweep: its sets by state. From a "
+               "laptop (--remote CLUSTER, or a job sent from there) the login node gives the data "
+               "and the page is written on the laptop.")
 
 
 def add_parsers(sub, only: str | None) -> None:
@@ -59,7 +59,8 @@ def run_report(args) -> int:
 
 def laptop_args(words: list[str]):
     """``report``'s arguments as typed on a laptop (its --remote settings taken out), read by the
-    parser the login node's command has; -o and matplotlib checked here, before anything is asked."""
+    parser the login node's command has; -o and matplotlib checked here, before anything is
+    asked."""
     from hpcdist.cli.common import new_parser
 
     parser = new_parser(prog="hpcdist")

@@ -31,8 +31,8 @@ def require() -> None:
     except ImportError as e:
         from hpcdist.cli.common import CommandError
 
-        raise CommandError(f"the report's figures need matplotlib ({e.name} is not installed): pip install "
-                           f"'hpcdist[report]' here, where the page is written") from None
+        raise CommandError(f"the report's figures need matplotlib ({e.name} is not installed): "
+                           "pip install 'hpcdist[report]' here, where the page is drawn") from None
 
 
 def _figure(width: float, height: float):
