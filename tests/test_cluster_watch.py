@@ -7,12 +7,17 @@ rank 2 waits in a collective of a group whose other rank never reaches it; with
 ``--hang-timeout 20s`` each job ends within the timeout and a few seconds, its log holding the
 hang line, the grouped stacks and the cause. A run with a straggler and a checkpoint longer than
 the floor names the straggler once and no hang. On the real OpenPBS: two of the hang rows.
+
+Issue 49: the page of ``hpcdist report`` of a straggler's job and of a hang's on Slurm, and of a
+hang's on OpenPBS (tests/report_page.py): opened in headless Chromium, its start-up figure a bar
+for each of the 2 nodes, its numbers those of ``status --json`` and ``watch --json``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,6 +26,7 @@ import uuid
 import pytest
 
 import testcluster
+from report_page import on_nodes, opened, same_numbers
 
 ROOT = testcluster.ROOT
 TRAIN = str(ROOT / "tests" / "jobs" / "watch_training.py")
@@ -73,11 +79,13 @@ def test_a_hang_is_named_with_grouped_stacks_and_ended_at_the_timeout(where, lau
 
     def run(*args, timeout=300):
         return hpcdist(*args, cwd=tmp_path, env=env, timeout=timeout)
-    a_hang_is_named_and_ended(run, tmp_path, WHERE[where], launcher, case)
+    a_hang_is_named_and_ended(run, tmp_path, WHERE[where], launcher, case, PAGES.get((where, launcher, case)))
 
 
 #: The real OpenPBS (tests/openpbs.py): a rank of node 2 stopped, and one waiting in a collective.
 PBS_HANGS = [("torchrun", "stop-node2"), ("mpirun", "collective")]
+#: The hang rows whose job's `hpcdist report` page is checked (one per cluster: a page is ~10 s).
+PAGES = {("slurm", "torchrun", "stop-node2"): ("node1", "node2"), ("pbs", "torchrun", "stop-node2"): ("pbsn1", "pbsn2")}
 
 
 @pytest.mark.parametrize("launcher,case", PBS_HANGS, ids=[f"{la}-{f}" for la, f in PBS_HANGS])
@@ -86,12 +94,14 @@ def test_a_hang_on_the_real_openpbs_is_named_and_ended(launcher, case, openpbs_c
     monitor runs in the MOM's batch shell, `watch` on the head reads the job folder."""
     def run(*args, timeout=300):
         return openpbs_cluster.hpcdist(*args, cwd=tmp_path, timeout=timeout)
-    a_hang_is_named_and_ended(run, tmp_path, ["--scheduler", "pbs", "--venv", sys.prefix], launcher, case)
+    a_hang_is_named_and_ended(run, tmp_path, ["--scheduler", "pbs", "--venv", sys.prefix], launcher, case,
+                              PAGES.get(("pbs", launcher, case)))
 
 
-def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: str) -> None:
+def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: str, page_nodes=None) -> None:
     """A fault at step 20 (FAULTS[case]); ``watch --once`` until it says LOOKS HUNG (printed, with
-    the seconds from the fault: pytest -s shows them), then the job's end and its log."""
+    the seconds from the fault: pytest -s shows them), then the job's end and its log; with
+    ``page_nodes``, its report's page (on those nodes) too."""
     fault, rank = FAULTS[case]
     fault_file = tmp_path / "fault"
     run_id = f"run-{uuid.uuid4().hex}"  # on every rank's command line (the script ignores it): its leftovers
@@ -142,6 +152,26 @@ def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: s
     # one pid space: one look sees every node).
     left = testcluster.leftover_processes(run_id)
     assert left == "", f"left after the job on the nodes:\n{left}"
+    if page_nodes:
+        from html import escape
+
+        text = the_page(run, tmp_path, job["job_id"], page_nodes, "hang")
+        assert f"hpcdist ended this job: {escape(row['reason'])}" in text, text[-3000:]
+        assert "Shaded: the job looked hung" in text and f"The dashed line: {escape(row['reason'])}" in text
+
+
+def the_page(run, tmp_path, job_id: str, nodes: tuple, name: str) -> str:
+    """``hpcdist report JOB`` on the cluster's head, its page opened in Chromium (its screenshot
+    NAME.png beside it: printed, pytest -s); its numbers those of status and watch --json."""
+    out = tmp_path / f"{name}.html"
+    done = run("report", job_id, "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text, cells = opened(out)
+    print(f"the page: {out}, its screenshot {out.with_suffix('.png')}")
+    (row,) = json.loads(run("status", "--json", job_id).stdout)
+    same_numbers(cells, row, json.loads(run("watch", "--json", job_id).stdout))
+    on_nodes(text, cells, row, nodes)
+    return text
 
 
 @pytest.mark.parametrize("where,launcher", STRAGGLERS, ids=[f"{w}-{la}" for w, la in STRAGGLERS])
@@ -169,3 +199,9 @@ def test_a_straggler_on_node2_is_named_once_and_a_long_checkpoint_is_no_hang(whe
     logs = hpcdist("logs", job["job_id"], cwd=tmp_path, env=env)
     assert "hpcdist: progress: 4 rank(s), 120-120 steps" in logs.stdout + logs.stderr
     assert "slowest: rank 3 on node2" in logs.stdout + logs.stderr
+    if where == "slurm" and launcher == "torchrun":
+        text = the_page(lambda *args: hpcdist(*args, cwd=tmp_path, env=env), tmp_path, job["job_id"],
+                        ("node1", "node2"), "straggler")
+        # Rank 3 among the ranks the monitor's looks marked (during the checkpoint others may trail).
+        assert re.search(r"Marked x: the monitor's looks named rank\(s\) [\d,-]*\b3\b", text), text[-3000:]
+        assert "slowest: rank 3 on node2" in text, text[-3000:]

@@ -15,6 +15,7 @@ import time
 import pytest
 
 import sshlogin
+from report_page import opened, same_numbers
 from sshlogin import LAPTOP_USER, LOGIN_USER, PYTHON, PYTHONPATH, REMOTE_HPCDIST, as_user
 
 pytestmark = [pytest.mark.skipif(sshlogin.missing() is not None, reason=f"{sshlogin.missing()}"),
@@ -258,13 +259,18 @@ for i in range(600):
 """
 
 
+def committed_and_connected(login, project: str, name: str, text: str) -> None:
+    """The script ``name`` committed in the laptop's project, and the connection opened."""
+    login.write(LAPTOP_USER, f"{project}/{name}", text)
+    git(project, "add", name)
+    git(project, "commit", "-qm", name)
+    connect(project)
+
+
 def test_watch_and_stacks_from_the_laptop(project, login):
     """`watch --once`, `watch --json` and `stacks` of a job sent from here: the login node's
     commands, each over the one connection, the job named as the laptop knows it."""
-    login.write(LAPTOP_USER, f"{project}/watched.py", WATCHED)
-    git(project, "add", "watched.py")
-    git(project, "commit", "-qm", "watched")
-    connect(project)
+    committed_and_connected(login, project, "watched.py", WATCHED)
     before = accepted(login)
     job = submitted(hpcdist(project, "submit", "--env", "HPCDIST_PROGRESS_INTERVAL=0.5", "watched.py"))
     deadline = time.monotonic() + 60
@@ -296,6 +302,60 @@ def test_watch_and_stacks_from_the_laptop(project, login):
     assert accepted(login) == before
 
 
+#: A short run that counts its steps, for `hpcdist report` (its monitor looks every 0.5 s).
+REPORTED = """import os, time
+os.environ.setdefault("RANK", "0")
+from hpcdist import env
+for i in range(40):
+    env.step()
+    time.sleep(0.1)
+"""
+
+
+def test_report_from_the_laptop_writes_the_page_here_with_the_login_node_s_numbers(project, login, tmp_path):
+    """Issue 49: `hpcdist report JOB` of a job sent from here: the login node's `report --data`
+    over the one connection, the page drawn and written on the laptop; its numbers those of the
+    laptop's `status --json` and `watch --json` of the job; opened in headless Chromium."""
+    committed_and_connected(login, project, "reported.py", REPORTED)
+    before = accepted(login)
+    job = submitted(hpcdist(project, "submit", "--env", "HPCDIST_PROGRESS_INTERVAL=0.5", "reported.py"))
+    assert hpcdist(project, "logs", "-f", job, timeout=180).returncode == 0  # to its end
+    # The laptop's python without matplotlib (this checkout alone on its path): said, nothing written.
+    bare = hpcdist(project, "report", job)
+    if subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:  # a system's own
+        assert (bare.returncode, bare.err) == (1, "hpcdist report: error: the report's figures need matplotlib "
+                                                  "(matplotlib is not installed): pip install 'hpcdist[report]' "
+                                                  "here, where the page is drawn\n"), bare.err
+        assert not [name for name in os.listdir(project) if name.endswith(".html")]
+    else:  # the system's python has matplotlib: it drew the page (checked below, with the test's)
+        os.unlink(os.path.join(project, f"report-{job}.html"))
+    with_it = {"PYTHONPATH": PYTHONPATH}  # and the test's packages, matplotlib among them
+    bad = hpcdist(project, "report", job, "-o", "/no/such/folder/run.html", env=with_it)  # before anything is asked
+    assert (bad.returncode, bad.err) == (1, "hpcdist report: error: -o /no/such/folder/run.html: the folder "
+                                            "/no/such/folder does not exist; create it, or name a file in one that "
+                                            "does (as -o report.html)\n"), bad.err
+    done = hpcdist(project, "report", "-o", "run.html", job, env=with_it)
+    assert done.returncode == 0, done.err
+    page = os.path.join(project, "run.html")
+    assert done.out.splitlines() == ["run.html"], done.out
+    assert os.stat(page).st_uid == login.laptop.pw_uid  # written here, by the laptop's user
+    shown = tmp_path / "run.html"
+    shutil.copy(page, shown)
+    text, cells = opened(shown)
+    (row,) = json.loads(hpcdist(project, "status", "--json", job).out)
+    snapshot = json.loads(hpcdist(project, "watch", "--json", job).out)
+    assert row["state"] == "COMPLETED" and snapshot["ranks"][0]["step"] > 0, (row, snapshot)
+    same_numbers(cells, row, snapshot)
+    assert "<svg" in text and f"hpcdist report: job {job} (reported)" in text, text[:3000]
+    # --remote CLUSTER names the cluster by hand; the default page's name is the job's; nothing on the login node.
+    by_name = hpcdist(project, "report", "--remote", "cluster", job, env=with_it)
+    assert by_name.returncode == 0 and by_name.out.splitlines() == [f"report-{job}.html"], by_name.err
+    assert os.path.isfile(os.path.join(project, f"report-{job}.html"))
+    there = subprocess.run(["find", login.login.pw_dir, "-name", "*.html"], capture_output=True, text=True).stdout
+    assert there == "", there
+    assert accepted(login) == before
+
+
 def test_each_command_is_one_round_trip_over_the_one_login(project, login):
     """Issue 32's budget: every command but `connect` logs in no more, and runs one ssh session
     (besides ssh -O check, which asks the local master and crosses no network). An ssh on the
@@ -324,8 +384,8 @@ def test_each_command_is_one_round_trip_over_the_one_login(project, login):
     done, n = sessions("submit", "train.py", "50", "0.2")
     job = done.out.strip()
     counts = {"submit": n}
-    for args in (("status",), ("status", job), ("logs", job), ("watch", "--once", job), ("cancel", job),
-                 ("logs", "-f", job)):
+    for args in (("status",), ("status", job), ("logs", job), ("watch", "--once", job),
+                 ("report", "--data", job), ("cancel", job), ("logs", "-f", job)):
         counts[" ".join(args)] = sessions(*args)[1]
     print("ssh sessions per command:", counts)
     assert set(counts.values()) == {1}, counts

@@ -13,15 +13,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-
 from launch import clean_env
+from report_page import colours, opened, same_numbers
 
 HERE = Path(__file__).resolve().parent
 TRAIN = HERE / "jobs" / "watch_training.py"
@@ -48,73 +45,13 @@ def run_job(tmp_path, env, *flags) -> dict:
     return row
 
 
-def screenshot(page: Path, png: Path, height: int = 2000) -> None:
-    """The page as headless Chromium draws it (no network, a profile of its own)."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "chromium is not installed: bash scripts/bootstrap.sh tests installs it (tests/cluster/packages.txt)"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={png.parent / 'chromium-profile'}", f"--screenshot={png}",
-                    f"--window-size=1400,{height}", page.resolve().as_uri()], capture_output=True, timeout=120)
-    assert png.exists(), f"chromium wrote no screenshot of {page}"
-
-
-def colours(png: Path) -> int:
-    """How many distinct colours the screenshot has (a blank page: one or two)."""
-    import matplotlib.image
-    import numpy as np
-
-    pixels = (matplotlib.image.imread(png)[..., :3] * 255).astype(np.uint8).reshape(-1, 3)
-    return len(np.unique(pixels, axis=0))
-
-
-class Cells(HTMLParser):
-    """The page's cells that carry a key (``data-key``): key -> their texts, in order."""
-
-    def __init__(self, text: str):
-        super().__init__()
-        self.found, self.key = {}, None
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self.key = dict(attrs).get("data-key") if tag == "td" else None
-        if self.key:
-            self.found.setdefault(self.key, []).append("")
-
-    def handle_data(self, data):
-        if self.key:
-            self.found[self.key][-1] += data
-
-    def handle_endtag(self, tag):
-        self.key = None
-
-
 def checked_page(tmp_path, job: str, env=None, name: str = "report") -> tuple[str, dict]:
     """``hpcdist report JOB -o FILE`` run, the page opened in Chromium: its text and its keyed cells."""
     out = tmp_path / f"{name}.html"
     done = hpcdist("report", job, "-o", out, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [str(out)], done.stdout
-    text = out.read_text()
-    # Nothing fetched: no script, no address to load (the SVG's xmlns names are names, not loads).
-    assert not re.search(r"<script|(?:src|href)=[\"']?(?:https?:|//)|url\((?!#)|@import", text, re.I), text[:2000]
-    shot = tmp_path / f"{name}.png"
-    screenshot(out, shot)
-    assert colours(shot) > 200, "the screenshot is (nearly) blank"
-    return text, Cells(text).found
-
-
-def same_numbers(cells: dict, row: dict, snapshot: dict) -> None:
-    """The page's figures are those of ``status --json`` (``row``) and ``watch --json`` (``snapshot``)."""
-    assert cells["state"] == [row["state"]]
-    assert cells["exit_code"] == [str(row["exit_code"])]
-    assert cells.get("reason", [""]) == [row["reason"] or ""]
-    nodes = row["startup"]["nodes"]
-    totals = sorted((n["total"] for n in nodes.values()), reverse=True)
-    assert [float(t) for t in cells["startup.total"]] == totals
-    ranks = sorted(snapshot["ranks"], key=lambda r: (r.get("node", ""), r["rank"]))
-    assert [int(r) for r in cells["rank"]] == [r["rank"] for r in ranks]
-    assert [int(s) for s in cells["step"]] == [r["step"] for r in ranks]
+    return opened(out)
 
 
 def test_a_straggler_s_page_shows_it_with_the_numbers_of_status_and_watch(tmp_path):
@@ -123,8 +60,11 @@ def test_a_straggler_s_page_shows_it_with_the_numbers_of_status_and_watch(tmp_pa
     assert row["state"] == "COMPLETED", row
     text, cells = checked_page(tmp_path, row["job_id"], env)
     snapshot = json.loads(hpcdist("watch", "--json", row["job_id"], cwd=tmp_path, env=env).stdout)
+    # After the end, watch --json still gives the ranks' last figures (no rank runs any more).
+    assert snapshot["median_rate"] > 0 and snapshot["slowest"] == [3], snapshot
     same_numbers(cells, row, snapshot)
     assert text.count("<svg") == 2 and "Start-up per node, slowest first" in text
+    assert "Rank(s) 3 trailed the median at the job's last look" in text, text[-3000:]
     assert "own work per step (ms)" in text  # the collectives are timed: the straggler's own work shows
     assert re.search(r"Marked x: the monitor's looks named rank\(s\) 3 a straggler", text), text[-3000:]
     assert "rank 3 on " in text and "slowest: rank 3 on " in text

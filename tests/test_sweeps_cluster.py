@@ -8,7 +8,8 @@ the 2-host Slurm test cluster (tests/testcluster.py). Few rows, sharing jobs:
   on OpenPBS (`qmgr set server max_array_size`, restored after) with `--max-running 2` chaining them;
   on Slurm (MaxArraySize in the cluster's slurm.conf and `scontrol reconfigure`, restored after) with
   `--resubmit JOB --failed` taking a failed set of each array as one new array;
-- `hpcdist.submit(array=..., max_running=2)` from Python: the server holds the throttle.
+- `hpcdist.submit(array=..., max_running=2)` from Python: the server holds the throttle;
+- the failed sweep's `hpcdist report` page (issue 49), opened in headless Chromium.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 
 import testcluster
 from launch import wait_for
+from report_page import opened
 
 #: Prints its set and its start and end times; fails (exit 3) where a file fail-LR-BATCH is.
 TRAIN = """import argparse, os, sys, time
@@ -112,6 +114,7 @@ def test_a_failed_set_shows_in_status_and_runs_again_alone(where, tmp_path):
     failed = next(line for line in table.splitlines() if line.startswith("4 "))
     assert failed.split()[:3] == ["4", "failed", "3"] and "lr=3e-4 batch=32" in failed, table
     print(table)  # the closing note's picture of a failed sweep
+    the_page_shows_it(where, job_id, sweep, tmp_path)
     # Resubmitted alone: one job, no array, part of the same sweep.
     os.unlink(tmp_path / "fail-3e-4-32")
     again = where.hpcdist("submit", "--resubmit", job_id, "--failed", "--json", cwd=tmp_path)
@@ -128,6 +131,22 @@ def test_a_failed_set_shows_in_status_and_runs_again_alone(where, tmp_path):
             assert f"set={row['set']} lr={row['params']['lr']} batch={row['params']['batch']} " in f.read(), row
     nothing = where.hpcdist("submit", "--resubmit", job_id, "--failed", cwd=tmp_path)
     assert nothing.returncode == 1 and "no set of sweep" in nothing.stderr
+
+
+def the_page_shows_it(where, job_id: str, sweep: dict, tmp_path) -> None:
+    """Issue 49: the sweep's `hpcdist report` page, opened in Chromium: its sets by state, with
+    the states, exit codes and parameters of `status --json`."""
+    out = tmp_path / "sweep.html"
+    done = where.hpcdist("report", job_id, "-o", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text, cells = opened(out)
+    print(f"the sweep's page: {out}, its screenshot {out.with_suffix('.png')}")
+    rows = sweep["sets"]
+    assert cells["set"] == [str(r["set"]) for r in rows], cells
+    assert [state.upper() for state in cells["state"]] == [r["state"] for r in rows], cells
+    assert cells["exit_code"] == [str(r["exit_code"]) for r in rows], cells
+    assert text.count("<svg") == 1 and "lr=3e-4 batch=32" in text, text[-3000:]
+    assert "6 sets in 1 array(s); 5 completed, 1 failed" in text, text[-3000:]
 
 
 def test_a_sweep_over_the_servers_array_cap_is_split_and_shown_as_one(openpbs_cluster, tmp_path):

@@ -122,6 +122,20 @@ def test_a_checkpointing_rank_is_never_a_hang_and_a_stall_over_the_floor_is():
     assert watch.analyse(ranks, now, floor=20).hung is None
 
 
+def test_an_ended_job_keeps_its_ranks_last_figures():
+    """watch --json after the end (and the report): the median rate and the straggler of the
+    ranks' last figures, not 0 and none because no rank runs any more."""
+    from hpcdist.progress import watch
+
+    now = 1000.0
+    ranks = [{"rank": r, "node": "n", "step": 120, "rate": 2.0 if r == 3 else 4.0, "work": 0.2 if r == 3 else 0.01,
+              "last_step": now - 5, "written": now - 5, "phase": "finished"} for r in range(4)]
+    running = watch.analyse([dict(r) for r in ranks], now).summary()
+    assert (running["median_rate"], running["slowest"]) == (0.0, [])  # still running: a finished rank steps no more
+    ended = watch.analyse(ranks, now, ended=True).summary()
+    assert (ended["median_rate"], ended["slowest"], ended["hung"], ended["not_answering"]) == (4.0, [3], None, [])
+
+
 # -------------------------------------------------------------------------- jobs on the local backend
 
 

@@ -1,6 +1,6 @@
 """The commands from a laptop: ``connect`` and ``disconnect``, and ``submit``, ``render``,
-``status``, ``logs``, ``cancel``, ``watch`` and ``stacks`` sent to a cluster's login node
-(:mod:`hpcdist.remote`).
+``status``, ``logs``, ``cancel``, ``watch``, ``stacks`` and ``report`` sent to a cluster's login
+node (:mod:`hpcdist.remote`; ``report``'s page is written on the laptop).
 
 A command goes to a cluster when ``--remote HOST`` is given, when its profile has ``remote =
 "user@host"`` (submit, render), or when the job it names was sent from here (the others: the
@@ -16,9 +16,9 @@ import sys
 
 #: The commands of this module, and those it may send to a cluster instead of running here.
 COMMANDS = ("connect", "disconnect")
-SENT = ("submit", "render", "status", "logs", "cancel", "watch", "stacks")
+SENT = ("submit", "render", "status", "logs", "cancel", "watch", "stacks", "report")
 #: The flags of the sent commands that take a value (besides the job options').
-VALUED = ("--from", "--interval", "--timeout")
+VALUED = ("--from", "--interval", "--timeout", "--index", "-o", "--output", "--format")
 HELP = {"connect": "open the ssh connection to a cluster that the other commands use (the only one that may prompt)",
         "disconnect": "close the ssh connection to a cluster"}
 
@@ -51,7 +51,9 @@ def main(argv: list[str]) -> int:
             return _connect(command, argv[1])
         if command in ("submit", "render"):
             return _send_job(argv)
-        return {"status": _status, "logs": _logs, "cancel": _cancel, "watch": _watch, "stacks": _watch}[command](argv)
+        run = {"status": _status, "logs": _logs, "cancel": _cancel, "watch": _watch,
+               "stacks": _watch, "report": _report}[command]
+        return run(argv)
     except remote.RemoteError as e:
         print(f"hpcdist {command}: error: {e}", file=sys.stderr)
         return 1
@@ -437,16 +439,11 @@ def _follow(target, job: str, offset: int) -> int:
     return follow.follow(target, job, offset)
 
 
-def _stream(*args, **kwargs):
-    from hpcdist.remote import follow
-
-    return follow.stream(*args, **kwargs)
-
-
 def _watch(argv: list[str]) -> int:
     """``watch`` and ``stacks`` from the laptop: the login node's, in one round trip. A live
     ``watch`` there prints a screen at each refresh; on a terminal here each is drawn over the last."""
     from hpcdist import remote
+    from hpcdist.remote import follow
 
     _, words = _split(argv)
     target, job = _job_target(argv)
@@ -455,11 +452,33 @@ def _watch(argv: list[str]) -> int:
     words = [job if w == ref else w for w in words]
     live = command == "watch" and not {"--once", "--json"} & set(words) and sys.stdout.isatty()
     ssh = remote.command_argv(target, _script(target, [command, *words]))
-    returncode, _, stderr = _stream(target, ssh, 0, job, redraw=live)
+    returncode, _, stderr = follow.stream(target, ssh, 0, job, redraw=live)
     problem = remote.explain(target, returncode, stderr)
     if problem is not None:
         raise problem
     return returncode
+
+
+def _report(argv: list[str]) -> int:
+    """``report`` from the laptop: the login node's ``report --data`` in one round trip, the page
+    drawn and written here (its figures need matplotlib here, not there)."""
+    from hpcdist import remote
+    from hpcdist.cli import report
+
+    try:
+        args = report.laptop_args(_split(argv)[1])  # -o checked before anything is asked
+        target, job = _job_target(argv)
+        remote.require_open(target)
+        index = ["--index", str(args.index)] if args.index is not None else []
+        done = _round_trip(target, _script(target, ["report", "--data", *index, job]))
+        if done.returncode != 0 or args.data:
+            sys.stdout.buffer.write(done.stdout)
+            return done.returncode
+        found = _answer(target, done.stdout, "report --data")
+        return report.write_page(found, args.output, args.format)
+    except report.CommandError as e:
+        print(f"hpcdist report: error: {e}", file=sys.stderr)
+        return 1
 
 
 # -- connect, disconnect ------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """``hpcdist report``: a job's (or a sweep's) page, written where it is typed (:mod:`hpcdist.report`).
 
 Its parser in :func:`add_parsers`, its run in :func:`run_report`, which imports the report's
-modules (and matplotlib) only when it runs.
+modules (and matplotlib) only when it runs. From a laptop (``--remote``, or a job sent from
+there) :mod:`hpcdist.cli.remote` asks the login node for the data (``report --data``) and writes
+the page with :func:`write_page`, its arguments read by :func:`laptop_args`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from hpcdist.cli.common import CommandError
 
 #: The commands here, in the order `hpcdist --help` lists them.
 COMMANDS = ("report",)
+DESCRIPTION = ("Write one self-contained HTML page of a job: its facts, the start-up per node, "
+               "each rank's steps over the run as a heat map with stragglers, hangs and restarts "
+               "marked, and tables of the same numbers; of a sweep: its sets by state. From a "
+               "laptop (--remote CLUSTER, or a job sent from there) the login node gives the data "
+               "and the page is written on the laptop.")
 
 
 def add_parsers(sub, only: str | None) -> None:
@@ -21,9 +28,7 @@ def add_parsers(sub, only: str | None) -> None:
     if only in (None, "report"):
         report = sub.add_parser("report", help="one page (HTML, offline) of a job: start-up, each rank's steps, "
                                 "stragglers and hangs; a sweep's sets",
-                                description="Write one self-contained HTML page of a job: its facts, the start-up "
-                                "per node, each rank's steps over the run as a heat map with stragglers, hangs and "
-                                "restarts marked, and tables of the same numbers; of a sweep: its sets by state.",
+                                description=DESCRIPTION,
                                 **help_end("report"))
         report.add_argument("job", metavar="JOB")
         report.add_argument("-o", "--output", metavar="FILE", default=None,
@@ -39,6 +44,10 @@ def add_parsers(sub, only: str | None) -> None:
 def run_report(args) -> int:
     from hpcdist.report import data as gathered
 
+    if not args.data:
+        from hpcdist.report import figures
+
+        figures.require()
     found = gathered.gather(args.job, args.index)
     if args.data:
         import json
@@ -48,16 +57,39 @@ def run_report(args) -> int:
     return write_page(found, args.output, args.format)
 
 
-def write_page(found: dict, output: str | None, fmt: str) -> int:
-    """The page of ``found`` (gathered here or on a login node) at ``output``; its paths printed."""
-    name = found["job_id"] if found["kind"] == "job" else found["sweep"]
-    path = output or f"report-{name}.html"
+def laptop_args(words: list[str]):
+    """``report``'s arguments as typed on a laptop (its --remote settings taken out), read by the
+    parser the login node's command has; -o and matplotlib checked here, before anything is
+    asked."""
+    from hpcdist.cli.common import new_parser
+
+    parser = new_parser(prog="hpcdist")
+    add_parsers(parser.add_subparsers(dest="command", prog="hpcdist"), "report")
+    args = parser.parse_args(["report", *words])
+    if not args.data:
+        from hpcdist.report import figures
+
+        figures.require()
+        if args.output is not None:
+            check_output(args.output)
+    return args
+
+
+def check_output(path: str) -> None:
+    """-o names a file in a folder that exists (CommandError, saying the fix, if not)."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CommandError(f"-o {path}: the folder {folder} does not exist; create it, or name a file in one "
                            f"that does (as -o report.html)")
     if os.path.isdir(path):
         raise CommandError(f"-o {path}: a folder; name the page's file (as -o {os.path.join(path, 'report.html')})")
+
+
+def write_page(found: dict, output: str | None, fmt: str) -> int:
+    """The page of ``found`` (gathered here or on a login node) at ``output``; its paths printed."""
+    name = found["job_id"] if found["kind"] == "job" else found["sweep"]
+    path = output or f"report-{name}.html"
+    check_output(path)
     from hpcdist.report import write
 
     try:

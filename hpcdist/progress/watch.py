@@ -129,14 +129,17 @@ class View:
             r["since"] = now - (r.get("last_step") or r.get("started") or now)
             r["silent"] = now - r.get("written", now)
         live = [r for r in ranks if r.get("phase") not in ("finished", "failed")]
-        rates = [r["rate"] for r in live if r.get("rate") is not None]
+        # While the job runs a rank that has finished steps no more; once it has ended, every
+        # rank's last figures are the run's (watch --json and the report after the end).
+        measured = ranks if ended else live
+        rates = [r["rate"] for r in measured if r.get("rate") is not None]
         self.median_rate = statistics.median(rates) if rates else 0.0
         # A job that has ended: no rank answers any more, and none is to.
         self.not_answering = [] if ended else [
             r for r in live if r["silent"] > max(5.0, SILENT_INTERVALS * r.get("interval", 2.0))]
         self._silent = {id(r) for r in self.not_answering}  # one look-up per rank, not a list searched
         # A rank that does not answer is no straggler: its figures are as old as its file.
-        answering = [r for r in live if r.get("step") and id(r) not in self._silent]
+        answering = [r for r in measured if r.get("step") and id(r) not in self._silent]
         works = [r["work"] for r in answering if r.get("work") is not None]
         self.median_work = statistics.median(works) if works else None
         self.slowest = [r for r in answering if self._trails(r, factor)]

@@ -22,14 +22,22 @@ STATE_COLOURS = {"COMPLETED": "#4c9a2a", "RUNNING": "#2a6fb0", "PENDING": "#9ab8
 SEGMENT_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#1f77b4", "#ff7f0e")
 
 
-def _figure(width: float, height: float):
+def require() -> None:
+    """matplotlib (and numpy, which it brings) importable where the page is drawn; else a
+    CommandError that says how, before anything is gathered or asked of a login node."""
     try:
-        from matplotlib.figure import Figure
-    except ImportError:
+        import matplotlib  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as e:
         from hpcdist.cli.common import CommandError
 
-        raise CommandError("the report's figures need matplotlib: pip install 'hpcdist[report]' "
-                           "(or --no-figures: the page with its tables alone)") from None
+        raise CommandError(f"the report's figures need matplotlib ({e.name} is not installed): "
+                           "pip install 'hpcdist[report]' here, where the page is drawn") from None
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
@@ -54,7 +62,7 @@ def startup(breakdown: dict):
     nodes = breakdown["nodes"]
     order = sorted(nodes, key=lambda n: (nodes[n].get("total") is None, -(nodes[n].get("total") or 0), n))
     shown = order[:STARTUP_BARS]
-    fig = _figure(9, 1.2 + 0.3 * len(shown))
+    fig = _figure(9, 1.6 + 0.3 * len(shown))
     ax = fig.add_subplot()
     left = [0.0] * len(shown)
     for (key, heading), colour in zip(SEGMENTS, SEGMENT_COLOURS):
@@ -66,7 +74,8 @@ def startup(breakdown: dict):
     ax.set_xlabel("seconds from the job's start")
     more = f" (the {len(shown)} slowest of {len(nodes)} nodes)" if len(nodes) > len(shown) else ""
     ax.set_title(f"Start-up per node, slowest first{more}")
-    ax.legend(ncols=4, fontsize="small", loc="lower right")
+    # Below the axes, not over the bars (a legend inside covered the last node's bar).
+    fig.legend(ncols=len(SEGMENTS), fontsize="small", loc="outside lower center")
     return fig
 
 

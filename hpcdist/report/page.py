@@ -54,7 +54,7 @@ def facts(data: dict) -> str:
              ("command", data["command"], None), *((h, v, None) for h, v in data["facts"]),
              ("ranks", snap["ranks"] and len(snap["ranks"]), None),
              ("steps", f"{snap['step_min']}-{snap['step_max']}", None),
-             ("median steps/s", snap["median_rate"] or None, "median_rate"),  # 0: no rank steps now
+             ("median steps/s", snap["median_rate"] or None, "median_rate"),  # 0: no step yet
              ("submitted", _when(data.get("submitted_at")), None), ("run started", _when(data.get("run_started")), None),
              ("ended", _when(ended.get("time") or data.get("ended_at")), None),
              ("restarts of the launch", len(data.get("restarts") or []) or None, None),
@@ -106,7 +106,9 @@ def steps(data: dict, grid: dict | None, svg: str | None) -> str:
                      f"(trailing the median by {watch.STRAGGLER_FACTOR}x or more, as <code>hpcdist watch</code> "
                      f"says it) at those times.</p>")
     if slow:
-        notes.append(f"<p>Stragglers now: rank(s) {escape(watch.ranges(sorted(slow)))}.</p>")
+        said = "trail the median now" if data["status"]["state"] in ("RUNNING", "PENDING") else \
+            "trailed the median at the job's last look"
+        notes.append(f"<p>Rank(s) {escape(watch.ranges(sorted(slow)))} {said}.</p>")
     line = watch.end_line(snap["ranks"])
     if line:
         notes.append(f"<p>Over the whole run: {escape(line.removeprefix('hpcdist: progress: '))}.</p>")
