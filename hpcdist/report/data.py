@@ -81,7 +81,7 @@ def _error_line(log: str | None) -> str | None:
     """The log's last error line, as ``hpcdist logs`` finds it."""
     if not log:
         return None
-    from hpcdist.cli.jobs import error_line
+    from hpcdist.failures import error_line
     from hpcdist.jobs.logfiles import read_tail
 
     try:
