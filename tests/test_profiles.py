@@ -306,7 +306,7 @@ def test_my_profile_file_that_others_can_write_is_ignored_and_says_the_fix(tmp_p
     proc = _render_in(str(tmp_path))
     assert "evil.example" in proc.stdout
     assert proc.stderr == ("hpcdist render: using profile site (the default in hpcdist.toml); --profile NAME "
-                           "chooses another\n")
+                           "chooses another, --profile none uses none\n")
 
 
 def test_hpcdist_profiles_says_which_file_it_ignored(colleague, shared_folder):

@@ -39,10 +39,14 @@ def job_spec(args: Namespace, check_files: bool = True):
         raise CommandError(str(e)) from None
     for note in spec.notes:
         print(f"hpcdist {args.command}: {note}", file=sys.stderr)
+    from hpcdist.submission.profiles import missing_required
     from hpcdist.submission.unchosen import unchosen_local
 
-    said = unchosen_local(profile, flags, spec)
-    if said:  # refused where it would start the job; render and a dry run start nothing
+    # Refused where it would start the job; render and a dry run start nothing, and a script
+    # rendered to read (or to finish by hand) is still worth reading: they warn.
+    for said in (unchosen_local(profile, flags, spec), missing_required(profile, flags, spec)):
+        if not said:
+            continue
         if args.command == "submit" and not getattr(args, "dry_run", False):
             raise CommandError(said)
         print(f"hpcdist {args.command}: warning: {said}", file=sys.stderr)
