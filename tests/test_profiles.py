@@ -182,7 +182,7 @@ def _render(tmp_path, profile_text, *flags):
      "a GPU. Use one process per GPU (leave --procs-per-node out), or ask for more GPUs."),
     ('[profiles.a]\ndirectives = ["--exclusive"]\n', ["--profile", "a", "--directive=--x"],
      "hpcdist.toml: profiles.a.directives = ['--exclusive']: the local backend has no scheduler to read it. "
-     "Drop it, or submit with --scheduler slurm or pbs."),
+     "Drop it, or submit with --scheduler slurm or pbs. Or, to try the job without profile a: --profile none."),
     # Checked when the file is read.
     ('[profiles.a]\nwalltime = "90"\n', ["--profile", "a"],
      "hpcdist.toml: profiles.a.walltime = '90': a bare number is minutes to Slurm but seconds to PBS. "
@@ -192,7 +192,7 @@ def test_a_bad_profile_value_names_the_file_and_the_key_not_a_flag(tmp_path, tex
     code, stderr = _render(tmp_path, text, *flags)
     assert code == 1
     chosen = ("hpcdist render: using profile mycluster (the default in hpcdist.toml); --profile NAME chooses "
-              "another\n" if text.startswith("default") else "")
+              "another, --profile none uses none\n" if text.startswith("default") else "")
     assert stderr == f"{chosen}hpcdist render: error: {message.format(tmp=tmp_path)}\n"
 
 
