@@ -106,18 +106,14 @@ def positive_int(text: str) -> int:
     return value
 
 
-#: Where the documentation's pages are published: mkdocs.yml's site_url (tests/test_first_hour.py
-#: holds the two to one address). A page docs/guide/first-job.md is DOCS + "guide/first-job/".
-DOCS = "https://hpcdist.readthedocs.io/en/latest/"
+#: Where the documentation is: no site is published, so a --help names its page in the source
+#: (the git tree and the sdist carry docs/; `mkdocs serve` there shows them as a site).
+DOCS = "docs/"
 
 
 def docs_url(page: str) -> str:
-    """The published address of ``page`` (as under docs/, with its anchor): MkDocs gives each page
-    a folder of its own (``guide/first-job.md#x`` -> ``guide/first-job/#x``)."""
-    path, hash_, anchor = page.partition("#")
-    path = path.removesuffix(".md")
-    path = "" if path == "index" else path.removesuffix("/index") + "/"
-    return DOCS + path + hash_ + anchor
+    """Where ``page`` (as under docs/, with its anchor) is, for a --help's last line."""
+    return f"{DOCS}{page} in hpcdist's source"
 
 
 #: The end of each command's --help (and of `hpcdist --help`): its examples, and its page under DOCS.
