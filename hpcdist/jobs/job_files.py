@@ -4,7 +4,7 @@ its names): the values a template gets as ``job_files``. The lines themselves ar
 
 from __future__ import annotations
 
-from hpcdist.jobs import EXIT_CODE, PROGRESS, RECORD, RESUBMITTED, RUNS, START, SUBMITTING
+from hpcdist.jobs import EXIT_CODE, LAST_LINES, PROGRESS, RECORD, RESUBMITTED, RUNS, START, SUBMITTING
 
 
 def script_context(folder: str | None, index_variable: str | None = None, job_id_variable: str = "HPCDIST_JOB_ID",
@@ -20,7 +20,7 @@ def script_context(folder: str | None, index_variable: str | None = None, job_id
     return {
         "folder": folder,
         "names": {"exit_code": EXIT_CODE, "progress": PROGRESS, "record": RECORD, "runs": RUNS, "start": START,
-                  "resubmitted": RESUBMITTED, "submitting": SUBMITTING},
+                  "resubmitted": RESUBMITTED, "submitting": SUBMITTING, "last_lines": LAST_LINES},
         "index_variable": index_variable,
         "job_id_variable": job_id_variable,
         "recorded_id": recorded_id,

@@ -219,7 +219,7 @@ def start_limit(options: dict, job_folder: str) -> float | None:
 
 
 def run(options: dict) -> int:
-    from hpcdist.jobs import PROGRESS, ending, subjobs
+    from hpcdist.jobs import LAST_LINES, PROGRESS, ending, subjobs
     from hpcdist.progress import run_id
 
     folder, pid = options["dir"], int(options["pid"])
@@ -230,6 +230,7 @@ def run(options: dict) -> int:
     os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
     run, started = run_id(), run_start(pid)
     ending.clear(job_folder, index)  # the last run's end is not this run's
+    _remove(os.path.join(folder, LAST_LINES))
     ending.reserve(job_folder, index)  # room for this run's end, should the disk fill
     limit = start_limit(options, job_folder)
     # Ranks that record nothing (a launcher that starts the script itself) say nothing of a slow start.
@@ -300,6 +301,8 @@ def run(options: dict) -> int:
                 flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
                                                  f"; {_who(view, stacks)}")
             ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index)
+            _write_last_lines(os.path.join(folder, LAST_LINES), [f"hpcdist: the job was {cause}"] + [
+                f"hpcdist: {line}" for line in startup.lines(_first_boot(boot, folder, run, view.ranks, started))])
             say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "
                 f"(--start-timeout {limit:.0f} s)" if slow_start else
                 f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
@@ -325,6 +328,23 @@ def run(options: dict) -> int:
         for line in startup.lines(_first_boot(boot, folder, run, ranks, started)):
             say(line)
     return 0
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _write_last_lines(path: str, lines: list[str]) -> None:
+    """The log's last lines, for the job script's exit trap to copy: the launcher, ended, writes its
+    own shutdown lines after this monitor's, and a user reading job.log's end met those alone."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    except OSError:
+        pass  # logs and --wait still say the cause (ended.json)
 
 
 def _first_boot(boot, folder: str, run, ranks: list, started: float):

@@ -29,7 +29,9 @@ recorded_run "${PBS_JOBID:-}" || {
   echo "hpcdist: this run is not the job recorded in $job_dir (its script run again by hand?): its end is not recorded there" >&2
 }
 record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; }
-trap 'status=$?; rm -rf "$run_dir"; [ -z "$exit_file" ] || record_exit' EXIT
+# Why hpcdist ended the job (a hang), if it did: the log's last lines, after the launcher's.
+log_end() { local lines="$job_dir/progress"/last_lines; [ ! -s "$lines" ] || cat "$lines" >&2; }
+trap 'status=$?; rm -rf "$run_dir"; log_end; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 [ -z "$exit_file" ] || echo "start $(date +%s) $PBS_JOBID $(hostname)" >> "$job_dir/runs"
 # Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
