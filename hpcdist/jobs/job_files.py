@@ -4,7 +4,8 @@ its names): the values a template gets as ``job_files``. The lines themselves ar
 
 from __future__ import annotations
 
-from hpcdist.jobs import EXIT_CODE, LAST_LINES, PROGRESS, RECORD, RESUBMITTED, RUNS, START, SUBMITTING
+from hpcdist.jobs import (EXIT_CODE, LAST_LINES, PROGRESS, RECORD, RESUBMITTED, RUNS, START,
+                          SUBMITTING)
 
 
 def script_context(folder: str | None, index_variable: str | None = None, job_id_variable: str = "HPCDIST_JOB_ID",

@@ -9,7 +9,7 @@ class Once(Launcher):
     name = "none"
 
     def words(self, spec):
-        # A shell script of the user's (that starts its own processes: torchrun, mpirun) runs in bash.
+        # A shell script of the user's (it starts its own processes: torchrun, mpirun): in bash.
         return ["bash" if spec.script.endswith(SHELL_SCRIPTS) else spec.python] + program(spec)
 
     def describe(self, spec, spread: str = ""):

@@ -301,8 +301,9 @@ def run(options: dict) -> int:
                 flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
                                                  f"; {_who(view, stacks)}")
             ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index)
-            _write_last_lines(os.path.join(folder, LAST_LINES), [f"hpcdist: the job was {cause}"] + [
-                f"hpcdist: {line}" for line in startup.lines(_first_boot(boot, folder, run, view.ranks, started))])
+            boot_lines = startup.lines(_first_boot(boot, folder, run, view.ranks, started))
+            last = [f"hpcdist: the job was {cause}", *("hpcdist: " + x for x in boot_lines)]
+            _write_last_lines(os.path.join(folder, LAST_LINES), last)
             say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "
                 f"(--start-timeout {limit:.0f} s)" if slow_start else
                 f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")

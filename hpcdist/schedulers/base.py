@@ -371,7 +371,8 @@ class Scheduler:
 
         if dialect is not None and dialect != "":
             names, titles = _those(DIALECTS)
-            raise v.NotHere("--dialect", dialect, f"only {titles} has dialects, and --scheduler is {self.name}.",
+            raise v.NotHere("--dialect", dialect,
+                            f"only {titles} has dialects, and --scheduler is {self.name}.",
                             f"Drop --dialect, or use --scheduler {names}.")
         return None
 

@@ -219,7 +219,8 @@ def describe(name: str | None = None, files: list[str] | None = None) -> str:
         return "\n".join(lines + [f"# {note}" for note in notes]
                          + ["", "hpcdist profiles NAME shows one; use it with --profile NAME."]) + "\n"
     if name == NO_PROFILE:
-        return f"# {NO_PROFILE}: no profile (--profile {NO_PROFILE}: hpcdist's defaults and your flags alone)\n"
+        return (f"# {NO_PROFILE}: no profile (--profile {NO_PROFILE}: hpcdist's defaults and your "
+                "flags alone)\n")
     profile = load_profile(name, files)  # checked, and an error names what exists
     out = []
     if name in shipped:
@@ -307,15 +308,17 @@ def missing_required(profile: dict, flags: dict, spec) -> str | None:
     if not required or spec.scheduler != profile.get("scheduler", spec.scheduler):
         return None
     by_key = {o.key: o for o in OPTIONS}
-    missing = [by_key[key] for key in required if flags.get(key) in (None, [], ()) and key not in profile]
+    missing = [by_key[key] for key in required
+               if flags.get(key) in (None, [], ()) and key not in profile]
     if not missing:
         return None
     names = " and ".join(o.flag for o in missing)
-    give = " ".join(f"{o.flag} {_EXAMPLE.get(o.key) or o.metavar or o.key.upper()}" for o in missing)
+    give = " ".join(f"{o.flag} {_EXAMPLE.get(o.key) or o.metavar or o.key.upper()}"
+                    for o in missing)
     name = getattr(profile, "name", "") or "this"
     where = getattr(profile, "where", {}).get("required") or getattr(profile, "path", "")
-    return (f"{names} {'is' if len(missing) == 1 else 'are'} missing: profile {name}'s scheduler refuses "
-            f"a job without {'it' if len(missing) == 1 else 'them'} (required = "
+    return (f"{names} {'is' if len(missing) == 1 else 'are'} missing: profile {name}'s scheduler "
+            f"refuses a job without {'it' if len(missing) == 1 else 'them'} (required = "
             f"{json.dumps(list(required))} in {where}); give {give} (before the script)")
 
 

@@ -208,15 +208,16 @@ def _check_owners(out: dict, given: dict) -> None:
         if owner == "container":
             if not out.get("container_image"):
                 raise v.NotHere(o.flag, shown, "is a container setting, but no image is given.",
-                                        "Add --container-image IMAGE, or leave it out.")
+                                "Add --container-image IMAGE, or leave it out.")
         elif owner in schedulers.NAMES:
             if owner != out["scheduler"]:
                 raise v.NotHere(o.flag, shown, f"is a {schedulers.get(owner).title} setting, and "
-                                        f"--scheduler is {out['scheduler']}.",
-                                        f"Leave it out, or use --scheduler {owner}.")
+                                f"--scheduler is {out['scheduler']}.",
+                                f"Leave it out, or use --scheduler {owner}.")
         elif owner != out["launcher"]:
-            raise v.NotHere(o.flag, shown, f"is a {owner} setting; the launcher is {out['launcher']}.",
-                                    f"Use --launcher {owner}, or leave {o.flag} out.")
+            raise v.NotHere(o.flag, shown,
+                            f"is a {owner} setting; the launcher is {out['launcher']}.",
+                            f"Use --launcher {owner}, or leave {o.flag} out.")
 
 
 def _rules(out: dict, given: dict, check_files: bool) -> None:
@@ -307,15 +308,16 @@ def _check_program(out: dict) -> None:
     script, launcher = out["script"], out["launcher"]
     if re.fullmatch(r"python[0-9.]*", os.path.basename(script)):
         first = next((a for a in out.get("script_args", ()) if a.endswith(".py")), "train.py")
-        raise v.ValidationError("SCRIPT", script, "hpcdist starts SCRIPT with the job's python itself: the job "
-                                f"would run python {script} ...", f"Drop {script}: give {first} as SCRIPT, its "
-                                "arguments after it (the job's python: --python PATH, --venv or --conda).")
+        raise v.ValidationError(
+            "SCRIPT", script, "hpcdist starts SCRIPT with the job's python itself: the job would "
+            f"run python {script} ...", f"Drop {script}: give {first} as SCRIPT, its arguments "
+            "after it (the job's python: --python PATH, --venv or --conda).")
     if script.endswith(launchers.SHELL_SCRIPTS) and launcher != "none":
-        raise v.ValidationError("SCRIPT", script, f"is a shell script, and --launcher {launcher} starts SCRIPT with "
-                                f"python on every rank: python {script} would fail inside the job.",
-                                "Give --launcher none to run it once with bash (it starts its own processes: "
-                                "torchrun, mpirun), or give the Python script it runs as SCRIPT (its set-up lines: "
-                                "--setup-file FILE).")
+        raise v.ValidationError(
+            "SCRIPT", script, f"is a shell script, and --launcher {launcher} starts SCRIPT with "
+            f"python on every rank: python {script} would fail inside the job.", "Give --launcher "
+            "none to run it once with bash (it starts its own processes: torchrun, mpirun), or "
+            "give the Python script it runs as SCRIPT (its set-up lines: --setup-file FILE).")
 
 
 def _check_file(flag: str, path: str, where: str, fix: str) -> None:

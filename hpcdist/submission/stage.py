@@ -210,8 +210,9 @@ def kept(p: Plan) -> str:
     total = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     archives = sum(1 for f in files if ".tar." in os.path.basename(f) and not f.endswith(".tmp"))
     relative = os.path.relpath(folder)
+    plural = "s" if archives != 1 else ""
     return (f"--stage-env: {_megabytes(mine)} packed; {relative} holds {_megabytes(total)} "
-            f"({archives} environment{'s' if archives != 1 else ''}, kept for the next submit). To free it "
+            f"({archives} environment{plural}, kept for the next submit). To free it "
             f"once no queued or running job uses it: rm -r {quote(relative)} (a later --stage-env "
             "submit packs again)")
 
