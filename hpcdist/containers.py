@@ -47,7 +47,7 @@ from types import SimpleNamespace
 
 from hpcdist import validate as v
 from hpcdist.shell import Shell
-from hpcdist.validate import ValidationError
+from hpcdist.validate import NotHere, ValidationError
 
 #: ``--container-runtime`` values, in the order --help lists them (apptainer the default).
 RUNTIMES = ("apptainer", "singularity", "shifter", "pyxis", "podman-hpc", "podman")
@@ -156,9 +156,9 @@ class Shifter(Runtime):
 
     def check(self, values, launcher, scheduler):
         if not scheduler.runs_srun:
-            raise ValidationError("--container-runtime", "shifter",
-                                  f"Shifter's images are staged by Slurm (#SBATCH --image), not under "
-                                  f"{values['scheduler']}.", "Use --scheduler slurm, or apptainer/podman.")
+            raise NotHere("--container-runtime", "shifter",
+                          f"Shifter's images are staged by Slurm (#SBATCH --image), not under "
+                          f"{values['scheduler']}.", "Use --scheduler slurm, or apptainer/podman.")
         image = values["container_image"]
         if any(c.isspace() or c in "'\"\\" for c in image):
             raise ValidationError("--container-image", image, "an #SBATCH --image value cannot hold spaces or quotes.",

@@ -205,8 +205,22 @@ def _let_go(module) -> None:
     gc.collect()
 
 
+def whole_lines() -> None:
+    """Each line the rank writes goes out in one piece, as soon as it ends. The ranks of a node
+    share one log: under ``python -u`` (PYTHONUNBUFFERED) print writes a line's text and its
+    newline apart, and a block buffer cuts a line where it fills, so two ranks' lines ran into one
+    (issue 50). Line buffering writes each line whole (a line longer than the text layer's 8 kB
+    chunk may still be cut)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True, write_through=False)
+        except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (replaced), or closed
+            pass
+
+
 def main(argv: "list[str] | None" = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    whole_lines()
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m hpcdist.rank [--own-gpu] SCRIPT [ARGS...]\n" + __doc__.split("\n\n")[0].split(": ", 1)[1],
               file=sys.stderr if not argv else sys.stdout)

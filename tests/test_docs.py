@@ -82,7 +82,7 @@ def _slugs(markdown: str) -> set[str]:
 
 def test_every_command_s_help_ends_with_examples_and_its_page():
     from hpcdist.cli import COMMANDS, in_job, watch
-    from hpcdist.cli.common import DOCS  # the published site: mkdocs.yml's site_url
+    from hpcdist.cli.common import DOCS  # docs/: the page in the source (no site is published)
 
     for command in COMMANDS:
         if command in in_job.BY_HAND or command in watch.BY_HAND:  # written by the job scripts; their help is their usage, printed by hand
@@ -93,8 +93,9 @@ def test_every_command_s_help_ends_with_examples_and_its_page():
         examples, docs = end[-2], end[-1]
         assert examples.startswith("examples:\n  hpcdist "), (command, done.stdout)
         assert docs.startswith(f"docs: {DOCS}"), (command, done.stdout)
-        page, _, anchor = docs.removeprefix(f"docs: {DOCS}").partition("#")
-        text = (ROOT / "docs" / (page.rstrip("/") + ".md")).read_text()
+        assert docs.endswith(" in hpcdist's source"), (command, docs)
+        page, _, anchor = docs.removeprefix(f"docs: {DOCS}").removesuffix(" in hpcdist's source").partition("#")
+        text = (ROOT / "docs" / page).read_text()
         assert not anchor or anchor in _slugs(text), f"hpcdist {command} --help: {docs}: no such heading"
 
 

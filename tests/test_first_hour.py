@@ -2,7 +2,8 @@
 command line in one line with its fix (no usage dump), a flag after the script (refused since
 issue 50), a forgotten --scheduler where a cluster is (issue 50), the cause of a
 failed job under its summary, `hpcdist --help` in two groups, every job flag's help and its page
-on the published site, and `hpcdist status` where no job was submitted yet."""
+under docs/ (no site is published: issue 50), and `hpcdist status` where no job was submitted
+yet."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import pytest
 from launch import clean_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-#: The published site (mkdocs.yml's site_url), where every --help's "docs:" line points.
-SITE = "https://hpcdist.readthedocs.io/en/latest/"
+#: Where every --help's "docs:" line points: no site is published, so its page in the source.
+DOCS_LINE = "docs: docs/index.md in hpcdist's source"
 
 
 def hpcdist(*args, cwd, env=None):
@@ -64,11 +65,12 @@ def test_help_groups_the_commands_a_user_types_apart_from_the_in_job_ones(tmp_pa
     users = next(s for s in sections if s.startswith("commands:\n")).splitlines()[1:]
     in_job = next(s for s in sections if s.startswith("inside a job (")).splitlines()[1:]
     names = lambda lines: [line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("   ")]
-    assert names(users) == ["render", "submit", "status", "logs", "watch", "stacks", "report", "cancel", "doctor", "profiles",
+    assert names(users) == ["render", "submit", "status", "logs", "watch", "stacks", "report", "cancel", "doctor",
+                            "profiles",
                             "connect", "disconnect"]
     assert names(in_job) == ["env", "hostfile", "supervise", "requeue", "monitor", "job-setup", "agents", "restart"]
     assert users[1] == "  submit      write the job script and submit it"
-    assert out.rstrip("\n").endswith(f"\n\ndocs: {SITE}")
+    assert out.rstrip("\n").endswith(f"\n\n{DOCS_LINE}")
 
 
 def test_every_job_flag_has_a_help_text():
@@ -93,22 +95,16 @@ def test_submit_help_says_what_a_flag_takes(flag, said, tmp_path):
     assert entry and " ".join(entry[1].split()) == said, out
 
 
-def test_the_docs_line_of_every_help_is_a_page_of_the_published_site(tmp_path):
-    """A pip user has no docs/ folder: the help points to the site mkdocs.yml publishes, at a page
-    and heading that exist."""
+def test_the_docs_line_of_every_help_points_at_no_unpublished_site(tmp_path):
+    """Issue 50 item 4: every --help ended with https://hpcdist.readthedocs.io/..., which is not
+    published. It names the page under docs/ (tests/test_docs.py checks each page and heading),
+    and mkdocs.yml promises no address either."""
     from hpcdist.cli import COMMANDS, in_job, watch
-    from hpcdist.cli.common import DOCS
 
-    assert DOCS == SITE
-    assert re.search(rf"^site_url: {re.escape(SITE)}$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert not re.search(r"^site_url:", (ROOT / "mkdocs.yml").read_text(), re.M)
     for command in [c for c in COMMANDS if c not in in_job.BY_HAND + watch.BY_HAND]:
         docs = hpcdist(command, "--help", cwd=tmp_path).stdout.rstrip("\n").rsplit("\n\n", 1)[1]
-        assert docs.startswith(f"docs: {SITE}"), (command, docs)
-        page, _, anchor = docs.removeprefix(f"docs: {SITE}").partition("#")
-        text = (ROOT / "docs" / (page.rstrip("/") + ".md")).read_text()
-        slugs = {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", h.replace("`", "")).strip().lower())
-                 for h in re.findall(r"^#+ (.+)$", text, re.M)}
-        assert not anchor or anchor in slugs, (command, docs)
+        assert re.fullmatch(r"docs: docs/[\w/-]+\.md(#[\w-]+)? in hpcdist's source", docs), (command, docs)
 
 
 def test_status_where_no_job_was_submitted_says_how_to_submit_one(tmp_path):
@@ -286,3 +282,132 @@ def test_a_failed_job_s_summary_quotes_its_error_line(tmp_path):
                                "--nodes 2", proc.stderr
     logs = hpcdist("logs", job, cwd=tmp_path)
     assert logs.stderr.splitlines()[-1] == lines[first + 1], logs.stderr
+
+
+#: The README's Slurm command, with `local` for `slurm`: what the local backend does not take.
+README_SLURM_HERE = ["submit", "--scheduler", "local", "--nodes", "2", "--gpus-per-node", "4",
+                     "--walltime", "12h", "--queue", "gpu", "--dry-run", "train.py"]
+NO_WALLTIME = ("the local backend runs the job until it ends: nothing enforces a walltime. Leave "
+               "--walltime out, or submit with --scheduler slurm or pbs.")
+NO_QUEUE = "the local backend has no queue. Leave --queue out, or submit with --scheduler slurm or pbs."
+
+
+def test_every_setting_the_local_backend_does_not_take_is_named_at_once(tmp_path):
+    """Issue 50 item 4: the README's Slurm command with `local` was refused one key per try."""
+    (tmp_path / "train.py").write_text("")
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "no-config"))
+    proc = hpcdist(*README_SLURM_HERE, cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr == (
+        "hpcdist submit: error: 2 settings are not taken by this job (--scheduler local), each with "
+        f"its fix:\n  --walltime '12h': {NO_WALLTIME}\n  --queue 'gpu': {NO_QUEUE}\n")
+
+
+def test_a_default_profile_s_settings_are_named_at_once_with_the_way_to_go_without_it(tmp_path):
+    """Issue 50 item 4: with a default profile, `--scheduler local` was refused for the profile's
+    own queue and walltime, one per try, and `--profile none` was refused too: no way out."""
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "hpcdist.toml").write_text(
+        'default = "mycluster"\n[profiles.mycluster]\nscheduler = "slurm"\nqueue = "gpu"\n'
+        'walltime = "12h"\n')
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "no-config"))
+    job = ["submit", "--scheduler", "local", "--nodes", "2", "--dry-run", "train.py"]
+    proc = hpcdist(*job, cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr == (
+        "hpcdist submit: using profile mycluster (the default in hpcdist.toml); --profile NAME "
+        "chooses another, --profile none uses none\n"
+        "hpcdist submit: error: 2 settings are not taken by this job (--scheduler local), each with "
+        "its fix:\n"
+        f"  hpcdist.toml: profiles.mycluster.walltime = '12h': {NO_WALLTIME}\n"
+        f"  hpcdist.toml: profiles.mycluster.queue = 'gpu': {NO_QUEUE}\n"
+        "Or, to try the job without profile mycluster: --profile none.\n")
+    proc = hpcdist(*job[:-1], "--profile", "none", "train.py", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "agents --local --nodes 2 --" in proc.stdout and "warning" not in proc.stderr
+    # One refusal alone says the way out too.
+    (tmp_path / "hpcdist.toml").write_text(
+        'default = "mycluster"\n[profiles.mycluster]\nscheduler = "slurm"\nqueue = "gpu"\n')
+    proc = hpcdist(*job, cwd=tmp_path, env=env)
+    assert proc.stderr.splitlines()[-1] == (
+        f"hpcdist submit: error: hpcdist.toml: profiles.mycluster.queue = 'gpu': {NO_QUEUE} Or, to "
+        "try the job without profile mycluster: --profile none."), proc.stderr
+
+
+def test_polaris_without_the_account_and_walltime_its_qsub_requires_is_refused_before_the_queue(
+        tmp_path):
+    """Issue 50 item 4: `--profile polaris` rendered and submitted with no -A and no walltime,
+    which ALCF's qsub refuses ("Running Jobs using PBS": -A, walltime and filesystems are
+    mandatory). Submit refuses, naming both and the fix; render, which queues nothing and whose
+    script a user may finish by hand, warns the same and prints it."""
+    (tmp_path / "train.py").write_text("")
+    env = cluster_commands(tmp_path, "qsub")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "no-config")
+    preset = ROOT / "hpcdist" / "sites" / "polaris.toml"
+    said = ("--account and --walltime are missing: profile polaris's scheduler refuses a job "
+            f"without them (required = [\"account\", \"walltime\"] in {preset}); give --account "
+            "PROJECT --walltime 1h (before the script)")
+    proc = hpcdist("submit", "--profile", "polaris", "--nodes", "2", "train.py", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (1, f"hpcdist submit: error: {said}\n", "")
+    assert sorted(os.listdir(tmp_path)) == ["bin", "train.py"]  # qsub never ran, no job folder
+    proc = hpcdist("submit", "--profile", "polaris", "--account", "P1", "train.py", cwd=tmp_path, env=env)
+    assert proc.stderr.splitlines()[-1].startswith("hpcdist submit: error: --walltime is missing: "), \
+        proc.stderr
+    proc = hpcdist("render", "--profile", "polaris", "--nodes", "2", "train.py", cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stderr == f"hpcdist render: warning: {said}\n", proc.stderr
+    assert "#PBS -l select=2:system=polaris" in proc.stdout
+    proc = hpcdist("render", "--profile", "polaris", "--account", "P1", "--walltime", "30m", "train.py",
+                   cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    assert "#PBS -A P1\n" in proc.stdout
+
+
+@pytest.mark.parametrize("words,said", [
+    (["python", "train.py", "--lr", "0.1"],
+     "SCRIPT 'python': hpcdist starts SCRIPT with the job's python itself: the job would run python "
+     "python ... Drop python: give train.py as SCRIPT, its arguments after it (the job's python: "
+     "--python PATH, --venv or --conda)."),
+    (["train.sh"],
+     "SCRIPT 'train.sh': is a shell script, and --launcher torchrun starts SCRIPT with python on every "
+     "rank: python train.sh would fail inside the job. Give --launcher none to run it once with bash "
+     "(it starts its own processes: torchrun, mpirun), or give the Python script it runs as SCRIPT "
+     "(its set-up lines: --setup-file FILE)."),
+])
+def test_a_script_the_launcher_cannot_start_is_refused_before_the_queue(words, said, tmp_path):
+    """Issue 50 item 4: `python train.py` and `train.sh` as SCRIPT were queued, and failed inside
+    the job (python python train.py; python train.sh)."""
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "train.sh").write_text("echo hello from bash\n")
+    proc = hpcdist("submit", "--scheduler", "slurm", *words, cwd=tmp_path,
+                   env=cluster_commands(tmp_path, "sbatch"))
+    assert (proc.returncode, proc.stderr, proc.stdout) == (1, f"hpcdist submit: error: {said}\n", "")
+    assert sorted(os.listdir(tmp_path)) == ["bin", "train.py", "train.sh"]  # sbatch never ran
+
+
+def test_a_shell_script_runs_with_bash_under_launcher_none(tmp_path):
+    """The fix the refusal gives: --launcher none runs a shell script once, with bash (a real
+    local job)."""
+    (tmp_path / "train.sh").write_text("echo \"hello from $0 in ${BASH_VERSION:+bash}\"\n")
+    proc = hpcdist("submit", "--scheduler", "local", "--launcher", "none", "--wait", "train.sh",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "hello from train.sh in bash\n" in proc.stderr + proc.stdout, proc.stderr
+
+
+
+def test_an_unknown_profile_gets_the_nearest_name(tmp_path):
+    """Issue 50 item 4: `--profile polars` listed every name but pointed at none."""
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "hpcdist.toml").write_text('[profiles.mycluster]\nscheduler = "slurm"\n')
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "no-config"))
+    from hpcdist.submission.profiles import presets
+
+    for args, nearest in ((["render", "--profile", "polars", "train.py"], "polaris"),
+                          (["submit", "--profile", "mycluter", "train.py"], "mycluster"),
+                          (["profiles", "perlmuter"], "perlmutter")):
+        proc = hpcdist(*args, cwd=tmp_path, env=env)
+        assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+        assert proc.stderr == (
+            f"hpcdist {args[0]}: error: no profile {args[2 if args[0] != 'profiles' else 1]!r} in "
+            f"hpcdist.toml or {tmp_path}/no-config/hpcdist/config.toml; known: mycluster; site presets: "
+            f"{', '.join(presets())}; none: no profile; did you mean {nearest}?\n")

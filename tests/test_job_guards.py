@@ -111,7 +111,7 @@ def test_a_template_cannot_run_python(tmp_path):
     assert proc.returncode == 1 and proc.stdout == ""
     where = tmp_path / "site" / "local.sh.j2"
     assert proc.stderr == ("hpcdist render: using profile here (the default in hpcdist.toml); --profile NAME "
-                           "chooses another\n"
+                           "chooses another, --profile none uses none\n"
                            f"hpcdist render: error: template '{where}:1': access to attribute '__globals__' of "
                            "'function' object is unsafe: a template may read the values it is given and use "
                            "filters and macros, not reach Python or call hpcdist's methods. Fix the template "

@@ -182,7 +182,7 @@ def _render(tmp_path, profile_text, *flags):
      "a GPU. Use one process per GPU (leave --procs-per-node out), or ask for more GPUs."),
     ('[profiles.a]\ndirectives = ["--exclusive"]\n', ["--profile", "a", "--directive=--x"],
      "hpcdist.toml: profiles.a.directives = ['--exclusive']: the local backend has no scheduler to read it. "
-     "Drop it, or submit with --scheduler slurm or pbs."),
+     "Drop it, or submit with --scheduler slurm or pbs. Or, to try the job without profile a: --profile none."),
     # Checked when the file is read.
     ('[profiles.a]\nwalltime = "90"\n', ["--profile", "a"],
      "hpcdist.toml: profiles.a.walltime = '90': a bare number is minutes to Slurm but seconds to PBS. "
@@ -192,7 +192,7 @@ def test_a_bad_profile_value_names_the_file_and_the_key_not_a_flag(tmp_path, tex
     code, stderr = _render(tmp_path, text, *flags)
     assert code == 1
     chosen = ("hpcdist render: using profile mycluster (the default in hpcdist.toml); --profile NAME chooses "
-              "another\n" if text.startswith("default") else "")
+              "another, --profile none uses none\n" if text.startswith("default") else "")
     assert stderr == f"{chosen}hpcdist render: error: {message.format(tmp=tmp_path)}\n"
 
 
@@ -306,7 +306,7 @@ def test_my_profile_file_that_others_can_write_is_ignored_and_says_the_fix(tmp_p
     proc = _render_in(str(tmp_path))
     assert "evil.example" in proc.stdout
     assert proc.stderr == ("hpcdist render: using profile site (the default in hpcdist.toml); --profile NAME "
-                           "chooses another\n")
+                           "chooses another, --profile none uses none\n")
 
 
 def test_hpcdist_profiles_says_which_file_it_ignored(colleague, shared_folder):

@@ -190,3 +190,23 @@ def test_a_hostile_stage_dir_is_refused_or_plain(tmp_path):
         assert re.fullmatch(r"(/|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)([A-Za-z0-9._/-]|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)*",
                             held), held
     assert len(accepted) < len(hostile.corpus(str(tmp_path / "PWNED")))
+
+
+def test_stage_env_says_what_it_left_on_disk_and_how_to_free_it(tmp_path):
+    """Issue 50 item 4: --stage-env left 762 MB in .hpcdist/stage without a word on size or
+    clean-up. A real local job with a real venv: the line gives the sizes on disk."""
+    (tmp_path / "train.py").write_text("print('trained')\n")
+    small_venv(str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--stage-env",
+                           "--venv", "env", "--stage-dir", str(tmp_path), "--wait", "train.py"],
+                          cwd=tmp_path, capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    stage = tmp_path / ".hpcdist" / "stage"
+    archives = [f for f in stage.iterdir() if ".tar." in f.name or f.name.endswith(".sqfs")]
+    size = lambda files: sum(f.stat().st_size for f in files)
+    in_kb = lambda n: f"{n / 1e3:,.0f} kB"
+    said = (f"hpcdist submit: --stage-env: {in_kb(size(archives))} packed; .hpcdist/stage holds "
+            f"{in_kb(size(stage.iterdir()))} (1 environment, kept for the next submit). To free it once "
+            "no queued or running job uses it: rm -r .hpcdist/stage (a later --stage-env submit packs "
+            "again)")
+    assert said in proc.stderr.splitlines(), proc.stderr

@@ -191,6 +191,10 @@ def test_a_stopped_rank_is_a_hang_named_with_grouped_stacks_and_the_job_ends_at_
     assert "hpcdist:   ranks 0,2-3 in all_reduce at watch_training.py:" in text, text
     assert "hpcdist:   rank 1: no answer (stopped, or gone)" in text, text
     assert "hpcdist: ending the job: no rank has made a step for" in text, text
+    # Issue 50 §5: the log ends with the cause and the start-up, after the launcher's shutdown lines.
+    before, cause, after = text.rpartition(f"hpcdist: the job was {row['reason']}\n")
+    assert cause and before and all(line.startswith("hpcdist: ") for line in after.splitlines()), text[-3000:]
+    assert "hpcdist: start-up: " in after, text[-3000:]
     ended_after = os.path.getmtime(os.path.join(row["folder"], "exit_code")) - fault
     print(f"{launcher}: fault to first hang line in watch {first_hang:.1f} s, to the job's end {ended_after:.1f} s")
     assert ended_after < 20 + 15, ended_after

@@ -39,10 +39,14 @@ def job_spec(args: Namespace, check_files: bool = True):
         raise CommandError(str(e)) from None
     for note in spec.notes:
         print(f"hpcdist {args.command}: {note}", file=sys.stderr)
+    from hpcdist.submission.profiles import missing_required
     from hpcdist.submission.unchosen import unchosen_local
 
-    said = unchosen_local(profile, flags, spec)
-    if said:  # refused where it would start the job; render and a dry run start nothing
+    # Refused where it would start the job; render and a dry run start nothing, and a script
+    # rendered to read (or to finish by hand) is still worth reading: they warn.
+    for said in (unchosen_local(profile, flags, spec), missing_required(profile, flags, spec)):
+        if not said:
+            continue
         if args.command == "submit" and not getattr(args, "dry_run", False):
             raise CommandError(said)
         print(f"hpcdist {args.command}: warning: {said}", file=sys.stderr)
@@ -102,18 +106,14 @@ def positive_int(text: str) -> int:
     return value
 
 
-#: Where the documentation's pages are published: mkdocs.yml's site_url (tests/test_first_hour.py
-#: holds the two to one address). A page docs/guide/first-job.md is DOCS + "guide/first-job/".
-DOCS = "https://hpcdist.readthedocs.io/en/latest/"
+#: Where the documentation is: no site is published, so a --help names its page in the source
+#: (the git tree and the sdist carry docs/; `mkdocs serve` there shows them as a site).
+DOCS = "docs/"
 
 
 def docs_url(page: str) -> str:
-    """The published address of ``page`` (as under docs/, with its anchor): MkDocs gives each page
-    a folder of its own (``guide/first-job.md#x`` -> ``guide/first-job/#x``)."""
-    path, hash_, anchor = page.partition("#")
-    path = path.removesuffix(".md")
-    path = "" if path == "index" else path.removesuffix("/index") + "/"
-    return DOCS + path + hash_ + anchor
+    """Where ``page`` (as under docs/, with its anchor) is, for a --help's last line."""
+    return f"{DOCS}{page} in hpcdist's source"
 
 
 #: The end of each command's --help (and of `hpcdist --help`): its examples, and its page under DOCS.

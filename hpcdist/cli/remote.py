@@ -233,12 +233,12 @@ def _profile_flags(profile: dict, code) -> list[str]:
     """The laptop's profile as flags of the login node's command (its own profiles are not read)."""
     from hpcdist import remote
     from hpcdist.submission.options import OPTIONS
-    from hpcdist.submission.profiles import REMOTE_KEYS
+    from hpcdist.submission.profiles import REMOTE_KEYS, SITE_KEYS
 
     by_key = {o.key: o for o in OPTIONS}
     flags = []
     for key, value in profile.items():
-        if key in REMOTE_KEYS:
+        if key in REMOTE_KEYS or key in SITE_KEYS:
             continue
         flag = by_key[key].flags[0]
         if key in ("template", "template_dir"):  # made absolute from the profile's file: a laptop path

@@ -55,6 +55,9 @@ EXIT_CODE = "exit_code"
 RUNNER = "runner"
 #: The ranks' progress files and the stacks' control file (hpcdist.progress writes them).
 PROGRESS = "progress"
+#: In the progress folder: the lines the job's monitor leaves for the log's end when it ended the
+#: job (hpcdist.progress.monitor), which the job script's exit trap copies there.
+LAST_LINES = "last_lines"
 
 #: ``record.json``'s key while the submit command runs: ``{"pid": ..., "started": ...}`` of the
 #: ``hpcdist submit`` process. Its id is not known yet; the final record has no such key.

@@ -6,7 +6,8 @@ the job recorded in the folder is checked by ``hpcdist job-setup`` (:mod:`hpcdis
 
 from __future__ import annotations
 
-from hpcdist.jobs import EXIT_CODE, PROGRESS, RECORD, RESUBMITTED, RUNS, START, SUBMITTING
+from hpcdist.jobs import (EXIT_CODE, LAST_LINES, PROGRESS, RECORD, RESUBMITTED, RUNS, START,
+                          SUBMITTING)
 from hpcdist.shell import Shell
 
 
@@ -30,7 +31,7 @@ def script_context(folder: str | None, index_variable: str | None = None, job_id
     return {
         "folder": folder,
         "names": {"exit_code": EXIT_CODE, "progress": PROGRESS, "record": RECORD, "runs": RUNS, "start": START,
-                  "resubmitted": RESUBMITTED, "submitting": SUBMITTING},
+                  "resubmitted": RESUBMITTED, "submitting": SUBMITTING, "last_lines": LAST_LINES},
         "index_variable": index_variable,
         "job_id_variable": job_id_variable,
         "recorded_id": recorded_id,

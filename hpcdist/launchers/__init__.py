@@ -54,6 +54,11 @@ def get(name: str) -> "Launcher":
 # ``spec`` below and in every launcher is a hpcdist.submission.spec.JobSpec, not imported: the spec imports this package.
 
 
+#: A SCRIPT of these names is a shell script: every launcher but ``none`` starts SCRIPT with python
+#: (``python train.sh`` fails inside the job), and ``none`` runs it with bash.
+SHELL_SCRIPTS = (".sh", ".bash")
+
+
 def program(spec, argparse_launcher: bool = False) -> list:
     """The training program and its arguments, as the launcher should start it.
 

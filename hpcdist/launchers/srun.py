@@ -10,7 +10,7 @@ import re
 
 from hpcdist import containers
 from hpcdist.launchers import Launcher, failure, rank_program
-from hpcdist.validate import ValidationError
+from hpcdist.validate import NotHere
 
 #: srun's line about a failed task (compiled by re's cache when a log is read).
 TASK_FAILED = r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<why>.+)$"
@@ -22,7 +22,7 @@ class Srun(Launcher):
 
     def check(self, values, scheduler):
         if not scheduler.runs_srun:
-            raise ValidationError(
+            raise NotHere(
                 "--launcher", "srun", f"srun starts tasks only inside a Slurm job, not under {values['scheduler']}.",
                 "Use --launcher torchrun or mpirun, or --scheduler slurm.")
         super().check(values, scheduler)

@@ -224,7 +224,7 @@ def run(options: dict) -> int:
     the timeline, names a rank slow three checks running, says a hang with every rank's stack, and
     ends the job at ``--hang-timeout`` or the start-up limit (or, with ``--restarts``, only the
     launch, for a restart); at the end, the job's last line and the start-up's breakdown. 0."""
-    from hpcdist.jobs import PROGRESS, ending, subjobs
+    from hpcdist.jobs import LAST_LINES, PROGRESS, ending, subjobs
     from hpcdist.progress import run_id
 
     folder, pid = options["dir"], int(options["pid"])
@@ -235,6 +235,7 @@ def run(options: dict) -> int:
     os.makedirs(folder, 0o700, exist_ok=True)  # private, as the job folder
     run, started = run_id(), run_start(pid)
     ending.clear(job_folder, index)  # the last run's end is not this run's
+    _remove(os.path.join(folder, LAST_LINES))
     ending.reserve(job_folder, index)  # room for this run's end, should the disk fill
     limit = start_limit(options, job_folder)
     # Ranks that record nothing (a launcher that starts the script itself) say nothing of a slow start.
@@ -284,7 +285,8 @@ def run(options: dict) -> int:
             slow_checks.clear()
             continue
         if ending_now or slow_start:
-            _end_the_job(pid, job_folder, index, view, stacks, slow_start, started, limit, timeout)
+            _end_the_job(pid, job_folder, index, view, stacks, slow_start, started, limit, timeout,
+                         os.path.join(folder, LAST_LINES), _first_boot(boot, folder, run, view.ranks, started))
             return 0
         if view.finished and not (options["restarts"] and any(r.get("phase") == "failed" for r in view.ranks)):
             _say_the_end(folder, run, view.ranks, started, boot)
@@ -324,8 +326,9 @@ def _say_stuck(folder: str, view, slow_start: bool, started: float) -> list:
 
 
 def _end_the_job(pid: int, job_folder: str, index, view, stacks: list, slow_start: bool, started: float,
-                 limit, timeout) -> None:
-    """End the job at its start-up limit or its --hang-timeout: why, in its folder and its log."""
+                 limit, timeout, last_lines: str, boot) -> None:
+    """End the job at its start-up limit or its --hang-timeout: why, in its folder and its log (and
+    the log's last lines, ``last_lines``: the cause and the start-up, for the job script to copy)."""
     from hpcdist.jobs import ending
 
     if slow_start:
@@ -335,6 +338,8 @@ def _end_the_job(pid: int, job_folder: str, index, view, stacks: list, slow_star
         flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
                                          f"; {_who(view, stacks)}")
     ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index)
+    _write_last_lines(last_lines, [f"hpcdist: the job was {cause}",
+                                   *("hpcdist: " + line for line in startup.lines(boot))])
     say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "
         f"(--start-timeout {limit:.0f} s)" if slow_start else
         f"ending the job: no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
@@ -348,10 +353,31 @@ def _say_the_end(folder: str, run: str, ranks: list, started: float, boot) -> No
     line = watch.end_line(ranks)
     if line:
         tell(line)
-    if boot is None or not boot["complete"]:
-        boot = startup.of_folder(folder, run, ranks, started)
-    for line in startup.lines(boot):
+    for line in startup.lines(_first_boot(boot, folder, run, ranks, started)):
         say(line)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _write_last_lines(path: str, lines: list[str]) -> None:
+    """The log's last lines, for the job script's exit trap to copy: the launcher, ended, writes its
+    own shutdown lines after this monitor's, and a user reading job.log's end met those alone."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    except OSError:
+        pass  # logs and --wait still say the cause (ended.json)
+
+
+def _first_boot(boot, folder: str, run, ranks: list, started: float):
+    """The breakdown as complete as it got first: kept once every rank had stepped (after a
+    restart the rank files are the next launch's); else as the ranks' files have it now."""
+    return boot if boot is not None and boot["complete"] else startup.of_folder(folder, run, ranks, started)
 
 
 def _mtime(path: str) -> float:

@@ -374,8 +374,9 @@ class Scheduler:
 
         if dialect is not None and dialect != "":
             names, titles = _those(DIALECTS)
-            raise v.ValidationError("--dialect", dialect, f"only {titles} has dialects, and --scheduler is {self.name}.",
-                                    f"Drop --dialect, or use --scheduler {names}.")
+            raise v.NotHere("--dialect", dialect,
+                            f"only {titles} has dialects, and --scheduler is {self.name}.",
+                            f"Drop --dialect, or use --scheduler {names}.")
         return None
 
     def check_elastic(self, values: dict) -> None:

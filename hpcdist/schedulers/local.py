@@ -86,7 +86,7 @@ class Local(Scheduler):
                                     "Ask for fewer, or submit with --scheduler slurm or pbs.")
         for key, flag, why in UNSUPPORTED:
             if given.get(key) not in (None, False, "", [], ()):
-                raise v.ValidationError(flag, str(given[key]), f"the local backend {why}.",
+                raise v.NotHere(flag, str(given[key]), f"the local backend {why}.",
                                         f"Leave {flag} out, or submit with --scheduler slurm or pbs.")
         output = values.get("output") or ""
         if "%" in output.replace("%j", "").replace("%x", ""):
@@ -99,7 +99,7 @@ class Local(Scheduler):
                                     "Submit with --scheduler slurm or pbs, or leave it out.")
 
     def directive(self, line):
-        raise v.ValidationError("--directive", line, "the local backend has no scheduler to read it.",
+        raise v.NotHere("--directive", line, "the local backend has no scheduler to read it.",
                                 "Drop it, or submit with --scheduler slurm or pbs.")
 
     # --- the script --------------------------------------------------------------

@@ -336,7 +336,7 @@ def add_flags(p, script: bool = True) -> None:
             group.add_argument(*o.flags, **kwargs)
     p.add_argument(PROFILE_FLAG, metavar="NAME",
                    help="a profile from ./hpcdist.toml or ~/.config/hpcdist/config.toml, or a site preset "
-                   "(hpcdist profiles lists them)")
+                   "(hpcdist profiles lists them); none: no profile, not even a file's default one")
     if script:
         p.add_argument("script", metavar=BY_NAME["script"].metavar, help=BY_NAME["script"].help)
         p.add_argument("script_args", nargs=argparse.REMAINDER, metavar=BY_NAME["script_args"].metavar,

@@ -48,6 +48,9 @@ SITES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 KEYS: dict[str, type] = {o.key: o.kind for o in OPTIONS if o.profile}
 #: The keys that send a job from a laptop (hpcdist.remote reads them; the job spec never sees them).
 REMOTE_KEYS: dict[str, type] = {o.key: o.kind for o in REMOTE_OPTIONS}
+#: The keys about the site, not the job: ``required``, the settings its scheduler refuses a job
+#: without (a preset's: Polaris's qsub refuses one with no -A or walltime). No flag sets them.
+SITE_KEYS: dict[str, type] = {"required": list}
 #: Keys whose flags add to the profile's list instead of replacing it.
 LIST_KEYS = tuple(key for key, kind in KEYS.items() if kind in (list, dict))
 
@@ -166,7 +169,7 @@ def load_profile(name: str | None, files: list[str] | None = None) -> dict:
     """The values of profile ``name`` (or of the ``default`` one), checked; {} when none applies.
     Its ``notes``: a line for each profile file ignored (another user's), and which profile a
     file's ``default`` chose, for the user to see (the caller prints them)."""
-    if name is None and os.environ.get(NO_DEFAULT):
+    if name is None and os.environ.get(NO_DEFAULT) or name == NO_PROFILE:
         return Profile()
     files = files if files is not None else [PROJECT_FILE, user_file()]
     notes: list[str] = []
@@ -177,7 +180,8 @@ def load_profile(name: str | None, files: list[str] | None = None) -> dict:
                                 if "default" in data), (None, ""))
         if name is None:
             return Profile(notes=notes)
-        notes.append(f"using profile {name}{chosen_by}; --profile NAME chooses another")
+        notes.append(f"using profile {name}{chosen_by}; --profile NAME chooses another, "
+                     f"--profile {NO_PROFILE} uses none")
     mine = next(((path, data["profiles"][name]) for path, data in found if name in data.get("profiles", {})), None)
     preset = presets().get(name)
     if preset is not None:
@@ -191,8 +195,13 @@ def load_profile(name: str | None, files: list[str] | None = None) -> dict:
         return profile
     where = " or ".join(files)
     known = sorted({p for _, data in found for p in data.get("profiles", {})})
+    import difflib  # the error path's alone
+
+    close = difflib.get_close_matches(name, [*known, *presets()], n=1)
     raise ProfileError(f"no profile {name!r}{chosen_by} in {where}" + (f"; known: {', '.join(known)}" if known else "")
-                       + f"; site presets: {', '.join(presets())}" + "".join(f"; {note}" for note in notes if note.startswith("ignored ")))
+                       + f"; site presets: {', '.join(presets())}; {NO_PROFILE}: no profile"
+                       + "".join(f"; {note}" for note in notes if note.startswith("ignored "))
+                       + (f"; did you mean {close[0]}?" if close else ""))
 
 
 def describe(name: str | None = None, files: list[str] | None = None) -> str:
@@ -209,6 +218,9 @@ def describe(name: str | None = None, files: list[str] | None = None) -> str:
         lines = [f"{n:<{width}}  {where}" for n, where in rows]
         return "\n".join(lines + [f"# {note}" for note in notes]
                          + ["", "hpcdist profiles NAME shows one; use it with --profile NAME."]) + "\n"
+    if name == NO_PROFILE:
+        return (f"# {NO_PROFILE}: no profile (--profile {NO_PROFILE}: hpcdist's defaults and your "
+                "flags alone)\n")
     profile = load_profile(name, files)  # checked, and an error names what exists
     out = []
     if name in shipped:
@@ -238,13 +250,13 @@ def _check(table: dict, name: str, path: str) -> dict:
     out, written = {}, {}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
-        if key not in KEYS and key not in REMOTE_KEYS:
+        if key not in KEYS and key not in REMOTE_KEYS and key not in SITE_KEYS:
             import difflib  # only for a misspelt key (it costs a render 1%)
 
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted({**KEYS, **REMOTE_KEYS}))}"
             raise ProfileError(f"{path}: profiles.{name}.{raw_key} is not a setting hpcdist knows; {hint}")
-        want = KEYS.get(key) or REMOTE_KEYS[key]
+        want = KEYS.get(key) or REMOTE_KEYS.get(key) or SITE_KEYS[key]
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
         if want is list:
             ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
@@ -271,7 +283,43 @@ def _value_checks(table: dict) -> dict:
     checks.update((o.key, lambda x, o=o: o.check(x, o, None)) for o in REMOTE_OPTIONS)
     # Which scheduler a dialect is for may come from a flag: the profile's is checked as PBS's.
     checks["dialect"] = lambda x: schedulers.check_dialect("pbs", x)
+    checks["required"] = _required_key
     return checks
+
+
+def _required_key(key: str) -> None:
+    if key not in KEYS:
+        import difflib  # only for a misspelt key
+
+        close = difflib.get_close_matches(key, KEYS, n=1)
+        raise v.ValidationError("required", key, "is not a setting hpcdist knows.",
+                                f"Did you mean {close[0]}?" if close else "")
+
+
+#: What a missing setting looks like given, in the message that asks for it.
+_EXAMPLE = {"account": "PROJECT", "walltime": "1h", "queue": "QUEUE"}
+
+
+def missing_required(profile: dict, flags: dict, spec) -> str | None:
+    """Why ``spec`` would be refused by the profile's site, or None: the settings the profile's
+    ``required`` names that neither it nor a flag gave (``--profile polaris`` with no --account or
+    --walltime, which Polaris's qsub refuses). Only for a job on the profile's own scheduler."""
+    required = profile.get("required") or ()
+    if not required or spec.scheduler != profile.get("scheduler", spec.scheduler):
+        return None
+    by_key = {o.key: o for o in OPTIONS}
+    missing = [by_key[key] for key in required
+               if flags.get(key) in (None, [], ()) and key not in profile]
+    if not missing:
+        return None
+    names = " and ".join(o.flag for o in missing)
+    give = " ".join(f"{o.flag} {_EXAMPLE.get(o.key) or o.metavar or o.key.upper()}"
+                    for o in missing)
+    name = getattr(profile, "name", "") or "this"
+    where = getattr(profile, "where", {}).get("required") or getattr(profile, "path", "")
+    return (f"{names} {'is' if len(missing) == 1 else 'are'} missing: profile {name}'s scheduler "
+            f"refuses a job without {'it' if len(missing) == 1 else 'them'} (required = "
+            f"{json.dumps(list(required))} in {where}); give {give} (before the script)")
 
 
 def _check_value(key: str, value, checks: dict, where: str) -> None:
@@ -287,7 +335,8 @@ def _check_value(key: str, value, checks: dict, where: str) -> None:
 
 def merge(profile: dict, flags: dict) -> dict:
     """Flags over the profile; list flags add to the profile's lists."""
-    merged = {key: value for key, value in profile.items() if key not in REMOTE_KEYS}  # not the job's
+    merged = {key: value for key, value in profile.items()  # not the job's
+              if key not in REMOTE_KEYS and key not in SITE_KEYS}
     for key, value in flags.items():
         if value is None:
             continue
@@ -306,14 +355,50 @@ def build(profile: dict, flags: dict, *, check_files: bool = True):
     """:func:`hpcdist.submission.spec.build_spec` over the profile and the flags (:func:`merge`). A
     :class:`~hpcdist.validate.ValidationError` about a value the profile gave (a folder that
     does not exist, a rule that ties it to a flag) becomes a :class:`ProfileError` naming the
-    file, the key and the value as written there; one about a flag's value stays as it was."""
-    try:
-        return build_spec(merge(profile, flags), check_files=check_files)
-    except v.ValidationError as e:
-        blamed = _blame(e, profile, flags)
-        if blamed is None:
-            raise
-        raise blamed from None
+    file, the key and the value as written there; one about a flag's value stays as it was.
+    Settings the job does not take (:class:`~hpcdist.validate.NotHere`: a profile's queue and
+    walltime under ``--scheduler local``) are left out one by one and the job built again, so
+    that one message names them all (a user fixing one per try met the next on the next)."""
+    merged = merge(profile, flags)
+    refused: list[Exception] = []
+    while True:
+        try:
+            spec = build_spec(merged, check_files=check_files)
+        except v.NotHere as e:
+            key = next((o.key for o in OPTIONS if e.field in o.flags), None)
+            refused.append(_blame(e, profile, flags) or e)
+            if key not in merged:  # nothing to leave out: said as it is
+                break
+            del merged[key]
+        except v.ValidationError as e:
+            if refused:  # perhaps only for what was left out: the refusals come first
+                break
+            raise _blame(e, profile, flags) or e from None
+        else:
+            if not refused:
+                return spec
+            break
+    raise _refusals(refused, profile, merge(profile, flags).get("scheduler", "local"))
+
+
+#: The profile that is none: ``--profile none`` uses no profile, not even a file's default one.
+NO_PROFILE = "none"
+
+
+def _refusals(refused: list[Exception], profile: dict, scheduler: str) -> Exception:
+    """One error for every setting the job does not take, each with its fix; where the profile
+    gave one, the way to try the job without the profile (``--profile none``)."""
+    name = getattr(profile, "name", "")
+    without = (f"to try the job without profile {name}: --profile {NO_PROFILE}"
+               if any(isinstance(e, ProfileError) for e in refused) else "")
+    if len(refused) == 1:
+        error = refused[0]
+        if not without:
+            return error
+        return ProfileError(f"{error} Or, {without}.")
+    lines = [f"{len(refused)} settings are not taken by this job (--scheduler {scheduler}), each "
+             f"with its fix:"] + [f"  {e}" for e in refused]
+    return ProfileError("\n".join(lines + ([f"Or, {without}."] if without else [])))
 
 
 def _blame(error, profile: dict, flags: dict) -> ProfileError | None:

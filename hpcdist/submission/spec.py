@@ -10,6 +10,7 @@ rule and the fix; nothing is written before the spec is whole.
 from __future__ import annotations
 
 import os
+import re
 
 from hpcdist import containers, launchers
 from hpcdist.schedulers import registry as schedulers
@@ -207,20 +208,22 @@ def _check_owners(out: dict, given: dict) -> None:
         shown = ",".join(value) if isinstance(value, (tuple, list)) else str(value)
         if owner == "container":
             if not out.get("container_image"):
-                raise v.ValidationError(o.flag, shown, "is a container setting, but no image is given.",
-                                        "Add --container-image IMAGE, or leave it out.")
+                raise v.NotHere(o.flag, shown, "is a container setting, but no image is given.",
+                                "Add --container-image IMAGE, or leave it out.")
         elif owner in schedulers.NAMES:
             if owner != out["scheduler"]:
-                raise v.ValidationError(o.flag, shown, f"is a {schedulers.get(owner).title} setting, and "
-                                        f"--scheduler is {out['scheduler']}.",
-                                        f"Leave it out, or use --scheduler {owner}.")
+                raise v.NotHere(o.flag, shown, f"is a {schedulers.get(owner).title} setting, and "
+                                f"--scheduler is {out['scheduler']}.",
+                                f"Leave it out, or use --scheduler {owner}.")
         elif owner != out["launcher"]:
-            raise v.ValidationError(o.flag, shown, f"is a {owner} setting; the launcher is {out['launcher']}.",
-                                    f"Use --launcher {owner}, or leave {o.flag} out.")
+            raise v.NotHere(o.flag, shown,
+                            f"is a {owner} setting; the launcher is {out['launcher']}.",
+                            f"Use --launcher {owner}, or leave {o.flag} out.")
 
 
 def _rules(out: dict, given: dict, check_files: bool) -> None:
     """The rules that tie options together, whatever the scheduler and launcher; files exist."""
+    _check_program(out)
     gpus = out.get("gpus_per_node", 0)
     if gpus and out["procs_per_node"] > gpus:
         raise v.ValidationError(
@@ -297,6 +300,25 @@ def _check_output(out: dict) -> None:
     if not os.path.isdir(folder):
         raise v.ValidationError("--output", log, f"is in {folder!r}, which does not exist: the scheduler would not "
                                 "create it, and the job would have no log.", f"Create it first (mkdir -p {quote(folder)}).")
+
+
+def _check_program(out: dict) -> None:
+    """SCRIPT is what the launcher starts with the job's python: ``python train.py`` given as SCRIPT
+    (python python train.py), or a shell script under a launcher that starts it with python, would
+    fail only inside the job, after the queue."""
+    script, launcher = out["script"], out["launcher"]
+    if re.fullmatch(r"python[0-9.]*", os.path.basename(script)):
+        first = next((a for a in out.get("script_args", ()) if a.endswith(".py")), "train.py")
+        raise v.ValidationError(
+            "SCRIPT", script, "hpcdist starts SCRIPT with the job's python itself: the job would "
+            f"run python {script} ...", f"Drop {script}: give {first} as SCRIPT, its arguments "
+            "after it (the job's python: --python PATH, --venv or --conda).")
+    if script.endswith(launchers.SHELL_SCRIPTS) and launcher != "none":
+        raise v.ValidationError(
+            "SCRIPT", script, f"is a shell script, and --launcher {launcher} starts SCRIPT with "
+            f"python on every rank: python {script} would fail inside the job.", "Give --launcher "
+            "none to run it once with bash (it starts its own processes: torchrun, mpirun), or "
+            "give the Python script it runs as SCRIPT (its set-up lines: --setup-file FILE).")
 
 
 def _check_file(flag: str, path: str, where: str, fix: str) -> None:

@@ -195,8 +195,30 @@ def pack(p: Plan, say=None) -> float:
         if p.image and not (os.path.isfile(p.image) or os.path.exists(p.image + ".failed")):
             _pack_image(p, say)
         took = time.monotonic() - started
+        if say:
+            say(kept(p))
     _PACKED[p.origin] = (_stamp(p.origin), p.key.rsplit("-", 1)[-1])
     return took
+
+
+def kept(p: Plan) -> str:
+    """What packing left on the submit folder's disk, and how to free it: the archives of every
+    content packed before stay too (a changed environment packs anew), unsaid they grew unseen."""
+    folder = os.path.dirname(p.archive)
+    mine = sum(os.path.getsize(f) for f in (p.archive, p.image) if f and os.path.isfile(f))
+    files = [os.path.join(folder, name) for name in os.listdir(folder)]
+    total = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    archives = sum(1 for f in files if ".tar." in os.path.basename(f) and not f.endswith(".tmp"))
+    relative = os.path.relpath(folder)
+    plural = "s" if archives != 1 else ""
+    return (f"--stage-env: {_megabytes(mine)} packed; {relative} holds {_megabytes(total)} "
+            f"({archives} environment{plural}, kept for the next submit). To free it "
+            f"once no queued or running job uses it: rm -r {quote(relative)} (a later --stage-env "
+            "submit packs again)")
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.0f} MB" if size >= 1e6 else f"{size / 1e3:,.0f} kB"
 
 
 def _pack_image(p: Plan, say) -> None:

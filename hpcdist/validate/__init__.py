@@ -21,7 +21,7 @@ memory) and :mod:`~hpcdist.validate.words` (names, numbers, words, text, choices
 from __future__ import annotations
 
 from hpcdist.validate.base import (  # noqa: F401
-    ValidationError, bad_char_rule, require_str
+    NotHere, ValidationError, bad_char_rule, require_str
 )
 from hpcdist.validate.quantities import (  # noqa: F401
     MAX_MEMORY_MB, MAX_WALLTIME, describe_walltime, format_clock, parse_memory, parse_walltime,

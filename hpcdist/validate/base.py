@@ -27,6 +27,13 @@ class ValidationError(ValueError):
         return (type(self), (self.field, self.value, self.rule, self.fix))
 
 
+class NotHere(ValidationError):
+    """A setting valid in itself that the chosen scheduler, launcher or container does not take
+    (``--walltime`` under ``--scheduler local``): leaving it out is a fix, so the job spec's
+    builder leaves it out and looks on, to name every such setting in one message
+    (:func:`hpcdist.submission.profiles.build`)."""
+
+
 def require_str(value: object, field: str, what: str = "text") -> str:
     """``value`` if it is a str, else ValidationError naming its type."""
     if not isinstance(value, str):
