@@ -4,10 +4,10 @@ Every part of hpcdist that asks "which hosts does this job have?" asks :func:`re
 set-up (``hpcdist job-setup``), ``hpcdist hostfile``, ``hpcdist supervise`` and the rank
 resolver (:mod:`hpcdist.env`). The precedence, first set wins (:data:`ORDER`):
 
-1. Slurm (:mod:`hpcdist.schedulers.slurm_job`): ``SLURM_JOB_NODELIST`` with
+1. Slurm (:mod:`hpcdist.schedulers.slurm.job`): ``SLURM_JOB_NODELIST`` with
    ``SLURM_TASKS_PER_NODE``; an srun task of the run reads its step's pair instead (``step=True``).
-2. PBS (:mod:`hpcdist.schedulers.pbs_job`): ``$PBS_NODEFILE``, one line per slot.
-3. LSF (:mod:`hpcdist.schedulers.lsf_job`): ``$LSB_DJOB_RANKFILE``, one line per slot.
+2. PBS (:mod:`hpcdist.schedulers.pbs.job`): ``$PBS_NODEFILE``, one line per slot.
+3. LSF (:mod:`hpcdist.schedulers.lsf.job`): ``$LSB_DJOB_RANKFILE``, one line per slot.
 4. hpcdist's own node list, ``$HPCDIST_NODEFILE``: the job's set-up writes it (one host per
    line) and passes it to processes that see no scheduler's variables (ranks that Open MPI
    started over ssh: PBS's node file lies on the first node only).
@@ -57,7 +57,7 @@ def read(environ=None, *, scheduler: "str | None" = None, step: "bool | None" = 
 def _reader(name: str):
     try:
         # __import__, not importlib: importlib is one more module for every rank.
-        return __import__(f"hpcdist.schedulers.{name}_job", fromlist=["allocation"]).allocation
+        return __import__(f"hpcdist.schedulers.{name}.job", fromlist=["allocation"]).allocation
     except ModuleNotFoundError:
         raise ValueError(f"no allocation reader for {name!r}: expected one of {', '.join(ORDER)}, or local") from None
 
@@ -81,7 +81,7 @@ def _from_env(cls, environ=None, slots_per_node: "int | None" = None) -> "Alloca
 
 
 def _from_slurm(cls, nodelist: str, tasks_per_node: str) -> "Allocation":
-    from hpcdist.schedulers.slurm_job import NODELISTS
+    from hpcdist.schedulers.slurm.job import NODELISTS
 
     found = read(dict(zip(NODELISTS[0], (nodelist, tasks_per_node))), scheduler="slurm")
     if found is None:

@@ -50,17 +50,18 @@ def imports_of(module: str, path: str, known: dict[str, str]) -> set[str]:
 
 #: Loads by name at the call: each is an edge to every module it may load.
 _NAME_KEYED = (
-    (re.compile(r"\bschedulers\.get\(|get_scheduler\(|schedulers\.all_schedulers\("), r"hpcdist\.schedulers\.[a-z]+$"),
+    (re.compile(r"\bschedulers\.get\(|get_scheduler\(|schedulers\.all_schedulers\("),
+     r"hpcdist\.schedulers\.[a-z]+\.submit$"),
     (re.compile(r"\blaunchers\.get\("), r"hpcdist\.launchers\.[a-z]+$"),
-    (re.compile(r"__import__\(f\"hpcdist\.schedulers\.\{[^}]*\}_job\""), r"hpcdist\.schedulers\.[a-z]+_job$"),
-    (re.compile(r"__import__\(f\"hpcdist\.schedulers\.\{[^}]*\}\""), r"hpcdist\.schedulers\.[a-z]+$"),
+    (re.compile(r"__import__\(f\"hpcdist\.schedulers\.\{[^}]*\}\.job\""), r"hpcdist\.schedulers\.[a-z]+\.job$"),
+    (re.compile(r"__import__\(f\"hpcdist\.schedulers\.\{[^}]*\}\.submit\""), r"hpcdist\.schedulers\.[a-z]+\.submit$"),
     (re.compile(r"__import__\(f\"\{__name__\}\.\{name\}\""), None),  # a package's own modules (launchers)
 )
 
 
 def name_keyed_loads(text: str, known: dict) -> set[str]:
     """The modules a registry loads by name (``schedulers.get(name)``, ``launchers.get(name)``, an
-    ``__import__`` of ``hpcdist.schedulers.{name}_job``): the import circle test counts them as edges."""
+    ``__import__`` of ``hpcdist.schedulers.{name}.job``): the import circle test counts them as edges."""
     out = set()
     for call, targets in _NAME_KEYED:
         if targets is None or not call.search(text):
@@ -172,7 +173,7 @@ def test_the_registries_name_what_their_modules_hold():
     from hpcdist.launchers.mpi import FLAVOURS
     from hpcdist.schedulers import registry
     from hpcdist.schedulers.job_ids import GRAMMARS
-    from hpcdist.schedulers.pbs import DIALECTS
+    from hpcdist.schedulers.pbs.submit import DIALECTS
 
     assert tuple(DIALECTS) == schedulers.DIALECTS["pbs"]
     assert set(FLAVOURS) == {"openmpi", "mpich", "intel", "pals"}

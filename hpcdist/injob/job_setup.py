@@ -110,7 +110,7 @@ def setup(options: dict, environ) -> tuple:
         alloc = read(environ, scheduler=scheduler)
     except (AllocationError, ValueError) as e:
         raise SetupError(str(e)) from None
-    job_module = __import__(f"hpcdist.schedulers.{scheduler}_job", fromlist=["JOB_ID_VARIABLES"])
+    job_module = __import__(f"hpcdist.schedulers.{scheduler}.job", fromlist=["JOB_ID_VARIABLES"])
     if alloc is None:
         names = " or ".join(job_module.JOB_ID_VARIABLES)
         raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "

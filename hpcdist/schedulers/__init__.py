@@ -40,4 +40,14 @@ DIRECTIVE_PREFIXES = {"slurm": "#SBATCH", "pbs": "#PBS"}
 #: Those whose job's agents may lose a node and go on (--min-nodes).
 ELASTIC = ("slurm",)
 
-__all__ = ["NAMES", "QUEUED", "DIALECTS", "PBS_DIALECTS", "TITLES", "DIRECTIVE_PREFIXES", "ELASTIC"]
+__all__ = ["NAMES", "QUEUED", "DIALECTS", "PBS_DIALECTS", "TITLES", "DIRECTIVE_PREFIXES", "ELASTIC",
+           "template_folders"]
+
+
+def template_folders() -> list:
+    """Where hpcdist's own templates lie: the shared ones (``job.sh.j2``) in this package's folder,
+    then each scheduler's (``<name>.sh.j2``) in its own folder; for each folder the package is
+    found in."""
+    import os
+
+    return [os.path.join(base, *where) for base in __path__ for where in ((), *((name,) for name in NAMES))]

@@ -26,7 +26,7 @@ def get(name: str, dialect: str | None = None):
             raise ValueError(f"unknown scheduler {name!r}: expected one of {', '.join(NAMES)}")
         # __import__, not importlib (and a dict, not functools.lru_cache): either would be one
         # more module for every command that asks for a scheduler.
-        _LOADED[key] = __import__(f"hpcdist.schedulers.{name}", fromlist=["scheduler"]).scheduler(dialect)
+        _LOADED[key] = __import__(f"hpcdist.schedulers.{name}.submit", fromlist=["scheduler"]).scheduler(dialect)
     return _LOADED[key]
 
 

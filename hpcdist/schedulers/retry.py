@@ -44,7 +44,7 @@ MAX_DELAY_S = 30.0
 
 def _in_job_modules() -> list:
     """The in-job module of each scheduler with a queue (its commands' texts are there)."""
-    return [__import__(f"hpcdist.schedulers.{name}_job", fromlist=["NOT_SENT"]) for name in QUEUED]
+    return [__import__(f"hpcdist.schedulers.{name}.job", fromlist=["NOT_SENT"]) for name in QUEUED]
 
 
 def _joined(kind: str) -> Pattern:
