@@ -28,10 +28,12 @@ cost more than all the rest.
 from hpcdist.schedulers.job_hosts import (  # noqa: F401
     HOSTFILE_FORMATS, MAX_HOSTFILE_LINES, MAX_NODEFILE_BYTES, MAX_SLOTS_PER_HOST, Allocation, AllocationError,
     check_host, count_in_order, host_lines, read_host_lines, this_host)
+from hpcdist.schedulers import IN_JOB_ONLY, QUEUED, job_side
 
 #: The readers, in the order their variables are looked for: each is the ``allocation(environ,
-#: step, slots)`` of ``hpcdist.schedulers.<name>_job``, then hpcdist's own node list.
-ORDER = ("slurm", "pbs", "lsf")
+#: step, slots)`` of ``hpcdist.schedulers.<name>.job``, the schedulers with a queue first (in their
+#: registration's order), then those whose jobs hpcdist only reads (LSF); then hpcdist's own node list.
+ORDER = (*QUEUED, *IN_JOB_ONLY)
 #: hpcdist's own node list (one host per line), written by the job's set-up.
 OWN_NODEFILE = "HPCDIST_NODEFILE"
 
@@ -56,8 +58,7 @@ def read(environ=None, *, scheduler: "str | None" = None, step: "bool | None" = 
 
 def _reader(name: str):
     try:
-        # __import__, not importlib: importlib is one more module for every rank.
-        return __import__(f"hpcdist.schedulers.{name}.job", fromlist=["allocation"]).allocation
+        return job_side(name).allocation
     except ModuleNotFoundError:
         raise ValueError(f"no allocation reader for {name!r}: expected one of {', '.join(ORDER)}, or local") from None
 

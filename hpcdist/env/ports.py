@@ -101,7 +101,9 @@ def _is_this_host(master: str) -> bool:
 
 
 def _job_id_variables(name: str) -> tuple:
-    return __import__(f"hpcdist.schedulers.{name}.job", fromlist=["JOB_ID_VARIABLES"]).JOB_ID_VARIABLES
+    from hpcdist.schedulers import job_side
+
+    return job_side(name).JOB_ID_VARIABLES
 
 
 def job_id_variables() -> tuple:

@@ -103,6 +103,7 @@ def parse(argv: list) -> dict:
 def setup(options: dict, environ) -> tuple:
     """``(the lines to source, the log line)``, the files written into the run folder."""
     from hpcdist.allocation import AllocationError, read
+    from hpcdist.schedulers import job_side
     from hpcdist.shell import quote
 
     scheduler = options["scheduler"]
@@ -110,7 +111,7 @@ def setup(options: dict, environ) -> tuple:
         alloc = read(environ, scheduler=scheduler)
     except (AllocationError, ValueError) as e:
         raise SetupError(str(e)) from None
-    job_module = __import__(f"hpcdist.schedulers.{scheduler}.job", fromlist=["JOB_ID_VARIABLES"])
+    job_module = job_side(scheduler)
     if alloc is None:
         names = " or ".join(job_module.JOB_ID_VARIABLES)
         raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "

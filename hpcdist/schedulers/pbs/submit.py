@@ -26,7 +26,7 @@ from hpcdist.patterns import Pattern
 from hpcdist.schedulers.pbs import request as pbs_request
 from hpcdist.schedulers.base import JobId, JobStatus, SchedulerOutputError, on_each_node, output_lines, output_text
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
-from hpcdist.schedulers.job_ids import GRAMMARS, PbsIds
+from hpcdist.schedulers.pbs.ids import GRAMMAR, PbsIds
 from hpcdist.schedulers.pbs.job import JOB_ID_VARIABLES, NODEFILE, next_job_environment, own_command
 from hpcdist.schedulers.pbs.qstat import (
     parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown, parse_qstat_unknown_ids)
@@ -90,7 +90,7 @@ _DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pr
 # Job ids
 # --------------------------------------------------------------------------
 
-# Their grammar (PbsIds) is in hpcdist.schedulers.job_ids, which base's JobId reads.
+# Their grammar (PbsIds) is in hpcdist.schedulers.pbs.ids, which base's JobId reads.
 
 # What qsub may print: a PBS id (ASCII digits only), with an optional "N:" prefix.
 _QSUB_LINE = Pattern(r"(?:[0-9]+:)?([0-9]+)(\[[0-9]*\])?(\.[A-Za-z0-9_.-]+)?")
@@ -188,7 +188,7 @@ class Pbs(BatchScheduler):
     job_id_variable = JOB_ID_VARIABLES[0]
     recorded_id_shell = "${PBS_JOBID:-}"  # a subjob's 123[4].server is the array's 123[].server by its number
     job_names = JOB_NAMES
-    ids = GRAMMARS["pbs"]
+    ids = GRAMMAR
     dialects = PBS_DIALECTS
     # The node file lies in the MOM's aux folder, where no image sees it.
     allocation_files = (NODEFILE,)

@@ -20,7 +20,7 @@ from hpcdist import validate as v
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import JobId, JobStatus, SchedulerOutputError, on_each_node, output_lines, output_text
 from hpcdist.schedulers.batch import BatchScheduler, query, recorded_exit, run_or_fail
-from hpcdist.schedulers.job_ids import GRAMMARS, SLURM_ID, SlurmIds
+from hpcdist.schedulers.slurm.ids import GRAMMAR, SLURM_ID, SlurmIds
 from hpcdist.schedulers.slurm.queue import (
     parse_sacct, parse_sacct_disabled, parse_sacct_jobs, parse_squeue, parse_squeue_jobs, parse_squeue_unknown)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
@@ -35,7 +35,7 @@ __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "
 # Job ids
 # --------------------------------------------------------------------------
 
-# Their grammar (SlurmIds) is in hpcdist.schedulers.job_ids, which base's JobId reads.
+# Their grammar (SlurmIds) is in hpcdist.schedulers.slurm.ids, which base's JobId reads.
 
 _SUBMITTED = Pattern(r"Submitted batch job ([0-9]+)(?: on cluster (\S+))?")
 _CLUSTER_NAME = Pattern(r"[^\s;]+")
@@ -141,7 +141,7 @@ class Slurm(BatchScheduler):
     restart_variable = "SLURM_RESTART_COUNT"
     excludes_nodes = True
     job_names = JOB_NAMES
-    ids = GRAMMARS["slurm"]
+    ids = GRAMMAR
     elastic_agents = True
     runs_srun = True
     directive_prefix = "#SBATCH"
