@@ -336,8 +336,8 @@ class Scheduler:
 
     @property
     def template(self) -> str:
-        """Its job script template, beside its module (``hpcdist/schedulers/<name>.sh.j2``),
-        which extends ``job.sh.j2``."""
+        """Its job script template, in its folder (``hpcdist/schedulers/<name>/<name>.sh.j2``,
+        named ``<name>.sh.j2``), which extends ``job.sh.j2``."""
         return f"{self.name}.sh.j2"
 
     @property
