@@ -31,8 +31,9 @@ from hpcdist.schedulers.job_hosts import (  # noqa: F401
 from hpcdist.schedulers import IN_JOB_ONLY, QUEUED, job_side
 
 #: The readers, in the order their variables are looked for: each is the ``allocation(environ,
-#: step, slots)`` of ``hpcdist.schedulers.<name>.job``, the schedulers with a queue first (in their
-#: registration's order), then those whose jobs hpcdist only reads (LSF); then hpcdist's own node list.
+#: step, slots)`` of ``hpcdist.schedulers.<name>.job``, the schedulers with a queue first (in
+#: their registration's order), then those whose jobs hpcdist only reads (LSF); then hpcdist's own
+#: node list.
 ORDER = (*QUEUED, *IN_JOB_ONLY)
 #: hpcdist's own node list (one host per line), written by the job's set-up.
 OWN_NODEFILE = "HPCDIST_NODEFILE"

@@ -128,10 +128,11 @@ echo toy-42
 def run_hpcdist(folder, args, env, cwd):
     """``hpcdist ARGS`` with the toy registered: its folder on the package's path and the line
     a new scheduler adds to hpcdist/schedulers/__init__.py, before the rest of hpcdist loads."""
-    boot = (f"import sys, hpcdist.schedulers as schedulers; schedulers.__path__.append({str(folder)!r}); "
-            f"schedulers.{REGISTRATION}; from hpcdist.cli import main; raise SystemExit(main(sys.argv[1:]))")
-    return subprocess.run([sys.executable, "-c", boot, *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    boot = (f"import sys, hpcdist.schedulers as schedulers; "
+            f"schedulers.__path__.append({str(folder)!r}); schedulers.{REGISTRATION}; "
+            f"from hpcdist.cli import main; raise SystemExit(main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", boot, *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
 
 
 def write_toy(root):
@@ -143,7 +144,13 @@ def write_toy(root):
 
 
 def count_in(path, pattern):
-    return {int(n) for n in re.findall(pattern, open(os.path.join(ROOT, path), encoding="utf-8").read())}
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return {int(n) for n in re.findall(pattern, f.read())}
+
+
+def package_changes() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--", "hpcdist"], cwd=ROOT,
+                          capture_output=True, text=True).stdout
 
 
 def test_the_recipe_and_the_toy_agree_on_the_files_a_scheduler_is():
@@ -155,8 +162,7 @@ def test_the_recipe_and_the_toy_agree_on_the_files_a_scheduler_is():
 
 
 def test_a_toy_scheduler_renders_submits_and_reads_its_allocation(tmp_path):
-    before = subprocess.run(["git", "status", "--porcelain", "--", "hpcdist"], cwd=ROOT, capture_output=True,
-                            text=True).stdout
+    before = package_changes()
     plugins = tmp_path / "plugins"
     write_toy(plugins)
     bin_dir, spool, work = tmp_path / "bin", tmp_path / "spool", tmp_path / "work"
@@ -168,12 +174,13 @@ def test_a_toy_scheduler_renders_submits_and_reads_its_allocation(tmp_path):
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "PYTHONPATH": ROOT,
            "TOY_SPOOL": str(spool), "HPCDIST_HOME": str(tmp_path / "hpcdist-home")}
 
-    rendered = run_hpcdist(plugins, ["render", "--scheduler", "toy", "--nodes", "2", "--", "train.py"], env, work)
+    job = ["--scheduler", "toy", "--nodes", "2", "--", "train.py"]
+    rendered = run_hpcdist(plugins, ["render", *job], env, work)
     assert rendered.returncode == 0, rendered.stderr
     script = rendered.stdout
     assert "#TOY --nodes=2" in script and 'cd "$TOY_SUBMIT_DIR"' in script and "toyrun" in script
 
-    submitted = run_hpcdist(plugins, ["submit", "--scheduler", "toy", "--nodes", "2", "--", "train.py"], env, work)
+    submitted = run_hpcdist(plugins, ["submit", *job], env, work)
     assert submitted.returncode == 0, submitted.stderr
     assert "toy-42" in submitted.stdout + submitted.stderr
     assert "#TOY --nodes=2" in (spool / "submitted.sh").read_text()
@@ -183,17 +190,18 @@ def test_a_toy_scheduler_renders_submits_and_reads_its_allocation(tmp_path):
     assert hosts.returncode == 0, hosts.stderr
     assert hosts.stdout.splitlines() == ["t1 slots=2", "t2 slots=1"]
 
-    after = subprocess.run(["git", "status", "--porcelain", "--", "hpcdist"], cwd=ROOT, capture_output=True,
-                           text=True).stdout
-    assert after == before, "adding the toy changed files of the package"
+    assert package_changes() == before, "adding the toy changed files of the package"
 
 
 def test_a_job_side_that_lacks_what_the_interface_names_is_told_so(tmp_path):
     plugins = tmp_path / "plugins"
     folder = write_toy(plugins)
-    (folder / "job.py").write_text('"""Toy inside the job."""\nJOB_ID_VARIABLES = ("TOY_JOB_ID",)\n')
+    (folder / "job.py").write_text('"""Toy inside the job."""\n'
+                                   'JOB_ID_VARIABLES = ("TOY_JOB_ID",)\n')
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": ROOT, "TOY_HOSTS": "t1"}
-    proc = subprocess.run([sys.executable, "-c", f"import hpcdist.schedulers as s; s.__path__.append({str(plugins)!r}); "
-                           f"s.{REGISTRATION}; s.job_side('toy')"], env=env, capture_output=True, text=True)
+    load = (f"import hpcdist.schedulers as s; s.__path__.append({str(plugins)!r}); "
+            f"s.{REGISTRATION}; s.job_side('toy')")
+    proc = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True)
     assert proc.returncode != 0
-    assert "job.py does not define allocation, NOT_SENT, MAYBE_SENT, NOT_CONFIGURED, HINTS" in proc.stderr
+    lacks = "allocation, NOT_SENT, MAYBE_SENT, NOT_CONFIGURED, HINTS"
+    assert f"job.py does not define {lacks}" in proc.stderr

@@ -120,8 +120,8 @@ def job_side(name: str):
         wanted = (*JOB_SIDE, *JOB_SIDE_QUEUED) if name in QUEUED else tuple(JOB_SIDE)
         missing = [what for what in wanted if not hasattr(module, what)]
         if missing:
-            raise TypeError(f"{module.__file__} does not define {', '.join(missing)}: an in-job side "
-                            f"defines what hpcdist.schedulers.JOB_SIDE names")
+            raise TypeError(f"{module.__file__} does not define {', '.join(missing)}: an in-job "
+                            f"side defines what hpcdist.schedulers.JOB_SIDE names")
         _JOB_SIDES[name] = module
     return module
 
@@ -132,9 +132,10 @@ def template_folders() -> list:
     found in."""
     import os
 
-    return [os.path.join(base, *where) for base in __path__ for where in ((), *((name,) for name in NAMES))]
+    return [os.path.join(base, *where) for base in __path__
+            for where in ((), *((name,) for name in NAMES))]
 
 
-__all__ = ["NAMES", "QUEUED", "IN_JOB_ONLY", "DIALECTS", "PBS_DIALECTS", "TITLES", "DIRECTIVE_PREFIXES",
-           "ELASTIC", "register", "JOB_SIDE", "JOB_SIDE_QUEUED", "JOB_SIDE_OPTIONAL", "part", "job_side",
-           "template_folders"]
+__all__ = ["NAMES", "QUEUED", "IN_JOB_ONLY", "DIALECTS", "PBS_DIALECTS", "TITLES",
+           "DIRECTIVE_PREFIXES", "ELASTIC", "register", "JOB_SIDE", "JOB_SIDE_QUEUED",
+           "JOB_SIDE_OPTIONAL", "part", "job_side", "template_folders"]

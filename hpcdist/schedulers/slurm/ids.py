@@ -1,5 +1,6 @@
-"""Slurm's job ids (``123``, ``123_4``): their grammar, which :class:`~hpcdist.schedulers.base.JobId`
-reads (through :func:`hpcdist.schedulers.part`) without loading Slurm's submit side.
+"""Slurm's job ids (``123``, ``123_4``): their grammar, which
+:class:`~hpcdist.schedulers.base.JobId` reads (through :func:`hpcdist.schedulers.part`) without
+loading Slurm's submit side.
 
 Where it runs: on the login node, wherever a Slurm job id is made or read.
 """
