@@ -35,7 +35,7 @@ from bench_revisions import PROJECT_PYTHON, REPO, checkouts, tree_env  # noqa: E
 
 sys.path.insert(0, str(REPO))
 from hpcdist import jobs  # noqa: E402
-from hpcdist.schedulers.local import process_start, this_host  # noqa: E402
+from hpcdist.schedulers.local.submit import process_start, this_host  # noqa: E402
 
 TARGET_S = 1.0
 

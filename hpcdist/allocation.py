@@ -4,10 +4,10 @@ Every part of hpcdist that asks "which hosts does this job have?" asks :func:`re
 set-up (``hpcdist job-setup``), ``hpcdist hostfile``, ``hpcdist supervise`` and the rank
 resolver (:mod:`hpcdist.env`). The precedence, first set wins (:data:`ORDER`):
 
-1. Slurm (:mod:`hpcdist.schedulers.slurm_job`): ``SLURM_JOB_NODELIST`` with
+1. Slurm (:mod:`hpcdist.schedulers.slurm.job`): ``SLURM_JOB_NODELIST`` with
    ``SLURM_TASKS_PER_NODE``; an srun task of the run reads its step's pair instead (``step=True``).
-2. PBS (:mod:`hpcdist.schedulers.pbs_job`): ``$PBS_NODEFILE``, one line per slot.
-3. LSF (:mod:`hpcdist.schedulers.lsf_job`): ``$LSB_DJOB_RANKFILE``, one line per slot.
+2. PBS (:mod:`hpcdist.schedulers.pbs.job`): ``$PBS_NODEFILE``, one line per slot.
+3. LSF (:mod:`hpcdist.schedulers.lsf.job`): ``$LSB_DJOB_RANKFILE``, one line per slot.
 4. hpcdist's own node list, ``$HPCDIST_NODEFILE``: the job's set-up writes it (one host per
    line) and passes it to processes that see no scheduler's variables (ranks that Open MPI
    started over ssh: PBS's node file lies on the first node only).
@@ -28,10 +28,13 @@ cost more than all the rest.
 from hpcdist.schedulers.job_hosts import (  # noqa: F401
     HOSTFILE_FORMATS, MAX_HOSTFILE_LINES, MAX_NODEFILE_BYTES, MAX_SLOTS_PER_HOST, Allocation, AllocationError,
     check_host, count_in_order, host_lines, read_host_lines, this_host)
+from hpcdist.schedulers import IN_JOB_ONLY, QUEUED, job_side
 
 #: The readers, in the order their variables are looked for: each is the ``allocation(environ,
-#: step, slots)`` of ``hpcdist.schedulers.<name>_job``, then hpcdist's own node list.
-ORDER = ("slurm", "pbs", "lsf")
+#: step, slots)`` of ``hpcdist.schedulers.<name>.job``, the schedulers with a queue first (in
+#: their registration's order), then those whose jobs hpcdist only reads (LSF); then hpcdist's own
+#: node list.
+ORDER = (*QUEUED, *IN_JOB_ONLY)
 #: hpcdist's own node list (one host per line), written by the job's set-up.
 OWN_NODEFILE = "HPCDIST_NODEFILE"
 
@@ -56,8 +59,7 @@ def read(environ=None, *, scheduler: "str | None" = None, step: "bool | None" = 
 
 def _reader(name: str):
     try:
-        # __import__, not importlib: importlib is one more module for every rank.
-        return __import__(f"hpcdist.schedulers.{name}_job", fromlist=["allocation"]).allocation
+        return job_side(name).allocation
     except ModuleNotFoundError:
         raise ValueError(f"no allocation reader for {name!r}: expected one of {', '.join(ORDER)}, or local") from None
 
@@ -81,7 +83,7 @@ def _from_env(cls, environ=None, slots_per_node: "int | None" = None) -> "Alloca
 
 
 def _from_slurm(cls, nodelist: str, tasks_per_node: str) -> "Allocation":
-    from hpcdist.schedulers.slurm_job import NODELISTS
+    from hpcdist.schedulers.slurm.job import NODELISTS
 
     found = read(dict(zip(NODELISTS[0], (nodelist, tasks_per_node))), scheduler="slurm")
     if found is None:

@@ -176,8 +176,8 @@ def expected_directive_lines(spec) -> list[str]:
     breaks out of its line (or a template that drops one) shows. Update it
     with the templates' directives (the golden files change then too).
     """
-    from hpcdist.schedulers.pbs import format_pbs_mem, format_pbs_walltime
-    from hpcdist.schedulers.slurm import format_slurm_mem, format_slurm_time
+    from hpcdist.schedulers.pbs.submit import format_pbs_mem, format_pbs_walltime
+    from hpcdist.schedulers.slurm.submit import format_slurm_mem, format_slurm_time
 
     q = shlex.quote
     lines = list(spec.directives)

@@ -78,7 +78,7 @@ def qstat_json(**attributes: str) -> str:
 ])
 def test_qstat_json_with_odd_numbers_is_an_answer_or_an_output_error(attributes, state):
     from hpcdist.schedulers.base import JobId, SchedulerOutputError
-    from hpcdist.schedulers.pbs_qstat import parse_qstat_pro_json
+    from hpcdist.schedulers.pbs.qstat import parse_qstat_pro_json
 
     text = qstat_json(**attributes)
     if state is None:

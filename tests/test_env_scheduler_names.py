@@ -13,7 +13,9 @@ import re
 
 import hpcdist.env
 from hpcdist.env import detectors
-from hpcdist.schedulers import lsf_job, pbs_job, slurm_job
+from hpcdist.schedulers.lsf import job as lsf_job
+from hpcdist.schedulers.pbs import job as pbs_job
+from hpcdist.schedulers.slurm import job as slurm_job
 
 NAME = re.compile(r"""["']((?:SLURM|PBS|LSB)_[A-Z_]+)["']""")
 #: Named in hpcdist.env as well, and why: tested before any scheduler module is loaded.

@@ -46,9 +46,9 @@ from hpcdist.hostlist import HostlistError, compress, expand, expand_counts
 from hpcdist.submission.profiles import ProfileError, load_profile, merge
 from hpcdist.schedulers.registry import check_directive, check_gpu_directives, check_job_name
 from hpcdist.schedulers.base import STATES, JobId, JobStatus, SchedulerOutputError
-from hpcdist.schedulers.pbs import format_pbs_mem, format_pbs_walltime, parse_qsub
-from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json
-from hpcdist.schedulers.slurm import format_slurm_mem, format_slurm_time, parse_sacct, parse_sbatch, parse_squeue
+from hpcdist.schedulers.pbs.submit import format_pbs_mem, format_pbs_walltime, parse_qsub
+from hpcdist.schedulers.pbs.qstat import parse_qstat_full_text, parse_qstat_pro_json
+from hpcdist.schedulers.slurm.submit import format_slurm_mem, format_slurm_time, parse_sacct, parse_sbatch, parse_squeue
 from hpcdist.submission.spec import JobSpec, build_spec
 
 #: The profile of tests/conftest.py (no max_examples here, so that HPCDIST_FUZZ=long scales them).

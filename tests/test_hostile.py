@@ -208,7 +208,7 @@ FIELDS = [
     Field("pbs-spread", "--pbs-spread", _set("pbs_spread"), must_refuse=lambda p, v: True),
     Field("dialect", "--dialect", _set("dialect"), must_refuse=lambda p, v: p.value != "", schedulers=("pbs",)),
     Field("template-dir", "--template-dir", _set("template_dir"), must_refuse=lambda p, v: not _line(p)),
-    # PBS's request (hpcdist.schedulers.pbs_request): each value by its grammar, written into #PBS lines.
+    # PBS's request (hpcdist.schedulers.pbs.request): each value by its grammar, written into #PBS lines.
     Field("project", "--project", _set("project"), schedulers=("pbs",)),
     Field("gpu-type", "--gpu-type", lambda v, x: {**v, "gpu_type": x, "gpus_per_node": 2}, schedulers=("slurm", "pbs")),
     Field("mem-per-gpu", "--mem-per-gpu", lambda v, x: {**v, "mem_per_gpu": x, "gpus_per_node": 2},

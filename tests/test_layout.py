@@ -50,17 +50,22 @@ def imports_of(module: str, path: str, known: dict[str, str]) -> set[str]:
 
 #: Loads by name at the call: each is an edge to every module it may load.
 _NAME_KEYED = (
-    (re.compile(r"\bschedulers\.get\(|get_scheduler\(|schedulers\.all_schedulers\("), r"hpcdist\.schedulers\.[a-z]+$"),
+    (re.compile(r"\bschedulers\.get\(|get_scheduler\(|schedulers\.all_schedulers\("),
+     r"hpcdist\.schedulers\.[a-z]+\.submit$"),
     (re.compile(r"\blaunchers\.get\("), r"hpcdist\.launchers\.[a-z]+$"),
-    (re.compile(r"__import__\(f\"hpcdist\.schedulers\.\{[^}]*\}_job\""), r"hpcdist\.schedulers\.[a-z]+_job$"),
-    (re.compile(r"__import__\(f\"hpcdist\.schedulers\.\{[^}]*\}\""), r"hpcdist\.schedulers\.[a-z]+$"),
+    # hpcdist.schedulers.job_side(name) and part(name, "ids"/"limits"/"submit"): the one loader.
+    (re.compile(r"\bjob_side\("), r"hpcdist\.schedulers\.[a-z]+\.job$"),
+    (re.compile(r"\bpart\([^)]*\"submit\"\)"), r"hpcdist\.schedulers\.[a-z]+\.submit$"),
+    (re.compile(r"\bpart\([^)]*\"ids\"\)"), r"hpcdist\.schedulers\.[a-z]+\.ids$"),
+    (re.compile(r"\bpart\([^)]*\"limits\"\)"), r"hpcdist\.schedulers\.[a-z]+\.limits$"),
     (re.compile(r"__import__\(f\"\{__name__\}\.\{name\}\""), None),  # a package's own modules (launchers)
 )
 
 
 def name_keyed_loads(text: str, known: dict) -> set[str]:
-    """The modules a registry loads by name (``schedulers.get(name)``, ``launchers.get(name)``, an
-    ``__import__`` of ``hpcdist.schedulers.{name}_job``): the import circle test counts them as edges."""
+    """The modules a registry loads by name (``schedulers.get(name)``, ``launchers.get(name)``,
+    ``hpcdist.schedulers.job_side(name)`` and ``part(name, ...)``): the import circle test counts
+    them as edges."""
     out = set()
     for call, targets in _NAME_KEYED:
         if targets is None or not call.search(text):
@@ -171,8 +176,8 @@ def test_the_registries_name_what_their_modules_hold():
     from hpcdist import launchers, schedulers
     from hpcdist.launchers.mpi import FLAVOURS
     from hpcdist.schedulers import registry
-    from hpcdist.schedulers.job_ids import GRAMMARS
-    from hpcdist.schedulers.pbs import DIALECTS
+    from hpcdist.schedulers.base import _grammars
+    from hpcdist.schedulers.pbs.submit import DIALECTS
 
     assert tuple(DIALECTS) == schedulers.DIALECTS["pbs"]
     assert set(FLAVOURS) == {"openmpi", "mpich", "intel", "pals"}
@@ -184,8 +189,8 @@ def test_the_registries_name_what_their_modules_hold():
     assert {s.name: s.directive_prefix for s in every if s.directive_prefix} == schedulers.DIRECTIVE_PREFIXES
     assert tuple(s.name for s in every if s.elastic_agents) == schedulers.ELASTIC
     assert tuple(s.name for s in every if s.dialects) == tuple(schedulers.DIALECTS)
-    assert tuple(s.name for s in every if s.queued) == schedulers.QUEUED == tuple(GRAMMARS)
-    assert all(s.ids is GRAMMARS[s.name] for s in every if s.queued)
+    assert tuple(s.name for s in every if s.queued) == schedulers.QUEUED == tuple(_grammars())
+    assert all(s.ids is _grammars()[s.name] for s in every if s.queued)
 
 
 #: The package root holds the public faces and little else (the house, issue 38).

@@ -20,7 +20,7 @@ from launch import clean_env
 
 from hpcdist import jobs
 from hpcdist.schedulers.base import CANCELLED, FAILED, JobId
-from hpcdist.schedulers.pbs_qstat import parse_qstat_pro_json
+from hpcdist.schedulers.pbs.qstat import parse_qstat_pro_json
 
 HERE = Path(__file__).resolve().parent
 RECORDED = HERE / "recorded" / "openpbs"

@@ -60,9 +60,10 @@ def test_rank_lookup_imports_nothing_slow():
 
 def test_wheel_carries_templates_and_the_console_script(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    # The templates, each beside its scheduler's module.
-    assert {f"hpcdist/schedulers/{name}" for name in ("TEMPLATES.md", "job.sh.j2", "slurm.sh.j2", "pbs.sh.j2",
-                                                        "local.sh.j2")} <= set(names)
+    # The templates: the shared ones, and each scheduler's in its folder.
+    assert {f"hpcdist/schedulers/{name}" for name in ("TEMPLATES.md", "job.sh.j2", "job_folder.sh.j2",
+                                                        "slurm/slurm.sh.j2", "pbs/pbs.sh.j2",
+                                                        "local/local.sh.j2")} <= set(names)
     # The site presets (--profile polaris) come with the package.
     assert {f"hpcdist/sites/{site}.toml" for site in ("polaris", "aurora", "derecho", "gadi", "torque")} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

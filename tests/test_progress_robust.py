@@ -33,7 +33,7 @@ def hpcdist(*args, cwd, timeout=60, **kwargs) -> subprocess.CompletedProcess:
 def job(tmp_path):
     """A running local job with an empty ``progress/`` folder: ``id``, ``progress``, ``cwd``."""
     from hpcdist import jobs
-    from hpcdist.schedulers.local import process_start, this_host
+    from hpcdist.schedulers.local.submit import process_start, this_host
 
     runner = subprocess.Popen(["sleep", "600"], start_new_session=True)
     draft = jobs.Draft(str(tmp_path / ".hpcdist" / "jobs"), "train")

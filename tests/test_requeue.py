@@ -117,7 +117,7 @@ def test_a_pbs_job_resubmits_with_its_own_pbs_qsub_not_the_first_on_path(tmp_pat
     """A node with two schedulers' clients (Slurm's qsub wrapper first on PATH, as on the machine
     that ran the real OpenPBS): the job's own qsub is $PBS_EXEC/bin/qsub of the node's pbs.conf
     ($PBS_CONF_FILE); with no pbs.conf (Torque), the first on PATH."""
-    from hpcdist.schedulers.pbs_job import own_command
+    from hpcdist.schedulers.pbs.job import own_command
 
     (tmp_path / "bin").mkdir()
     qsub = tmp_path / "bin" / "qsub"

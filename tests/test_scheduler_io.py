@@ -39,9 +39,9 @@ from hpcdist.schedulers.base import (
     JobStatus,
     SchedulerOutputError,
 )
-from hpcdist.schedulers.pbs import parse_qsub
-from hpcdist.schedulers.pbs_qstat import parse_qstat_full_text, parse_qstat_pro_json, parse_qstat_unknown
-from hpcdist.schedulers.slurm import (
+from hpcdist.schedulers.pbs.submit import parse_qsub
+from hpcdist.schedulers.pbs.qstat import parse_qstat_full_text, parse_qstat_pro_json, parse_qstat_unknown
+from hpcdist.schedulers.slurm.submit import (
     parse_sacct,
     parse_sacct_disabled,
     parse_sbatch,

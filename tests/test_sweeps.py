@@ -109,7 +109,8 @@ QMGR = """Server pbshead
 
 
 def test_the_caps_are_read_as_the_schedulers_print_them():
-    from hpcdist.schedulers import pbs_limits, slurm_limits
+    from hpcdist.schedulers.pbs import limits as pbs_limits
+    from hpcdist.schedulers.slurm import limits as slurm_limits
 
     assert pbs_limits.parse_array(QMGR) == (10, "max_array_size")
     assert pbs_limits.parse_array("Server x\n    max_job_array_size = 64\n") == (64, "max_job_array_size")  # Torque

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from hpcdist import validate as v
 from hpcdist.schedulers.registry import check_dialect, check_directive, check_gpu_directives, check_job_name, suggest_job_name
-from hpcdist.schedulers.pbs import format_pbs_mem, format_pbs_walltime
-from hpcdist.schedulers.slurm import format_slurm_mem, format_slurm_time
+from hpcdist.schedulers.pbs.submit import format_pbs_mem, format_pbs_walltime
+from hpcdist.schedulers.slurm.submit import format_slurm_mem, format_slurm_time
 from hpcdist.validate import (
     MAX_WALLTIME,
     ValidationError,

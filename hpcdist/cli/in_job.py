@@ -40,11 +40,11 @@ def run_by_hand(name: str, argv: list[str]) -> int:
     if options["by"] == "reap":
         reap(command)  # becomes the command: returns only if exec failed (OSError, said by the CLI)
     if options["by"] == "pbsdsh":
-        from hpcdist.schedulers.pbsdsh import start
+        from hpcdist.schedulers.pbs.pbsdsh import start
     elif options["by"] == "elastic":
-        from hpcdist.schedulers.slurm_job import start_elastic as start
+        from hpcdist.schedulers.slurm.job import start_elastic as start
     else:
-        from hpcdist.schedulers.local_job import start
+        from hpcdist.schedulers.local.job import start
     return start(command, options)
 
 

@@ -394,7 +394,7 @@ def _warn_if_batch_step(env: EnvReader, why: Explanation) -> None:
     tasks = env.first(("SLURM_NTASKS", "SLURM_NPROCS"), "number of tasks")
     # The batch step has SLURM_PROCID=0 (an salloc shell has none: left alone).
     if env.has("SLURM_PROCID") and tasks is not None and tasks[0] > 1:
-        from hpcdist.schedulers.slurm_job import JOB_ID_VARIABLES
+        from hpcdist.schedulers.slurm.job import JOB_ID_VARIABLES
 
         message = (
             f"this process runs in Slurm job {env.get(JOB_ID_VARIABLES[0])}, which has {tasks[0]} "
@@ -402,10 +402,10 @@ def _warn_if_batch_step(env: EnvReader, why: Explanation) -> None:
             f"Start the training with srun (or torchrun, mpirun, deepspeed) to use all tasks."
         )
     # Tested by every lookup without a launcher, before any scheduler module is loaded: named here
-    # as in pbs_job (tests/test_env_scheduler_names.py holds them equal).
+    # as in pbs/job.py (tests/test_env_scheduler_names.py holds them equal).
     elif env.has("PBS_JOBID") and env.has("PBS_NODEFILE"):
         from hpcdist.allocation import AllocationError
-        from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, nodefile_lines
+        from hpcdist.schedulers.pbs.job import JOB_ID_VARIABLES, NODEFILE, nodefile_lines
 
         try:
             slots = len(nodefile_lines(env.text(NODEFILE)))

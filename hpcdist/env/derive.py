@@ -108,9 +108,9 @@ def _allocation(env: EnvReader, launcher: str) -> "Allocation | None":
 
 
 def _local_world_size(env: EnvReader, reading: "D.Reading", world: int, hosts: "Allocation | None") -> None:
-    # Slurm's allocation variables are named in slurm_job alone: under Slurm _allocation has loaded
+    # Slurm's allocation variables are named in slurm/job.py alone: under Slurm _allocation has loaded
     # it; elsewhere (a rank whose launcher says no local size) it costs ~0.3M instructions, once.
-    from hpcdist.schedulers.slurm_job import NODE_COUNTS, TASKS_PER_NODE
+    from hpcdist.schedulers.slurm.job import NODE_COUNTS, TASKS_PER_NODE
 
     job_tasks = env.first(("SLURM_NTASKS", "SLURM_NPROCS"), "number of tasks")
     one_node = env.first((*NODE_COUNTS, "FLUX_JOB_NNODES"), "number of nodes")
@@ -190,7 +190,7 @@ def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool)
         return reading.unknown[field]
     values, launcher = reading.values, reading.launcher
     if field == "local_world_size" and launcher in D.SRUN_TASKS:
-        from hpcdist.schedulers.slurm_job import STEP_TASKS_PER_NODE, TASKS_PER_NODE  # loaded: an srun task's
+        from hpcdist.schedulers.slurm.job import STEP_TASKS_PER_NODE, TASKS_PER_NODE  # loaded: an srun task's
 
         return (f"an srun task without SLURM_GTIDS, {STEP_TASKS_PER_NODE} or {TASKS_PER_NODE}: the number "
                 "of tasks on this node is not said. Start the task with srun itself, or set LOCAL_WORLD_SIZE.")

@@ -140,7 +140,7 @@ DEEPSPEED = Launcher(
 
 def _lsf_rankfile(env: EnvReader, reading: Reading) -> None:
     from hpcdist.allocation import AllocationError
-    from hpcdist.schedulers.lsf_job import RANKFILE, allocation
+    from hpcdist.schedulers.lsf.job import RANKFILE, allocation
 
     try:
         found = allocation(env) if env.text(RANKFILE) is not None else None
@@ -289,15 +289,15 @@ def in_srun_task(env: EnvReader) -> bool:
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
     if step is not None:
         # Here, not at the top: a rank lookup outside Slurm imports nothing of Slurm's.
-        from hpcdist.schedulers.slurm_job import NON_TASK_STEP_IDS
+        from hpcdist.schedulers.slurm.job import NON_TASK_STEP_IDS
 
         return step.strip() not in NON_TASK_STEP_IDS
     return env.get("SLURM_PROCID").strip() not in ("0", "")
 
 
 def _srun_task(env: EnvReader, reading: Reading) -> None:
-    # Slurm's allocation variables are named in slurm_job alone; read below, it is loaded here anyway.
-    from hpcdist.schedulers.slurm_job import STEP_TASKS_PER_NODE, TASKS_PER_NODE
+    # Slurm's allocation variables are named in slurm/job.py alone; read below, it is loaded here anyway.
+    from hpcdist.schedulers.slurm.job import STEP_TASKS_PER_NODE, TASKS_PER_NODE
 
     node = reading.get("node_rank")
     gtids = env.text("SLURM_GTIDS")
@@ -342,9 +342,9 @@ def _srun_task(env: EnvReader, reading: Reading) -> None:
 
 
 def slurm_parse(reader: str, variable: str, value: str):
-    """``hpcdist.hostlist.<reader>`` of a Slurm variable (:func:`hpcdist.schedulers.slurm_job.parse`)."""
+    """``hpcdist.hostlist.<reader>`` of a Slurm variable (:func:`hpcdist.schedulers.slurm.job.parse`)."""
     from hpcdist.allocation import AllocationError
-    from hpcdist.schedulers.slurm_job import parse
+    from hpcdist.schedulers.slurm.job import parse
 
     try:
         return parse(reader, variable, value)
@@ -399,7 +399,7 @@ SUBMITIT_LOCAL = Launcher(
 
 def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
     from hpcdist.allocation import AllocationError
-    from hpcdist.schedulers.pbs_job import NODEFILE, nodefile_lines
+    from hpcdist.schedulers.pbs.job import NODEFILE, nodefile_lines
 
     path = env.text(NODEFILE)
     try:
@@ -426,7 +426,7 @@ def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
 
 #: A task started by ``pbsdsh``: its slot index into ``$PBS_NODEFILE``. ``PBS_TASKNUM`` is the
 #: TM task id, not a rank, and is never read. Its markers are tested by every lookup that no
-#: launcher before it claimed, before any scheduler module is loaded: named here as in pbs_job
+#: launcher before it claimed, before any scheduler module is loaded: named here as in pbs/job.py
 #: (tests/test_env_scheduler_names.py holds them equal).
 PBSDSH = Launcher("pbs", ("PBS_VNODENUM", "PBS_NODEFILE"), {"rank": ("PBS_VNODENUM",)}, required=("rank",),
                   completes=_pbsdsh_slot)

@@ -101,16 +101,27 @@ def _is_this_host(master: str) -> bool:
 
 
 def _job_id_variables(name: str) -> tuple:
-    return __import__(f"hpcdist.schedulers.{name}_job", fromlist=["JOB_ID_VARIABLES"]).JOB_ID_VARIABLES
+    from hpcdist.schedulers import job_side
+
+    return job_side(name).JOB_ID_VARIABLES
 
 
 def job_id_variables() -> tuple:
     """Where the job id is read from, first set wins: each scheduler's own (its in-job module's), in
     the order their allocations are read, then Flux's (hpcdist reads Flux's launches, and submits to
     none), then the local backend's."""
+    return tuple(_each_job_id_variable())
+
+
+def _each_job_id_variable():
+    """:func:`job_id_variables` one at a time, each scheduler's in-job side loaded when its turn
+    comes: a rank under Slurm finds SLURM_JOB_ID and loads no other scheduler's folder."""
     from hpcdist.allocation import ORDER
 
-    return (*(v for name in ORDER for v in _job_id_variables(name)), "FLUX_JOB_ID", *_job_id_variables("local"))
+    for name in ORDER:
+        yield from _job_id_variables(name)
+    yield "FLUX_JOB_ID"
+    yield from _job_id_variables("local")
 
 
 def job_id_from(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
@@ -120,7 +131,7 @@ def job_id_from(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
     """
     if not in_a_job(environ):
         return None
-    for name in job_id_variables():
+    for name in _each_job_id_variable():
         value = environ.get(name)
         if value is not None and value.strip():
             if not is_text(value):

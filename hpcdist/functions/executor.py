@@ -150,7 +150,7 @@ class PbsJob(core.Job[core.R]):
     def cancel(self, check: bool = True) -> None:
         """hpcdist's cancel of the job (``qdel`` of its newest id, where it went on after the
         walltime warning), or ``qdel`` of the subjob alone (``123[4].server``)."""
-        from hpcdist.schedulers.pbs_job import own_command
+        from hpcdist.schedulers.pbs.job import own_command
         from hpcdist.submission import submit as submission
 
         record = self._record()
@@ -241,7 +241,7 @@ class PbsExecutor(core.PicklingExecutor):
 
     @staticmethod
     def _get_job_id_from_submission_command(string: tp.Union[bytes, str]) -> str:
-        from hpcdist.schedulers.pbs import parse_qsub
+        from hpcdist.schedulers.pbs.submit import parse_qsub
 
         return P.submitit_id(parse_qsub(string).id)
 

@@ -7,8 +7,8 @@ Where neither can, the job script hands the agent's command to this command, in 
     python -m hpcdist agents --elastic -- srun --ntasks-per-node=1 --cpus-per-task=8 torchrun ...
     python -m hpcdist agents --local --nodes 2 -- torchrun --nnodes=2 ... train.py
 
-How each way starts its agents is its scheduler's (``--pbsdsh``: :mod:`hpcdist.schedulers.pbsdsh`;
-``--elastic``: :mod:`hpcdist.schedulers.slurm_job`; ``--local``: :mod:`hpcdist.schedulers.local_job`;
+How each way starts its agents is its scheduler's (``--pbsdsh``: :mod:`hpcdist.schedulers.pbs.pbsdsh`;
+``--elastic``: :mod:`hpcdist.schedulers.slurm.job`; ``--local``: :mod:`hpcdist.schedulers.local.job`;
 the command picks one: :func:`hpcdist.cli.in_job.run_by_hand`); what they share is here: :func:`watch` follows the agents, and when one ends badly it says which
 node and why, ends the others (:mod:`hpcdist.injob.end_all`'s rule) and exits with that
 status. SIGTERM, SIGINT and SIGHUP (a cancel, the walltime) are passed on to every agent.

@@ -122,7 +122,7 @@ def resubmit_problem(environ) -> str | None:
     ``--requeue`` does when it goes on as a new job. A held job is submitted and deleted at once
     (PBS's own answer; its flatuid and hosts.equiv are not readable from here). None when it is."""
     from hpcdist.schedulers import retry
-    from hpcdist.schedulers.pbs_job import own_command
+    from hpcdist.schedulers.pbs.job import own_command
 
     try:
         proc = subprocess.run([own_command("qsub", environ), "-h", "-N", "hpcdist-doctor", "-j", "oe",

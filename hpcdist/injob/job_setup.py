@@ -119,6 +119,7 @@ def parse(argv: list) -> dict:
 def setup(options: dict, environ) -> tuple:
     """``(the lines to source, the log line)``, the files written into the run folder."""
     from hpcdist.allocation import AllocationError, read
+    from hpcdist.schedulers import job_side
     from hpcdist.shell import quote
 
     scheduler = options["scheduler"]
@@ -126,7 +127,7 @@ def setup(options: dict, environ) -> tuple:
         alloc = read(environ, scheduler=scheduler)
     except (AllocationError, ValueError) as e:
         raise SetupError(str(e)) from None
-    job_module = _job_module(scheduler)
+    job_module = job_side(scheduler)
     if alloc is None:
         names = " or ".join(job_module.JOB_ID_VARIABLES)
         raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "
@@ -274,7 +275,9 @@ def check_run(options: dict, environ) -> str:
               f"not recorded there", file=sys.stderr)
         return 'exit_file=""\n'
     if options["record_start"]:
-        job_id = next((environ.get(v) for v in _job_module(options["scheduler"]).JOB_ID_VARIABLES
+        from hpcdist.schedulers import job_side
+
+        job_id = next((environ.get(v) for v in job_side(options["scheduler"]).JOB_ID_VARIABLES
                        if environ.get(v)), "")
         try:  # one short append is whole even beside another run's
             with open(os.path.join(job_dir, RUNS), "a", encoding="utf-8") as f:
@@ -282,10 +285,6 @@ def check_run(options: dict, environ) -> str:
         except OSError as e:
             print(f"hpcdist: cannot record this run's start in {job_dir}: {e.strerror or e}", file=sys.stderr)
     return ""
-
-
-def _job_module(scheduler: str):
-    return __import__(f"hpcdist.schedulers.{scheduler}_job", fromlist=["JOB_ID_VARIABLES"])
 
 
 def read_lines(path: str) -> list:

@@ -231,8 +231,9 @@ def _is_job_id(scheduler: str, text) -> bool:
     scheduler's: it is light, and the scheduler's own module writes job folders (an import circle)."""
     check = _ID_CHECKS.get(scheduler)
     if check is None:
-        in_job = __import__(f"hpcdist.schedulers.{scheduler}_job", fromlist=["JOB_ID_VARIABLES"])
-        check = _ID_CHECKS[scheduler] = getattr(in_job, "is_job_id", looks_like_id)
+        from hpcdist.schedulers import job_side
+
+        check = _ID_CHECKS[scheduler] = getattr(job_side(scheduler), "is_job_id", looks_like_id)
     return check(text)
 
 

@@ -4,7 +4,7 @@ its rank variable and its log lines.
 ``--mpi`` takes the keys of :data:`FLAVOURS`: Open MPI, MPICH (Hydra), Intel MPI (Hydra-based) and
 HPE Cray PALS. Each is used twice: by the mpirun launcher (:meth:`Flavour.words`, every rank an MPI
 process; :mod:`hpcdist.launchers.mpirun`), and by PBS to start one agent per node
-(:meth:`Flavour.agents`; :meth:`hpcdist.schedulers.pbs.Pbs.spread`). The sources of each
+(:meth:`Flavour.agents`; :meth:`hpcdist.schedulers.pbs.submit.Pbs.spread`). The sources of each
 flavour's syntax are named in its class.
 """
 

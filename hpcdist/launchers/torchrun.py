@@ -59,7 +59,7 @@ class Torchrun(Launcher):
         # on the master's host that cannot listen on the port join whatever listens there
         # (another job's store, another user's program), and on the local backend every agent is
         # on the master's host. An elastic job's two srun steps each count their nodes from 0:
-        # hpcdist agents --elastic says which agent hosts (hpcdist.schedulers.slurm_job).
+        # hpcdist agents --elastic says which agent hosts (hpcdist.schedulers.slurm.job).
         if spec.elastic:
             host = []
         elif holds_store(spec):

@@ -3,7 +3,7 @@ and the :class:`Scheduler` interface each scheduler module implements.
 
 Nothing here knows one scheduler from another: a scheduler's own grammar (its job names, its
 directives) is data or a method of its class in its own module, its job ids' grammar is in
-:mod:`~hpcdist.schedulers.job_ids`, and what a message says of the others is in the package's
+its folder (``<name>/ids.py``, an :class:`~hpcdist.schedulers.job_ids.IdGrammar`), and what a message says of the others is in the package's
 names (:mod:`hpcdist.schedulers`). This module loads no scheduler: they import it
 (:mod:`hpcdist.schedulers.registry` finds one by name). Running the commands is
 :mod:`~hpcdist.schedulers.batch`'s.
@@ -182,12 +182,12 @@ _GRAMMARS: dict = {}
 
 def _grammars() -> dict:
     """The id grammars, by scheduler name, in the order an id without a scheduler is tried
-    (:data:`hpcdist.schedulers.job_ids.GRAMMARS`; loaded with the first id: `hpcdist status`
-    with no job makes none)."""
+    (:data:`hpcdist.schedulers.QUEUED`'s: ``123`` reads as Slurm's), each its folder's
+    ``ids.GRAMMAR``; loaded with the first id: `hpcdist status` with no job makes none)."""
     if not _GRAMMARS:
-        from hpcdist.schedulers.job_ids import GRAMMARS
+        from hpcdist.schedulers import part
 
-        _GRAMMARS.update(GRAMMARS)
+        _GRAMMARS.update((name, part(name, "ids").GRAMMAR) for name in QUEUED)
     return _GRAMMARS
 
 
@@ -339,8 +339,8 @@ class Scheduler:
 
     @property
     def template(self) -> str:
-        """Its job script template, beside its module (``hpcdist/schedulers/<name>.sh.j2``),
-        which extends ``job.sh.j2``."""
+        """Its job script template, in its folder (``hpcdist/schedulers/<name>/<name>.sh.j2``,
+        named ``<name>.sh.j2``), which extends ``job.sh.j2``."""
         return f"{self.name}.sh.j2"
 
     @property

@@ -4,8 +4,8 @@
 Where it runs: inside the job (its set-up, its supervisor) and in every rank that reads its hosts.
 
 Below :mod:`hpcdist.allocation` (the one reader, which asks each scheduler's
-``<name>_job.allocation`` in turn and re-exports all of this as its public face) and below each
-``hpcdist.schedulers.<name>_job``: the readers import this, never the module that loads them by
+``<name>/job.py``'s ``allocation`` in turn and re-exports all of this as its public face) and below
+each ``hpcdist.schedulers.<name>.job``: the readers import this, never the module that loads them by
 name. A plain class, not a dataclass: the rank lookup imports this module, where ``dataclasses``
 alone would cost more than all the rest.
 """

@@ -1,4 +1,4 @@
-"""The schedulers by name: :func:`get` loads a scheduler's module when it is first asked for, and
+"""The schedulers by name: :func:`get` loads a scheduler's submit side (``<name>/submit.py``) when it is first asked for, and
 the job spec's checks that take a scheduler's name (``--scheduler``) ask it.
 
 Where it runs: on the login node (render, submit, status) and in a job's requeue.
@@ -8,7 +8,7 @@ module, so loading one by name goes one way only. Code that has a scheduler's na
 scheduler imports this (``from hpcdist.schedulers import registry as schedulers``).
 """
 
-from hpcdist.schedulers import DIALECTS, NAMES, PBS_DIALECTS, QUEUED
+from hpcdist.schedulers import DIALECTS, NAMES, PBS_DIALECTS, QUEUED, part
 
 __all__ = ["NAMES", "QUEUED", "DIALECTS", "PBS_DIALECTS", "get", "all_schedulers", "check_dialect",
            "check_directive", "check_gpu_directives", "check_job_name", "suggest_job_name"]
@@ -24,9 +24,8 @@ def get(name: str, dialect: str | None = None):
     if key not in _LOADED:
         if name not in NAMES:
             raise ValueError(f"unknown scheduler {name!r}: expected one of {', '.join(NAMES)}")
-        # __import__, not importlib (and a dict, not functools.lru_cache): either would be one
-        # more module for every command that asks for a scheduler.
-        _LOADED[key] = __import__(f"hpcdist.schedulers.{name}", fromlist=["scheduler"]).scheduler(dialect)
+        # A dict, not functools.lru_cache: one more module for every command that asks for one.
+        _LOADED[key] = part(name, "submit").scheduler(dialect)
     return _LOADED[key]
 
 

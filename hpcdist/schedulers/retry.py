@@ -31,7 +31,7 @@ import time
 from typing import Callable, TypeVar
 
 from hpcdist.patterns import Pattern
-from hpcdist.schedulers import QUEUED
+from hpcdist.schedulers import QUEUED, job_side
 
 T = TypeVar("T")
 
@@ -39,12 +39,12 @@ T = TypeVar("T")
 MAX_DELAY_S = 30.0
 
 # The texts are each scheduler's (Slurm's slurm_errno.c and sbatch.c, PBS Pro's and Torque's
-# qsub, qstat and pbs_iff), in its in-job module (hpcdist.schedulers.<name>_job: a job's own
-# requeue reads them too); the patterns here join every scheduler's.
+# qsub, qstat and pbs_iff), in its in-job side (hpcdist.schedulers.<name>.job, JOB_SIDE_QUEUED: a
+# job's own requeue reads them too); the patterns here join every scheduler's.
 
 def _in_job_modules() -> list:
-    """The in-job module of each scheduler with a queue (its commands' texts are there)."""
-    return [__import__(f"hpcdist.schedulers.{name}_job", fromlist=["NOT_SENT"]) for name in QUEUED]
+    """The in-job side of each scheduler with a queue (its commands' texts are there)."""
+    return [job_side(name) for name in QUEUED]
 
 
 def _joined(kind: str) -> Pattern:

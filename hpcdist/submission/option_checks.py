@@ -204,8 +204,8 @@ def _constraint(x, o, _):
 
 
 def _pbs_request(name):
-    """A check of :mod:`hpcdist.schedulers.pbs_request` (``name(text, flag)``), on the value as text."""
-    found = Elsewhere(f"hpcdist.schedulers.pbs_request:{name}")
+    """A check of :mod:`hpcdist.schedulers.pbs.request` (``name(text, flag)``), on the value as text."""
+    found = Elsewhere(f"hpcdist.schedulers.pbs.request:{name}")
 
     def check(x, o, _):
         return found(v.check_text(str(x), o.flag), o.flag)

@@ -155,7 +155,7 @@ OPTIONS = (
            help="mail ADDRESS (or several, comma-separated) when the job ends or fails"),
     Option("exclusive", bool, False, WHERE, check=_yes_no,
            help="the nodes for this job alone (Slurm --exclusive, PBS Pro place=scatter:excl)"),
-    # How a PBS job asks for its nodes (hpcdist.schedulers.pbs_request): PBS Pro's select chunks
+    # How a PBS job asks for its nodes (hpcdist.schedulers.pbs.request): PBS Pro's select chunks
     # and place, or one job-wide request; site resources.
     Option("request", str, "select", WHERE, check=_one_of, choices=("select", "job-wide"), owner="pbs",
            help="PBS Pro: select chunks (default), or job-wide -l ncpus=,ngpus=,mem= (NCI Gadi)"),

@@ -156,9 +156,13 @@ def user_setup(spec: JobSpec) -> dict:
                 spread=[Shell(line) for line in spread])
 
 
-def templates_dir() -> str:
-    """hpcdist's own templates: each beside its scheduler's module, in ``hpcdist/schedulers``."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schedulers")
+def templates_dir() -> list:
+    """hpcdist's own templates: the shared ones in ``hpcdist/schedulers``, each scheduler's in its
+    folder (``hpcdist/schedulers/slurm/slurm.sh.j2``), all named as one flat set (``slurm.sh.j2``,
+    ``hpcdist/slurm.sh.j2``) as before the folders."""
+    from hpcdist.schedulers import template_folders
+
+    return template_folders()
 
 
 def _quote(value) -> str:

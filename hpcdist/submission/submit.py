@@ -62,7 +62,7 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
                   "command_line": command_line}
         if subjob_logs:
             record[SUBJOB_LOGS] = [os.path.join(workdir, subjob_logs[1]), subjob_logs[2]]
-        from hpcdist.schedulers.local import process_start  # not at import: it imports Slurm's module
+        from hpcdist.schedulers.local.submit import process_start  # not at import: it imports Slurm's module
 
         draft.write_pending(record, os.getpid(), process_start(os.getpid()))
     except BaseException as e:
@@ -136,7 +136,7 @@ def unrecorded(job: Job) -> JobStatus | None:
     marked = job.submitting
     if marked is None:
         return None
-    from hpcdist.schedulers.local import process_start  # as in submit()
+    from hpcdist.schedulers.local.submit import process_start  # as in submit()
 
     pid, started = marked.get("pid"), marked.get("started")
     if isinstance(pid, int) and pid > 1 and started is not None and process_start(pid) == str(started):

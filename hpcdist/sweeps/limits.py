@@ -60,7 +60,9 @@ def _reader(scheduler: str, dialect: str | None):
     (the local backend runs no arrays: only the profile key limits it)."""
     name, alias_dialect = ALIASES.get((scheduler or "").lower(), ((scheduler or "").lower(), None))
     try:
-        module = __import__(f"hpcdist.schedulers.{name}_limits", fromlist=["array_cap"])
+        from hpcdist.schedulers import part
+
+        module = part(name, "limits")
     except ImportError:
         return None, None
     return module, dialect or alias_dialect

@@ -20,11 +20,11 @@ from hpcdist import validate as v
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import JobId, JobStatus, SchedulerOutputError, on_each_node, output_lines, output_text
 from hpcdist.schedulers.batch import BatchScheduler, query, recorded_exit, run_or_fail
-from hpcdist.schedulers.job_ids import GRAMMARS, SLURM_ID, SlurmIds
-from hpcdist.schedulers.slurm_queue import (
+from hpcdist.schedulers.slurm.ids import GRAMMAR, SLURM_ID, SlurmIds
+from hpcdist.schedulers.slurm.queue import (
     parse_sacct, parse_sacct_disabled, parse_sacct_jobs, parse_squeue, parse_squeue_jobs, parse_squeue_unknown)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
-from hpcdist.schedulers.slurm_job import JOB_ID_VARIABLES
+from hpcdist.schedulers.slurm.job import JOB_ID_VARIABLES
 from hpcdist.shell import BREAK, Shell, command_lines
 
 __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "parse_squeue_unknown",
@@ -35,7 +35,7 @@ __all__ = ["Slurm", "SlurmIds", "parse_sbatch", "parse_squeue", "parse_sacct", "
 # Job ids
 # --------------------------------------------------------------------------
 
-# Their grammar (SlurmIds) is in hpcdist.schedulers.job_ids, which base's JobId reads.
+# Their grammar (SlurmIds) is in hpcdist.schedulers.slurm.ids, which base's JobId reads.
 
 _SUBMITTED = Pattern(r"Submitted batch job ([0-9]+)(?: on cluster (\S+))?")
 _CLUSTER_NAME = Pattern(r"[^\s;]+")
@@ -142,7 +142,7 @@ class Slurm(BatchScheduler):
     excludes_nodes = True
     requeues_by_itself = True
     job_names = JOB_NAMES
-    ids = GRAMMARS["slurm"]
+    ids = GRAMMAR
     elastic_agents = True
     runs_srun = True
     directive_prefix = "#SBATCH"
@@ -243,7 +243,7 @@ class Slurm(BatchScheduler):
 
     def spread(self, spec, words, hpcdist, mpi):
         """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails. An elastic
-        job's agents are started by ``hpcdist agents --elastic`` (:func:`~hpcdist.schedulers.slurm_job.start_elastic`)."""
+        job's agents are started by ``hpcdist agents --elastic`` (:func:`~hpcdist.schedulers.slurm.job.start_elastic`)."""
         # The agent's one task gets every CPU the node's processes were given;
         # by default a step's task has one CPU, and all workers would share it.
         # pyxis: srun's flags put each agent in the image (the agent's words are then not wrapped).

@@ -2,7 +2,7 @@
 on after it must not inherit, and the words of its commands' errors.
 
 Light: the rank resolver (:mod:`hpcdist.env`), the job's set-up and :mod:`hpcdist.allocation`
-import it. The login side (:mod:`hpcdist.schedulers.pbs`: qsub, qstat, qdel) builds on it.
+import it. The login side (:mod:`hpcdist.schedulers.pbs.submit`: qsub, qstat, qdel) builds on it.
 """
 
 import os

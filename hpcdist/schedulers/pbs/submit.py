@@ -11,7 +11,7 @@ the *last* line that is wholly an id.  ``qstat`` may show the id truncated
 ``38438.master.gw4.metoffice.gov.uk``), and ``PBS_JOBID`` may carry an ``N:`` prefix on
 exotic servers, so PBS ids are compared by :meth:`~hpcdist.schedulers.base.JobId.matches`
 (sequence number and array index), never as strings.  What ``qstat`` prints is read by
-:mod:`hpcdist.schedulers.pbs_qstat`.
+:mod:`hpcdist.schedulers.pbs.qstat`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from types import SimpleNamespace
 from hpcdist.schedulers import retry
 from hpcdist import validate as v
 from hpcdist.patterns import Pattern
-from hpcdist.schedulers import pbs_request
+from hpcdist.schedulers.pbs import request as pbs_request
 from hpcdist.schedulers.base import JobId, JobStatus, SchedulerOutputError, on_each_node, output_lines, output_text
 from hpcdist.schedulers.batch import BatchScheduler, SubmitError, below, query, recorded_exit, run_or_fail
-from hpcdist.schedulers.job_ids import GRAMMARS, PbsIds
-from hpcdist.schedulers.pbs_job import JOB_ID_VARIABLES, NODEFILE, next_job_environment, own_command
-from hpcdist.schedulers.pbs_qstat import (
+from hpcdist.schedulers.pbs.ids import GRAMMAR, PbsIds
+from hpcdist.schedulers.pbs.job import JOB_ID_VARIABLES, NODEFILE, next_job_environment, own_command
+from hpcdist.schedulers.pbs.qstat import (
     parse_qstat_jobs_json, parse_qstat_jobs_text, parse_qstat_no_history, parse_qstat_unknown, parse_qstat_unknown_ids)
 from hpcdist.schedulers.rules import JobNameRules, directive_tokens, option_values
 from hpcdist.shell import BREAK, Shell, command_lines, quote, var
@@ -90,7 +90,7 @@ _DIALECT_ALIASES = {"openpbs": "pro", "pbspro": "pro", "pbs-pro": "pro", "pbs_pr
 # Job ids
 # --------------------------------------------------------------------------
 
-# Their grammar (PbsIds) is in hpcdist.schedulers.job_ids, which base's JobId reads.
+# Their grammar (PbsIds) is in hpcdist.schedulers.pbs.ids, which base's JobId reads.
 
 # What qsub may print: a PBS id (ASCII digits only), with an optional "N:" prefix.
 _QSUB_LINE = Pattern(r"(?:[0-9]+:)?([0-9]+)(\[[0-9]*\])?(\.[A-Za-z0-9_.-]+)?")
@@ -188,7 +188,7 @@ class Pbs(BatchScheduler):
     job_id_variable = JOB_ID_VARIABLES[0]
     recorded_id_shell = "${PBS_JOBID:-}"  # a subjob's 123[4].server is the array's 123[].server by its number
     job_names = JOB_NAMES
-    ids = GRAMMARS["pbs"]
+    ids = GRAMMAR
     dialects = PBS_DIALECTS
     # The node file lies in the MOM's aux folder, where no image sees it.
     allocation_files = (NODEFILE,)
@@ -197,7 +197,7 @@ class Pbs(BatchScheduler):
     filters = {"pbs_walltime": format_pbs_walltime, "pbs_mem": format_pbs_mem}
 
     def request(self, spec):
-        """The ``-l`` resources that ask for the nodes (:mod:`hpcdist.schedulers.pbs_request`)."""
+        """The ``-l`` resources that ask for the nodes (:mod:`hpcdist.schedulers.pbs.request`)."""
         return pbs_request.request(spec, self.dialect.request == "nodes", format_pbs_mem)
 
     def configure(self, line):
@@ -286,7 +286,7 @@ class Pbs(BatchScheduler):
         the first of two conflicting ones, Parsl#2220)."""
         options = [
             ("-N", spec.job_name),
-            # How the job asks for its nodes (hpcdist.schedulers.pbs_request): Torque's nodes=, PBS
+            # How the job asks for its nodes (hpcdist.schedulers.pbs.request): Torque's nodes=, PBS
             # Pro's select= and place=, or PBS Pro's job-wide ncpus=, ngpus=, mem=; then the site's.
             *(("-l", resource) for resource in self.request(spec)),
             ("-l", spec.walltime_s and f"walltime={format_pbs_walltime(spec.walltime_s)}"),
@@ -310,7 +310,7 @@ class Pbs(BatchScheduler):
         """One agent per node (PBS has no srun): by the ``--mpi`` flavour's launcher, one process per
         host of the node file, which ends every agent when one fails and hands each its node's
         index (:meth:`hpcdist.launchers.mpi.Flavour.agents`); or, with ``--pbs-spread pbsdsh``, by
-        ``hpcdist agents --pbsdsh`` (:mod:`hpcdist.schedulers.pbsdsh`)."""
+        ``hpcdist agents --pbsdsh`` (:mod:`hpcdist.schedulers.pbs.pbsdsh`)."""
         # PBS tracks nothing a job starts on its other nodes (their moms see no pbsdsh task's own
         # sessions, nor an MPI's remote tasks): each node's launcher leaves nothing behind there.
         words = reaped(words, hpcdist)

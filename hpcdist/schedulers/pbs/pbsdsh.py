@@ -30,7 +30,7 @@ def start(command: list, options: dict) -> int:
     import subprocess
 
     from hpcdist.injob.agents import Agent, watch
-    from hpcdist.schedulers.pbs_job import nodefile_lines
+    from hpcdist.schedulers.pbs.job import nodefile_lines
 
     lines = nodefile_lines(os.environ.get("PBS_NODEFILE") or _no("PBS_NODEFILE"))
     first = {}

@@ -6,7 +6,7 @@ sits in (an salloc or ``qsub -I`` shell): :func:`hpcdist.allocation.read` with
 ``scheduler="local"`` is this host alone.
 """
 
-#: The local runner sets it to its own pid (hpcdist.schedulers.local); submitit's LocalExecutor
+#: The local runner sets it to its own pid (hpcdist.schedulers.local.submit); submitit's LocalExecutor
 #: sets the second.
 JOB_ID_VARIABLES = ("HPCDIST_JOB_ID", "SUBMITIT_LOCAL_JOB_ID")
 #: The master of a local job: every agent is on this host.

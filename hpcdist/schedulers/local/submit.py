@@ -13,8 +13,8 @@ from hpcdist import jobs
 from hpcdist import validate as v
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, on_each_node
 from hpcdist.schedulers.batch import SubmitError, signal_words
-from hpcdist.schedulers.local_job import JOB_ID_VARIABLES
-from hpcdist.schedulers.slurm import JOB_NAMES as SLURM_JOB_NAMES
+from hpcdist.schedulers.local.job import JOB_ID_VARIABLES
+from hpcdist.schedulers.slurm.submit import JOB_NAMES as SLURM_JOB_NAMES
 from hpcdist.shell import command_lines
 
 #: What a shell inside another job holds (an salloc or ``qsub -I`` shell, an srun step, another
@@ -106,7 +106,7 @@ class Local(Scheduler):
 
     def spread(self, spec, words, hpcdist, mpi):
         """Several "nodes" on this host, as agents of ``hpcdist agents --local``
-        (:func:`hpcdist.schedulers.local_job.start`), which ends them all when one fails."""
+        (:func:`hpcdist.schedulers.local.job.start`), which ends them all when one fails."""
         start = [*hpcdist, "agents", "--local", "--nodes", str(spec.nodes), "--"]
         return [command_lines(on_each_node(start, words, "NODE_RANK"))]
 

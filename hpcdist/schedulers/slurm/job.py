@@ -2,7 +2,7 @@
 
 Light (nothing but :mod:`hpcdist.hostlist` when a node list is read): the rank resolver
 (:mod:`hpcdist.env`), the job's set-up and :mod:`hpcdist.allocation` import it. The login side
-(:mod:`hpcdist.schedulers.slurm`: sbatch, squeue, sacct ...) builds on it.
+(:mod:`hpcdist.schedulers.slurm.submit`: sbatch, squeue, sacct ...) builds on it.
 """
 
 #: Where a Slurm job finds its id (the second is the old name, still set).
