@@ -247,7 +247,7 @@ def run(options: dict) -> int:
     looks = timeline.Writer(folder, run, options["interval"])  # the steps over the run, for `hpcdist report`
     while alive(pid):
         if options["restarts"]:
-            since = max(since, _mtime(os.path.join(folder, RESTARTING)))
+            since, boot = _restart_begun(folder, run, started, since, boot)
         try:
             # A restarted launch is judged by its own ranks (the last launch's files stay until theirs).
             view = watch.analyse([r for r in watch.read(folder, run, started) if (r.get("started") or 0) >= since],
@@ -280,7 +280,8 @@ def run(options: dict) -> int:
                      else f"no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
             say(f"ending the launch for a restart: {cause}")
             end_launch(pid, folder, cause)
-            since, started, hang_told, boot = time.time(), time.time(), False, None
+            since, started, hang_told = time.time(), time.time(), False
+            boot = boot if boot is not None and boot["complete"] else None  # the first launch's stays
             named.clear()
             slow_checks.clear()
             continue
@@ -355,6 +356,19 @@ def _say_the_end(folder: str, run: str, ranks: list, started: float, boot) -> No
         tell(line)
     for line in startup.lines(_first_boot(boot, folder, run, ranks, started)):
         say(line)
+
+
+def _restart_begun(folder: str, run, started: float, since: float, boot) -> tuple:
+    """``(since, boot)`` once ``hpcdist restart`` has left its mark: the ranks are judged from the
+    mark on, and the start-up's breakdown is taken from the last launch's files before the next
+    launch's replace them (the first launch's, if every rank of it had stepped)."""
+    mark = _mtime(os.path.join(folder, RESTARTING))
+    if mark <= since:
+        return since, boot
+    if boot is None or not boot["complete"]:
+        last = [r for r in watch.read(folder, run, started) if (r.get("started") or 0) >= since]
+        boot = startup.of_folder(folder, run, last, started) or boot
+    return mark, boot
 
 
 def _remove(path: str) -> None:
