@@ -135,7 +135,7 @@ def test_hostile_strings_reach_every_rank_on_two_hosts_and_execute_nothing(where
         argv += ["--env", item]
     if where[1] == "slurm":
         # One executing payload in a directive, without whitespace or quotes: sbatch reads
-        # "double quotes" in #SBATCH lines but not the shell's 'single' ones (NOTES.md).
+        # "double quotes" in #SBATCH lines but not the shell's 'single' ones (docs/decisions.md).
         comment = next(p.value for p in payloads if p.executes and len(p.value) < 200
                        and not any(c in p.value for c in " \t'\"") and hostile.accepted(
                            {"scheduler": "slurm", "script": "x.py", "directives": [f"--comment={p.value}"]}))

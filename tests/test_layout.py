@@ -1,5 +1,6 @@
 """The package's shape, as the layout in CONTRIBUTING.md promises it: small modules, each package
-saying what it owns, no import circles, and scheduler and launcher knowledge in their homes."""
+saying what it owns, no import circles, and scheduler and launcher knowledge each in its own
+place."""
 
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ def test_launchers_and_schedulers_point_one_way():
     assert wrong == []
 
 
-#: Where code may name a scheduler: its home, and code that reads what other tools set
+#: Where code may name a scheduler: its own folder, and code that reads what other tools set
 #: (submitit's executor name, the variables a launcher exports in the job).
 SCHEDULER_HOMES = ("hpcdist.schedulers", "hpcdist.env", "hpcdist.api")
 _BRANCH = re.compile(r"""(?:==|!=|\bin\b)\s*\(?[^)\n]*["'](?:slurm|pbs|torque|pro|local)["']""")

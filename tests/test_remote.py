@@ -375,7 +375,7 @@ def test_each_command_is_one_round_trip_over_the_one_login(project, login):
         login.write(LAPTOP_USER, counted, "")
         done = hpcdist(project, *args, env=env)
         # logs -f ends with the job's own exit status, not 0: it was cancelled just before (143 or
-        # 1, as the local backend records it: NOTES.md).
+        # 1, as the local backend records it: docs/decisions.md).
         assert (done.returncode != 0) if "-f" in args else (done.returncode == 0), done.err
         with open(counted) as f:
             calls = f.read().splitlines()

@@ -48,7 +48,7 @@ import os
 import sys
 import time
 
-from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401 - the port rule's home
+from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401 - the port rule
 
 #: What every node needs from the batch shell, where set: the environment the job activated, the
 #: container's image (a node's agent starts it: hpcdist.containers).

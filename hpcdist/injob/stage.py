@@ -21,7 +21,7 @@ Either way the time goes to the job's progress folder (``stage-HOST.json``:
 :mod:`hpcdist.progress.startup` reads it). A node that cannot stage says so in one line naming
 itself, and exits 1: the launch that started it ends the others and the job. ``clean`` unmounts
 and removes the node's copy (the job script's exit trap runs it on every node, also when the job
-is killed). Light: os, sys, time, subprocess (shutil's which for the image).
+is killed). Cheap to import: os, sys, time, subprocess (shutil's which for the image).
 """
 
 import os

@@ -228,7 +228,8 @@ _ID_CHECKS: dict = {}
 def _is_job_id(scheduler: str, text) -> bool:
     """Whether ``text`` can be one of ``scheduler``'s ids: its in-job module's ``is_job_id`` where it
     has one (a local job's id is its runner's pid), else an id word. The in-job module, not the
-    scheduler's: it is light, and the scheduler's own module writes job folders (an import circle)."""
+    scheduler's: it is cheap to import, and the scheduler's own module writes job folders (an
+    import circle)."""
     check = _ID_CHECKS.get(scheduler)
     if check is None:
         from hpcdist.schedulers import job_side

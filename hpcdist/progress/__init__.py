@@ -26,9 +26,10 @@ the login node and every node of the job share already (the log and the exit cod
 mpirun and DeepSpeed start no agent of hpcdist's on the other nodes). The cost is one small file
 per rank per interval on the shared file system; at thousands of ranks, raise the interval.
 
-Light: only ``os``, ``sys`` and ``time`` at import (``hpcdist.env`` imports this module). The
-writing thread is started with ``_thread``, not ``threading`` (whose import, with ``collections``,
-costs a rank a third of Python's start); ``json`` only for a string it must escape.
+Cheap to import: only ``os``, ``sys`` and ``time`` at import (``hpcdist.env`` imports this
+module). The writing thread is started with ``_thread``, not ``threading`` (whose import, with
+``collections``, costs a rank a third of Python's start); ``json`` only for a string it must
+escape.
 """
 
 import os

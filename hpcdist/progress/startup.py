@@ -20,7 +20,7 @@ the set-up's end), launcher (from there to the node's rank process start: the la
 the image's mount, and the wait for the other nodes' staging), rank start (python and hpcdist),
 imports (the script's, up to ``init_distributed``), rendezvous, first step (from the rendezvous to
 the first step's end). A node's figures are those of its rank that stepped last. The slowest
-node is the one whose first step came last. Light: os (json where records are read).
+node is the one whose first step came last. Cheap to import: os (json where records are read).
 """
 
 import os

@@ -3,8 +3,9 @@
 Where it runs: each scheduler's folder holds its login node side (``<name>/submit.py``: rules,
 submit, status, cancel; the template ``<name>/<name>.sh.j2``; for a queued one, ``ids.py``, its
 job ids' grammar) and its side inside the job (``<name>/job.py``: the job's id and allocation,
-light enough for every rank). Some have more (``pbs/qstat.py`` reads qstat, ``slurm/queue.py``
-squeue and sacct, ``<name>/limits.py`` a site's caps); LSF has its in-job side alone.
+cheap enough to import in every rank). Some have more (``pbs/qstat.py`` reads qstat,
+``slurm/queue.py`` squeue and sacct, ``<name>/limits.py`` a site's caps); LSF has its in-job side
+alone.
 
 What the schedulers share sits here: ``base`` (ids, states, errors, the :class:`Scheduler`
 interface ``submit.py`` implements), ``job_ids`` (the id grammar's interface, which
@@ -78,9 +79,9 @@ register("lsf", "LSF", submits=False)
 PBS_DIALECTS = DIALECTS["pbs"]
 
 #: What each scheduler's in-job side (``<name>/job.py``) defines; :func:`job_side` checks it.
-#: Light: the rank resolver (:mod:`hpcdist.env`), the job's set-up and :mod:`hpcdist.allocation`
-#: load it in every job, so it imports nothing at the top (:mod:`hpcdist.schedulers.job_hosts`
-#: inside ``allocation``).
+#: Cheap to import: the rank resolver (:mod:`hpcdist.env`), the job's set-up and
+#: :mod:`hpcdist.allocation` load it in every job, so it imports nothing at the top
+#: (:mod:`hpcdist.schedulers.job_hosts` inside ``allocation``).
 JOB_SIDE = {
     "JOB_ID_VARIABLES": "the variables that hold the job's id inside it, first set wins",
     "allocation": "allocation(environ, step=False, slots=True): the job's hosts and their slots "

@@ -8,7 +8,7 @@ subjob reads its set from the ``case`` block its script holds.
 sets.py    the parameter sets: ``--sweep KEY=V1,V2`` (their product), ``--sweep-file`` (one a
            line, JSON, YAML), checked before the queue
 limits.py  the array cap and the per-user job cap, read from the scheduler where it says them
-           (its ``hpcdist/schedulers/<name>_limits.py``), else a profile key; ``split``
+           (its ``hpcdist/schedulers/<name>/limits.py``), else a profile key; ``split``
 arrays.py  a sweep submitted as the arrays the caps allow, waiting for room; what each array's
            script and ``sweep.json`` hold
 table.py   ``hpcdist status`` of a sweep; the sets ``--failed`` runs again

@@ -2,11 +2,11 @@
 
 Read from the scheduler where it says them, and from ``--max-array-size``/``--max-submit-jobs`` or a
 profile key (the lower wins: a queue's cap below the server's is given so); nothing is guessed. What
-each scheduler's commands print is read in its own home (``hpcdist/schedulers/<name>_limits.py``:
+each scheduler's commands print is read in its own module (``hpcdist/schedulers/<name>/limits.py``:
 PBS ``qmgr -c 'list server'``/``qstat -Bf`` ``max_array_size`` and ``max_queued``, Torque's
 ``max_job_array_size``; Slurm ``scontrol show config`` ``MaxArraySize`` and ``sacctmgr show
-assoc`` ``MaxSubmitJobs``). Light: no hpcdist import at the top beyond :mod:`hpcdist.frozen`; a
-scheduler's reader and ``subprocess`` only when a limit is asked for.
+assoc`` ``MaxSubmitJobs``). Cheap to import: no hpcdist import at the top beyond
+:mod:`hpcdist.frozen`; a scheduler's reader and ``subprocess`` only when a limit is asked for.
 
 - :func:`array_cap`: how many subjobs one array may hold (PBS's default 10,000; Slurm's
   MaxArraySize default 1001, meaning indices 0..1000), or ``max_array_size`` given

@@ -2,5 +2,6 @@
 
 Where it runs: ``submit`` (the runner, status, cancel) and the template ``local.sh.j2`` on the
 login node or laptop that runs the job; ``job`` (the runner's id, this host as the allocation, one
-agent per "node") inside the job, light enough for every rank.
+agent per "node") inside the job, cheap enough to
+import in every rank.
 """

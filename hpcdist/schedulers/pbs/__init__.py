@@ -3,5 +3,6 @@
 Where it runs: ``submit`` (qsub, qstat, qdel, the #PBS lines), ``qstat`` (reading qstat's answers),
 ``request`` (the grammar of -l select/nodes/place), ``limits`` (the site's array and per-user caps)
 and the template ``pbs.sh.j2`` on the login node; ``job`` (the job's id, its node file, the retry
-words) and ``pbsdsh`` (one agent per node) inside the job, light enough for every rank.
+words) and ``pbsdsh`` (one agent per node) inside the job,
+cheap enough to import in every rank.
 """

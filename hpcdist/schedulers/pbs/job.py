@@ -1,8 +1,9 @@
 """PBS (PBS Pro, OpenPBS, Torque) from inside a job: its id, its node file, what a job that goes
 on after it must not inherit, and the words of its commands' errors.
 
-Light: the rank resolver (:mod:`hpcdist.env`), the job's set-up and :mod:`hpcdist.allocation`
-import it. The login side (:mod:`hpcdist.schedulers.pbs.submit`: qsub, qstat, qdel) builds on it.
+Cheap to import: the rank resolver (:mod:`hpcdist.env`), the job's set-up and
+:mod:`hpcdist.allocation` import it. The login side (:mod:`hpcdist.schedulers.pbs.submit`: qsub,
+qstat, qdel) builds on it.
 """
 
 import os

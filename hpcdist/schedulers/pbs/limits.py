@@ -1,5 +1,6 @@
-"""PBS's site limits as its commands print them, for :mod:`hpcdist.sweeps.limits` (light: ``re``
-only; the commands are run by the ``ask`` it hands in, which gives None where one cannot run).
+"""PBS's site limits as its commands print them, for :mod:`hpcdist.sweeps.limits` (cheap to
+import: ``re`` only; the commands are run by the ``ask`` it hands in, which gives None where
+one cannot run).
 
 - The array cap: ``max_array_size`` of ``qmgr -c 'list server'``, else of ``qstat -Bf``
   (OpenPBS and PBS Pro; the server's default, 10,000, where it is not set); Torque's

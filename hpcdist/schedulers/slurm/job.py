@@ -1,6 +1,6 @@
 """Slurm from inside a job: its id, its allocation, and the words of its commands' errors.
 
-Light (nothing but :mod:`hpcdist.hostlist` when a node list is read): the rank resolver
+Cheap to import (nothing but :mod:`hpcdist.hostlist` when a node list is read): the rank resolver
 (:mod:`hpcdist.env`), the job's set-up and :mod:`hpcdist.allocation` import it. The login side
 (:mod:`hpcdist.schedulers.slurm.submit`: sbatch, squeue, sacct ...) builds on it.
 """

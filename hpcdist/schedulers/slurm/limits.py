@@ -1,5 +1,6 @@
-"""Slurm's site limits as its commands print them, for :mod:`hpcdist.sweeps.limits` (light: ``re``
-only; the commands are run by the ``ask`` it hands in, which gives None where one cannot run).
+"""Slurm's site limits as its commands print them, for :mod:`hpcdist.sweeps.limits` (cheap to
+import: ``re`` only; the commands are run by the ``ask`` it hands in, which gives None where
+one cannot run).
 
 - The array cap: ``MaxArraySize`` of ``scontrol show config`` (default 1001: indices 0..1000, so
   an array indexed from 0 holds that many at most).
