@@ -77,6 +77,7 @@ python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 # Start torchrun on every node with srun (elastic: nodes may be lost): 4 processes each, meeting at
 # the master.
 launch() {
+  trap '' USR2  # the warning is the batch shell's (`qsig -s USR2` sends it to every process)
   python -m hpcdist agents --elastic -- \
     srun --ntasks-per-node=1 --cpus-per-task=4 \
     env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=1:2 --nproc-per-node=4 \
@@ -90,8 +91,8 @@ while status=0; wait "$launch_pid" || status=$?; kill -0 "$launch_pid" 2>/dev/nu
 if [ "$requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   if [ -e "$HPCDIST_STOP_FILE.stopped" ]; then
     # The training stopped on the warning: back to the queue (2 times at most).
-    python -m hpcdist requeue --scheduler slurm --max 2 --script "$0" --job-dir "$job_dir" \
-      && exit_file="" || status=$?
+    python -m hpcdist requeue --scheduler slurm --max 2 --script "$job_dir/job.sh" \
+      --job-dir "$job_dir" && exit_file="" || status=$?
   else
     echo "hpcdist: the training ended on its own after the walltime warning: not requeued." >&2
   fi
