@@ -35,6 +35,9 @@ record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$ex
 trap 'status=$?; rm -rf "$run_dir"; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 [ -z "$exit_file" ] || echo "start $(date +%s) $PBS_JOBID $(hostname)" >> "$job_dir/runs"
+# A run that PBS started again (qrerun, a preemption by requeue) has not ended: the exit code its
+# killed run left is not the job's.
+[ -z "$exit_file" ] || rm -f "$exit_file"
 # Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
 export HPCDIST_PROGRESS_DIR="$job_dir/progress"
 
@@ -90,8 +93,9 @@ pkill -P "$deadline_pid" sleep 2>/dev/null || true  # the warning is not needed 
 if [ "$requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   if [ -e "$HPCDIST_STOP_FILE.stopped" ]; then
     # The training stopped on the warning: back to the queue (3 times at most).
-    python -m hpcdist requeue --scheduler pbs --max 3 --script "$job_dir/job.sh" \
-      --job-dir "$job_dir" && exit_file="" || status=$?
+    python -m hpcdist requeue --scheduler pbs --max 3 \
+      --script /home/alice/project/.hpcdist/jobs/train-20261122-120000/job.sh --job-dir "$job_dir" \
+      && exit_file="" || status=$?
   else
     echo "hpcdist: the training ended on its own after the walltime warning: not requeued." >&2
   fi
