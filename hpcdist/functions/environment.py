@@ -89,6 +89,7 @@ class PbsJobEnvironment(job_environment.JobEnvironment):
     def _handle_signals(self, paths: utils.JobPaths, submission: utils.DelayedSubmission) -> None:
         handler = StopHandler(self, paths, submission)
         signal.signal(STOP_SIGNAL, handler.stop)
+        signal.signal(signal.SIGTERM, handler.preempted)
         stop_file = os.environ.get("HPCDIST_STOP_FILE")
         if stop_file:
             threading.Thread(target=_watch, args=(stop_file, handler), daemon=True,
@@ -102,7 +103,7 @@ class PbsJobEnvironment(job_environment.JobEnvironment):
 def _watch(stop_file: str, handler: "StopHandler") -> None:
     while not os.path.exists(stop_file):
         time.sleep(STOP_POLL_S)
-    handler.reason = _read(stop_file)
+    handler.reason = _read(stop_file) or "the job script asked"
     os.kill(os.getpid(), STOP_SIGNAL)
 
 
@@ -116,19 +117,23 @@ def _read(path: str) -> str:
 
 class StopHandler:
     """What a task does when the job script asks it to stop: on the walltime warning, submitit's
-    ``checkpoint_and_try_requeue``, with PBS's requeue done by the job script; a SIGTERM is let
-    pass, as submitit's Slurm handler lets it."""
+    ``checkpoint_and_try_requeue``, with PBS's requeue done by the job script; on a SIGTERM (a
+    preemption, or a cancel: PBS sends both alike), submitit's handling of a preemption."""
 
     def __init__(self, env: PbsJobEnvironment, paths: utils.JobPaths, delayed: utils.DelayedSubmission):
         self.env, self.paths, self.delayed = env, paths, delayed
-        self.reason = "the job script asked"
+        self.reason = None  # the stop file's words, once the job script wrote it
         self.logger = get_logger()
 
     def stop(self, signum, frame) -> None:
         from hpcdist.signals import STOPPED_SUFFIX
 
+        if self.reason is None:  # qsig's USR2 reaches every process: the script's stop file decides
+            self.logger.info("hpcdist: SIGUSR2 reached this task; the job script's stop file says "
+                             "what it asks.")
+            return
         if not self.reason.startswith("walltime warning"):
-            # A SIGTERM (qdel, preemption): submitit lets it pass on Slurm too; the job ends as PBS ends it.
+            # The stop file of a SIGTERM: the task's own SIGTERM handler (preempted) has it.
             self.logger.warning(f"hpcdist: {self.reason}: bypassed (only the walltime warning checkpoints).")
             return
         self.logger.warning(f"hpcdist: {self.reason}: this job is timed-out.")
@@ -151,3 +156,21 @@ class StopHandler:
             pass
         self.logger.info(f"Checkpointed; the job script resubmits the job ({countdown} timeouts left).")
         sys.exit(0)
+
+    def preempted(self, signum, frame) -> None:
+        """SIGTERM: PBS preempts a job by requeue (``qrerun``) with SIGTERM, and requeues it under
+        its id; a cancel (``qdel``) sends the same. As submitit does on a preemption, the first
+        task checkpoints a ``Checkpointable`` without using up a timeout (the job that runs again
+        goes on from there; a cancelled one ends), and the task ends."""
+        host = self.env.hostname
+        self.logger.warning(f"hpcdist: SIGTERM on {host}: this job is preempted or cancelled.")
+        if self.env.global_rank != 0:  # as submitit: the first task checkpoints, the rest end
+            return
+        delayed, countdown = self.delayed, self.delayed._timeout_countdown
+        function = delayed.function
+        if hasattr(function, "checkpoint") or hasattr(function, "__submitit_checkpoint__"):
+            why = job_environment._checkpoint(delayed, self.paths.submitted_pickle, countdown)
+            self.logger.info(f"Not checkpointed: {why}." if why else
+                             f"Checkpointed ({countdown} timeouts left): a requeued job "
+                             f"goes on from here.")
+        sys.exit(-1)

@@ -54,6 +54,7 @@ class PbsInfoWatcher(core.InfoWatcher):
     def __init__(self, delay_s: int = 60) -> None:
         super().__init__(delay_s)
         self._folders: dict[str, Path] = {}  # submitit id -> the index folder of its executor
+        self._unknown_since: dict[str, float] = {}  # submitit id -> when its state became UNKNOWN
 
     def know(self, job_id: str, index_root: Path) -> None:
         self._folders[job_id] = index_root
@@ -88,7 +89,9 @@ class PbsInfoWatcher(core.InfoWatcher):
                 paths.append(path)
             except Exception as e:  # a folder removed by hand: its jobs' state says so
                 for job_id in by_record[path]:
-                    self._info_dict[job_id] = {"State": "UNKNOWN", "Reason": f"hpcdist job folder {path}: {e}"}
+                    info = {"State": "UNKNOWN", "Reason": f"hpcdist job folder {path}: {e}"}
+                    patience = submission.UNKNOWN_PATIENCE_S
+                    self._info_dict[job_id] = self._bounded(job_id, info, patience)
         try:
             answers = submission.statuses(records)
         except Exception as e:  # as submitit does with sacct's errors: the next call may do better
@@ -98,20 +101,38 @@ class PbsInfoWatcher(core.InfoWatcher):
             answers = [None] * len(records)
         for path, record, state in zip(paths, records, answers):
             info = {"JobID": record.current_id, "Folder": record.path}
+            patience = submission.UNKNOWN_PATIENCE_S
             try:
                 state = state or submission.status(record)
                 info.update(State=state.state, ExitCode=state.exit_code, Reason=state.reason or "")
+                patience = submission.unknown_patience(state)
             except Exception as e:  # this job's trouble alone (its scheduler refused to answer)
                 info.update(State="UNKNOWN", Reason=str(e))
             # Subjobs (123_4) only come from an array this executor submitted: their exit code
             # files say how each ended, whatever form of id the qsub front end printed.
             codes = jobs.read_subjob_exit_codes(record.path) if any("_" in j for j in by_record[path]) else {}
             for job_id in by_record[path]:
-                self._info_dict[job_id] = _subjob_info(info, job_id, codes)
+                subjob = _subjob_info(info, job_id, codes)
+                self._info_dict[job_id] = self._bounded(job_id, subjob, patience)
         self._last_status_check = time.time()
         for job_id in ids:
             if self.is_done(job_id, mode="cache"):
                 self._finished.add(job_id)
+
+    def _bounded(self, job_id: str, info: dict, patience: float) -> dict:
+        """``info``, or FAILED where its state has been UNKNOWN longer than ``patience`` (hpcdist's
+        --wait gives up then too): submitit waits for ever on UNKNOWN, and PBS without job history
+        forgets a job deleted while queued, or lost with its node, leaving no exit code."""
+        if info.get("State") != "UNKNOWN":
+            self._unknown_since.pop(job_id, None)
+            return info
+        since = self._unknown_since.setdefault(job_id, time.monotonic())
+        if time.monotonic() - since <= patience:
+            return info
+        why = info.get("Reason") or "PBS no longer knows it"
+        return dict(info, State="FAILED",
+                    Reason=f"hpcdist gave up on the job after {patience:g} s in state UNKNOWN: "
+                           f"{why}")
 
 
 def _subjob_info(info: dict, job_id: str, codes: dict) -> dict:
@@ -147,6 +168,13 @@ class PbsJob(core.Job[core.R]):
             raise utils.UncompletedJobError(f"Job {self.job_id}: no hpcdist job folder is recorded in {self._index}")
         return jobs.Job(path)
 
+    def _pbs_id(self, record) -> str:
+        """PBS's id of this job: its newest (it went on as a new job after the walltime warning),
+        or the subjob's (``123[4].server``)."""
+        if "_" in self.job_id:
+            return P.subjob_id(record.job_id, int(self.job_id.split("_")[1]))
+        return record.current_id
+
     def cancel(self, check: bool = True) -> None:
         """hpcdist's cancel of the job (``qdel`` of its newest id, where it went on after the
         walltime warning), or ``qdel`` of the subjob alone (``123[4].server``)."""
@@ -155,7 +183,7 @@ class PbsJob(core.Job[core.R]):
 
         record = self._record()
         if "_" in self.job_id:
-            target = P.subjob_id(record.job_id, int(self.job_id.split("_")[1]))
+            target = self._pbs_id(record)
             (subprocess.check_call if check else subprocess.call)([own_command("qdel", os.environ), target])
             return
         try:
@@ -164,11 +192,36 @@ class PbsJob(core.Job[core.R]):
             if check:
                 raise
 
+    def _interrupt(self, timeout: bool = False) -> None:
+        """Interrupt the running job, to test its checkpointing (as submitit's SlurmJob does).
+
+        ``timeout=True``: the walltime warning (``qsig -s USR2``, what the job script sends itself
+        before the walltime): the first task checkpoints a ``Checkpointable`` and the job goes on
+        as a new PBS job, using up one of ``max_num_timeout``. Else a preemption as PBS preempts
+        by requeue (``qrerun``: SIGTERM to the job, then the job queued again under its id): the
+        first task checkpoints without using up a timeout and the job runs again from there;
+        ``qrerun`` needs PBS's operator or manager privilege."""
+        from hpcdist.schedulers.pbs_job import own_command
+
+        target = self._pbs_id(self._record())
+        argv = ["qsig", "-s", "USR2", target] if timeout else ["qrerun", target]
+        proc = subprocess.run([own_command(argv[0], os.environ), *argv[1:]], capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            why = (proc.stderr or proc.stdout).strip()
+            fix = ("" if timeout else " (qrerun needs PBS operator or manager privilege: ask your "
+                   "admin, or test the timeout's path with job._interrupt(timeout=True), which any "
+                   "user may)")
+            raise utils.UncompletedJobError(f"Job {self.job_id}: {' '.join(argv)} failed: "
+                                            f"{why}{fix}")
+
     def _get_outcome_and_result(self) -> tp.Tuple[str, tp.Any]:
         try:
             return super()._get_outcome_and_result()
         except utils.UncompletedJobError as e:
-            raise utils.UncompletedJobError(f"{e}\n{self._job_log()}") from None
+            why = self.watcher.get_info(self.job_id, mode="cache").get("Reason")
+            why = f"\n{why}" if why and why.startswith("hpcdist gave up") else ""
+            raise utils.UncompletedJobError(f"{e}{why}\n{self._job_log()}") from None
 
     def _job_log(self) -> str:
         """The end of the PBS job's own log (the job script's lines: its set-up, a task that never
@@ -185,6 +238,49 @@ class PbsJob(core.Job[core.R]):
         why = f" ({state.reason})" if state.reason else ""
         return (f"hpcdist: job {record.current_id} is {state.state}{why}; its log ({record.log}), "
                 f"last lines:\n{'-' * 40}\n{tail}")
+
+
+class MapSubmitError(RuntimeError):
+    """A map (``map_array``, ``batch()``) whose array was refused: ``jobs`` holds the submitit jobs
+    of the arrays submitted before it, which run on."""
+
+    def __init__(self, message: str, jobs: list) -> None:
+        super().__init__(message)
+        self.jobs = jobs
+
+
+def _refused(count: int, ranges: list, n: int, jobs: list, cap, error: Exception) -> str:
+    """What a user reads when array ``n`` of a map of ``count`` was refused: the scheduler's
+    words, the arrays that run on, and the cap to give where the server's could not be read."""
+    lines = [f"map_array of {count}: array {n + 1} of {len(ranges)} ({len(ranges[n])} subjobs) "
+             f"was not submitted: {error}"]
+    if jobs:
+        ids = ", ".join(sorted({job.job_id.split("_")[0] for job in jobs}, key=int))
+        lines.append(f"The {len(jobs)} subjobs of the arrays submitted before it ({ids}) run on: "
+                     f"their jobs are this error's .jobs (cancel them with job.cancel(), or wait "
+                     f"for them).")
+    if cap.value is None:
+        lines.append(f"The server's cap on an array's size could not be read ({cap.source}): "
+                     f"where PBS caps arrays (the server's max_array_size, which `qmgr -c 'list "
+                     f"server'` shows where it may be read), give that cap: "
+                     f"executor.update_parameters(pbs_max_array_size=N), and the map is cut into "
+                     f"arrays of at most N.")
+    return "\n".join(lines)
+
+
+class ParameterNames(frozenset):
+    """The PBS executor's parameter names: all of them are in it, but going through it gives only
+    those submitit's own executors lack. submitit's AutoExecutor sends an unprefixed name that is
+    not generic (``account``) to the last executor whose names, gone through, hold it: Slurm's
+    ``account``, ``job_name``, ``array_parallelism``, ``signal_delay_s`` stay Slurm's, as they were
+    before this plugin was installed; ``pbs_account`` is checked with ``in``, and reaches PBS."""
+
+    def __iter__(self):
+        from submitit.local.local import LocalExecutor
+        from submitit.slurm.slurm import SlurmExecutor
+
+        theirs = SlurmExecutor._valid_parameters() | LocalExecutor._valid_parameters()
+        return iter(sorted(name for name in frozenset.__iter__(self) if name not in theirs))
 
 
 class PbsExecutor(core.PicklingExecutor):
@@ -213,7 +309,7 @@ class PbsExecutor(core.PicklingExecutor):
 
     @classmethod
     def _valid_parameters(cls) -> tp.Set[str]:
-        return set(P.DEFAULTS)
+        return ParameterNames(P.DEFAULTS)
 
     def _internal_update_parameters(self, **kwargs: tp.Any) -> None:
         P.check_names(kwargs)
@@ -225,8 +321,26 @@ class PbsExecutor(core.PicklingExecutor):
 
         profile = load_profile(params.get("profile"))
         options = P.job_options(params, task=TASK, folder=str(self.folder), python=self.python, count=count,
-                                profile=profile, max_num_timeout=self.max_num_timeout, venv=self.venv)
+                                profile=profile, max_num_timeout=self.max_num_timeout,
+                                venv=self.venv, launchers=self._launchers(params, profile))
         return build(profile, options), profile
+
+    def _launchers(self, params: dict, profile: dict) -> tuple:
+        """The launchers that can start several tasks, torchrun first: all of them unless the job
+        runs this python (not a profile's environment or a python given), where torchrun needs
+        torch to be installed (a submitit user's plain functions may have none) and mpirun an
+        MPI on PATH."""
+        options = params.get("options") or {}
+        elsewhere = self.python != sys.executable or params.get("python") or options.get("venv") \
+            or options.get("conda") or any(profile.get(k) for k in ("python", "venv", "conda"))
+        chosen = params.get("launcher") or profile.get("launcher")
+        if elsewhere or chosen or P.total_tasks(params) == 1:
+            return P.TASK_LAUNCHERS
+        import importlib.util
+
+        found = (("torchrun",) if importlib.util.find_spec("torch") else ()) + \
+            (("mpirun",) if shutil.which("mpirun") else ())
+        return found
 
     def _num_tasks(self) -> int:
         return P.total_tasks(self.parameters)
@@ -274,33 +388,46 @@ class PbsExecutor(core.PicklingExecutor):
         folder = utils.JobPaths.get_first_id_independent_folder(self.folder)
         folder.mkdir(parents=True, exist_ok=True)
         timeout_min = self.parameters.get("timeout_min") or P.DEFAULT_TIMEOUT_MIN
-        pickles = []
-        for delayed in delayed_submissions:
-            path = folder / f"{uuid.uuid4().hex}.pkl"
-            delayed.set_timeout(timeout_min, self.max_num_timeout)
-            delayed.dump(path)
-            pickles.append(path)
+        cap = self._array_cap()
+        ranges = self.arrays(len(delayed_submissions), cap)
         jobs: list = []
-        for chunk in self.arrays(len(delayed_submissions)):
+        for n, chunk in enumerate(ranges):
+            # Each array's pickles just before its qsub: a refused one leaves none behind.
+            pickles = [folder / f"{uuid.uuid4().hex}.pkl" for _ in chunk]
+            for path, k in zip(pickles, chunk):
+                delayed_submissions[k].set_timeout(timeout_min, self.max_num_timeout)
+                delayed_submissions[k].dump(path)
             self._throttle()
             self._last_job_submitted = time.time()
-            found = self._submit(None if len(chunk) == 1 else len(chunk))
-            for job, k in zip(found, chunk):
-                job.paths.move_temporary_file(pickles[k], "submitted_pickle")
+            try:
+                found = self._submit(None if len(chunk) == 1 else len(chunk))
+            except Exception as e:
+                for path in pickles:
+                    path.unlink(missing_ok=True)
+                message = _refused(len(delayed_submissions), ranges, n, jobs, cap, e)
+                raise MapSubmitError(message, jobs) from e
+            for job, path in zip(found, pickles):
+                job.paths.move_temporary_file(path, "submitted_pickle")
             jobs.extend(found)
         return jobs
 
-    def arrays(self, count: int) -> list:
-        """The ranges of the map each array job holds: one, or several under the site's cap
-        (the ``max_array_size`` parameter, else the server's, else the profile's)."""
-        from hpcdist.sweeps.limits import Limit, array_cap, split  # the sweeps' one reading of the cap
+    def _array_cap(self):
+        """The site's cap on an array's size: the ``max_array_size`` parameter, else the server's,
+        else the profile's (hpcdist.sweeps.limits: the sweeps' one reading of it)."""
+        from hpcdist.sweeps.limits import Limit, array_cap
 
-        spec, profile = self._spec(self.parameters)
         given = self.parameters.get("max_array_size")
         if given is not None:
-            cap = Limit(P._whole("max_array_size", given, 1), "the max_array_size parameter")
-        else:
-            cap = array_cap(spec.scheduler, profile, dialect=spec.dialect)
+            return Limit(P._whole("max_array_size", given, 1), "the max_array_size parameter")
+        spec, profile = self._spec(self.parameters)
+        return array_cap(spec.scheduler, profile, dialect=spec.dialect)
+
+    def arrays(self, count: int, cap=None) -> list:
+        """The ranges of the map each array job holds: one, or several under the site's cap
+        (:meth:`_array_cap`)."""
+        from hpcdist.sweeps.limits import split
+
+        cap = cap or self._array_cap()
         if cap.value is None or count <= cap.value:
             return [range(count)]
         from submitit.core.logger import get_logger

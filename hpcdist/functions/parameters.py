@@ -104,16 +104,23 @@ def total_tasks(params: dict) -> int:
     return _whole("nodes", params.get("nodes", 1), 1) * _whole("tasks_per_node", params.get("tasks_per_node", 1), 1)
 
 
-def launcher_of(params: dict) -> str:
+def launcher_of(params: dict, launchers: tuple = TASK_LAUNCHERS) -> str:
     """``none`` for one task (it runs in the batch shell), else the launcher that starts every
-    task on every node (``torchrun`` unless ``launcher`` says ``mpirun``)."""
+    task on every node: ``launcher``, else the first of ``launchers`` (those the job's python
+    has: torchrun comes with torch, mpirun with an MPI)."""
     chosen = params.get("launcher")
     if chosen is not None and chosen not in TASK_LAUNCHERS:
         raise ParameterError(f"launcher={chosen!r}: the PBS executor starts several tasks with "
                              f"{' or '.join(TASK_LAUNCHERS)}; use one of them, or leave launcher out (torchrun).")
     if total_tasks(params) == 1:
         return "none"
-    return chosen or "torchrun"
+    if chosen is None and not launchers:
+        asked = f"nodes={params.get('nodes', 1)}, tasks_per_node={params.get('tasks_per_node', 1)}"
+        raise ParameterError(f"{asked}: several tasks need a launcher, and this python has "
+                             f"neither torchrun (pip install torch) nor mpirun on PATH (an MPI: "
+                             f"module load openmpi); install one, or run one task (nodes=1, "
+                             f"tasks_per_node=1).")
+    return chosen or launchers[0]
 
 
 def _memory(mem_gb) -> str:
@@ -124,7 +131,8 @@ def _memory(mem_gb) -> str:
 
 
 def job_options(params: dict, *, task: str, folder: str, python: str | None, count: int | None = None,
-                profile: dict | None = None, max_num_timeout: int = 3, venv: str | None = None) -> dict:
+                profile: dict | None = None, max_num_timeout: int = 3, venv: str | None = None,
+                launchers: tuple = TASK_LAUNCHERS) -> dict:
     """The options of ``hpcdist.submit()`` (hpcdist.submission.profiles.build) for ``params``:
     the job that runs ``task`` (the program of :mod:`hpcdist.functions.task`) with ``folder`` on
     every task, once, or as an array of ``count`` subjobs (indices 0..count-1). ``profile``: the
@@ -132,7 +140,7 @@ def job_options(params: dict, *, task: str, folder: str, python: str | None, cou
     :data:`TASK_LAUNCHERS`, its python or environment where it names one). The job's python:
     the ``python`` parameter, else the profile's environment, else ``venv`` (the login node's
     virtual environment, activated as ``--venv`` does: torchrun is found beside its python), else
-    ``python``."""
+    ``python``. ``launchers``: those that can start several tasks, the default first."""
     check_names(params)
     profile = profile or {}
     options = dict(params.get("options") or {})
@@ -149,7 +157,8 @@ def job_options(params: dict, *, task: str, folder: str, python: str | None, cou
     env = {**env, EXECUTOR_VARIABLE: "pbs"}
     if params.get("stderr_to_stdout"):
         env[STDERR_VARIABLE] = "1"
-    out = {**options, "scheduler": "pbs", "launcher": launcher_of(params), "script": task,
+    out = {**options, "scheduler": "pbs", "launcher": launcher_of(params, launchers),
+           "script": task,
            "script_args": [folder], "job_name": params.get("job_name") or "submitit",
            "env": [f"{name}={value}" for name, value in env.items()],
            "env_expand": [*options.get("env_expand", ()),

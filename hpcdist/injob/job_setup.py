@@ -284,6 +284,9 @@ def check_run(options: dict, environ) -> str:
                 f.write(f"{START} {int(time.time())} {job_id} {os.uname().nodename}\n")
         except OSError as e:
             print(f"hpcdist: cannot record this run's start in {job_dir}: {e.strerror or e}", file=sys.stderr)
+        # A run the scheduler started again (a requeue, PBS's qrerun) has not ended: the exit code
+        # its killed run left is not the job's.
+        return '[ -z "$exit_file" ] || rm -f "$exit_file"\n'
     return ""
 
 

@@ -324,8 +324,9 @@ class Scheduler:
     runs_srun = False
     #: Every "node" of a job is this one host (the local backend).
     one_host = False
-    #: It may run a job's script again by itself (Slurm: a node failure, an admin's requeue): each
-    #: run's start is recorded, for `status` to count the runs.
+    #: It may run a job's script again by itself (Slurm: a node failure, an admin's requeue; PBS:
+    #: qrerun): each run's start is recorded, for `status` to count the runs, and the exit code a
+    #: killed run left is removed as the next run starts.
     requeues_by_itself = False
     #: It can be told which nodes not to give a job (Slurm's --exclude); else the job's set-up
     #: leaves them out of what it was given (--exclude-nodes).

@@ -415,8 +415,11 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
     lines, launch_comment = launch(spec, scheduler, launcher, hpcdist, staged and staged["wrapper"])
     setup_line, allocation_comment = job_setup(spec, scheduler, launcher, lines + (staged["lines"] if staged else []),
                                                job_dir)
+    # The job folder's copy of the script where there is one: PBS's own copy ("$0", in the mom's
+    # folder) of a job PBS ran again (preempted by requeue, qrerun) may be gone by then.
+    script = os.path.join(job_dir, jobs.SCRIPT) if job_dir else Shell('"$0"')
     requeue = [*hpcdist, "requeue", "--scheduler", spec.scheduler, "--max", str(spec.requeue), "--script",
-               Shell('"$0"')] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
+               script] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
     return dict(
         spec=spec,
         version=__version__,

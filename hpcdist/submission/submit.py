@@ -263,6 +263,13 @@ UNKNOWN_PATIENCE_S = 60.0
 CONTROLLER_PATIENCE_S = 600.0
 
 
+def unknown_patience(state) -> float:
+    """How long an UNKNOWN ``state`` is waited through before giving up on the job: a controller
+    that cannot be reached longer than a job the scheduler no longer knows (--wait, and submitit's
+    PBS executor)."""
+    return CONTROLLER_PATIENCE_S if state.raw == UNREACHABLE else UNKNOWN_PATIENCE_S
+
+
 def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) -> int:
     """Follow ``job`` to its end: state changes and new log lines. Returns its exit code."""
     pending = unrecorded(job)
@@ -277,7 +284,7 @@ def wait(job: Job, *, poll: float = 2.0, out=sys.stdout, quiet: bool = False) ->
         down = state.raw == UNREACHABLE
         if state.state == "UNKNOWN":
             unknown_since = unknown_since or time.monotonic()
-            patience = CONTROLLER_PATIENCE_S if down else UNKNOWN_PATIENCE_S
+            patience = unknown_patience(state)
             if time.monotonic() - unknown_since > patience:
                 follow()
                 if down:

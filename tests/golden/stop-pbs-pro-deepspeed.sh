@@ -65,6 +65,7 @@ python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 
 # Start DeepSpeed; it reaches the other nodes by pdsh (`hpcdist supervise`: one fails, all end).
 launch() {
+  trap '' USR2  # the warning is the batch shell's (`qsig -s USR2` sends it to every process)
   python -m hpcdist supervise -- \
     deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" \
     --master_port "$MASTER_PORT" --module hpcdist.rank \
@@ -77,7 +78,8 @@ pkill -P "$deadline_pid" sleep 2>/dev/null || true  # the warning is not needed 
 if [ "$requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   if [ -e "$HPCDIST_STOP_FILE.stopped" ]; then
     # The training stopped on the warning: back to the queue (3 times at most).
-    python -m hpcdist requeue --scheduler pbs --max 3 --script "$0" --job-dir "$job_dir" \
+    python -m hpcdist requeue --scheduler pbs --max 3 \
+      --script /home/alice/project/.hpcdist/jobs/train-20261122-120000/job.sh --job-dir "$job_dir" \
       && exit_file="" || status=$?
   else
     echo "hpcdist: the training ended on its own after the walltime warning: not requeued." >&2

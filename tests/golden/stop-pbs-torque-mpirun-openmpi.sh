@@ -61,6 +61,7 @@ python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 # Start the 8 ranks with Open MPI's launcher, each through hpcdist.rank (which gives every framework
 # its rank).
 launch() {
+  trap '' USR2  # the warning is the batch shell's (`qsig -s USR2` sends it to every process)
   mpirun --hostfile "$HPCDIST_HOSTFILE" -np 8 --map-by slot --bind-to none "${mpi_env[@]}" \
     python -m hpcdist.rank \
     train.py --lr 0.1
@@ -71,7 +72,8 @@ while status=0; wait "$launch_pid" || status=$?; kill -0 "$launch_pid" 2>/dev/nu
 if [ "$requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   if [ -e "$HPCDIST_STOP_FILE.stopped" ]; then
     # The training stopped on the warning: back to the queue (0 times at most).
-    python -m hpcdist requeue --scheduler pbs --max 0 --script "$0" --job-dir "$job_dir" \
+    python -m hpcdist requeue --scheduler pbs --max 0 \
+      --script /home/alice/project/.hpcdist/jobs/train-20261122-120000/job.sh --job-dir "$job_dir" \
       && exit_file="" || status=$?
   else
     echo "hpcdist: the training ended on its own after the walltime warning: not requeued." >&2

@@ -79,7 +79,8 @@ while status=0; wait "$launch_pid" || status=$?; kill -0 "$launch_pid" 2>/dev/nu
 if [ "$requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   if [ -e "$HPCDIST_STOP_FILE.stopped" ]; then
     # The training stopped on the warning: back to the queue (2 times at most).
-    python -m hpcdist requeue --scheduler slurm --max 2 --script "$0" --job-dir "$job_dir" \
+    python -m hpcdist requeue --scheduler slurm --max 2 \
+      --script /home/alice/project/.hpcdist/jobs/train-20261122-120000/job.sh --job-dir "$job_dir" \
       && exit_file="" || status=$?
   else
     echo "hpcdist: the training ended on its own after the walltime warning: not requeued." >&2

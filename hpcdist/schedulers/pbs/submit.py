@@ -402,6 +402,8 @@ class Pbs(BatchScheduler):
 
     #: PBS has no requeue a job may ask for itself: it goes on as a new job.
     resubmits = True
+    #: But it runs a job's script again by itself (qrerun, a preemption by requeue, a node lost).
+    requeues_by_itself = True
 
     def requeue(self, script, restart, log, environ):
         """``qsub`` the same script as a new job that starts after this one ends (``-W
