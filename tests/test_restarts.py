@@ -193,8 +193,8 @@ def test_the_last_restart_used_the_job_ends_saying_so(tmp_path):
     assert status(tmp_path)["reason"].startswith("restart 1 of 1")
 
 
-def render(*args) -> str:
-    proc = subprocess.run(
+def rendering(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-m", "hpcdist", "render", *args, "examples/quickstart.py"],
         env=clean_env(),
         capture_output=True,
@@ -202,6 +202,10 @@ def render(*args) -> str:
         timeout=60,
         cwd=ROOT,
     )
+
+
+def render(*args) -> str:
+    proc = rendering(*args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -397,14 +401,7 @@ def test_preflight_is_a_line_of_the_script_before_the_launch():
 
 
 def refused(*args) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "hpcdist", "render", *args, "examples/quickstart.py"],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    proc = rendering(*args)
     assert proc.returncode != 0 and not proc.stdout, proc.stdout
     return proc.stderr
 

@@ -112,6 +112,16 @@ def said_after(log: str, start: str, fault: float, timeout: float = 180) -> floa
     return float("inf")
 
 
+def preflight_took(row: dict, log: str, cluster: str) -> None:
+    """The job completed, and its --preflight line says its 3 nodes answered within seconds."""
+    text = open(log).read()
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(text)
+    (said,) = lines_of(log, "hpcdist: preflight: ")
+    took = float(re.fullmatch(r"hpcdist: preflight: every node answered \(3, in ([\d.]+) s\)", said)[1])
+    print(f"{cluster}: --preflight at 3 nodes: {took:.1f} s")
+    assert took < 20, said
+
+
 def lines_of(log: str, *starts: str) -> list:
     return [
         line for line in open(log, errors="replace").read().splitlines() if line.startswith(starts)
@@ -241,13 +251,7 @@ def test_slurm_preflight_asks_three_nodes_in_seconds(slurm3, tmp_path):
     quickstart = str(ROOT / "examples" / "quickstart.py")
     job = slurm_submit(slurm3, tmp_path, "--nodes", "3", "--procs-per-node", "1", "--preflight",
                        quickstart, "--steps", "5")
-    row = slurm_end(slurm3, job, tmp_path)
-    log = open(job["log"]).read()
-    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log)
-    (said,) = lines_of(job["log"], "hpcdist: preflight: ")
-    took = float(re.fullmatch(r"hpcdist: preflight: every node answered \(3, in ([\d.]+) s\)", said)[1])
-    print(f"slurm: --preflight at 3 nodes: {took:.1f} s")
-    assert took < 20, said
+    preflight_took(slurm_end(slurm3, job, tmp_path), job["log"], "slurm")
 
 
 def test_slurm_leaves_out_the_nodes_a_follow_up_job_passes_back(slurm3, tmp_path):
@@ -434,13 +438,7 @@ def test_pbs_preflight_asks_three_nodes_in_seconds(pbs3, tmp_path):
     quickstart = str(ROOT / "examples" / "quickstart.py")
     job = pbs_submit(pbs3, tmp_path, "--nodes", "3", "--procs-per-node", "1", "--preflight",
                      quickstart, "--steps", "5")
-    row = pbs_end(pbs3, job, tmp_path)
-    log = open(job["log"]).read()
-    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(log)
-    (said,) = lines_of(job["log"], "hpcdist: preflight: ")
-    took = float(re.fullmatch(r"hpcdist: preflight: every node answered \(3, in ([\d.]+) s\)", said)[1])
-    print(f"pbs: --preflight at 3 nodes: {took:.1f} s")
-    assert took < 20, said
+    preflight_took(pbs_end(pbs3, job, tmp_path), job["log"], "pbs")
 
 
 def test_pbs_leaves_out_the_nodes_a_follow_up_job_passes_back(pbs3, tmp_path):
