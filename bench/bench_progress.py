@@ -54,7 +54,7 @@ dist.destroy_process_group()
 
 def run(argv: list[str], env: dict) -> float:
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-    line = next((l for l in out.stdout.splitlines() if l.startswith("LOOP ")), None)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("LOOP ")), None)
     if line is None:
         raise SystemExit(f"{argv}: no timing\n{out.stdout}\n{out.stderr}")
     return float(line.split()[1])

@@ -64,7 +64,10 @@ def test_help_groups_the_commands_a_user_types_apart_from_the_in_job_ones(tmp_pa
     sections = out.split("\n\n")
     users = next(s for s in sections if s.startswith("commands:\n")).splitlines()[1:]
     in_job = next(s for s in sections if s.startswith("inside a job (")).splitlines()[1:]
-    names = lambda lines: [line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("   ")]
+
+    def names(lines):
+        return [line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("   ")]
+
     assert names(users) == ["render", "submit", "status", "logs", "watch", "stacks", "report", "cancel", "doctor",
                             "profiles",
                             "connect", "disconnect"]

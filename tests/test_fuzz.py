@@ -511,7 +511,7 @@ def test_a_garbled_slot_count_is_an_error_not_a_full_memory(tmp_path):
     # The command, under a 1 GB address-space limit (a regression must not take the machine's memory).
     env = clean_env(SLURM_JOB_NODELIST="n1", SLURM_TASKS_PER_NODE="99999999999")
     proc = subprocess.run(
-        ["bash", "-c", f'ulimit -v 1048576; exec "$0" -m hpcdist hostfile --format hosts', sys.executable],
+        ["bash", "-c", 'ulimit -v 1048576; exec "$0" -m hpcdist hostfile --format hosts', sys.executable],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "garbled" in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
     proc = subprocess.run(

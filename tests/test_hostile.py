@@ -25,7 +25,6 @@ itself a payload.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shlex

@@ -225,9 +225,9 @@ def test_a_job_folder_another_user_owns_is_a_broken_row_and_is_never_cancelled(t
         os.chown(path, 0, 0)
     os.chmod(os.path.join(planted, jobs.RECORD), 0o666)
     assert _one_line_error(hpcdist("cancel", "planted-20250101-000000", cwd=tmp_path), "cancel").endswith(
-        f"the job record .hpcdist/jobs/planted-20250101-000000/record.json is owned by root (uid 0), mode 666 (others "
-        f"can write it); hpcdist follows no job another user could have written: check that no one changed it, then "
-        f"chmod go-w .hpcdist/jobs/planted-20250101-000000/record.json")
+        "the job record .hpcdist/jobs/planted-20250101-000000/record.json is owned by root (uid 0), mode 666 (others "
+        "can write it); hpcdist follows no job another user could have written: check that no one changed it, then "
+        "chmod go-w .hpcdist/jobs/planted-20250101-000000/record.json")
     time.sleep(0.2)
     assert victim.poll() is None, "hpcdist cancel signalled a pid another user's record named"
     assert hpcdist("logs", job_id, cwd=tmp_path).stdout.endswith("\ndone\n")

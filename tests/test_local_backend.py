@@ -197,7 +197,7 @@ def _on_login2(tmp_path, *args: str, timeout: float = 120):
     import subprocess
     import sys
 
-    inner = f'hostname login2 && exec "$@"'
+    inner = 'hostname login2 && exec "$@"'
     return subprocess.run(["unshare", "--uts", "--pid", "--fork", "--mount-proc", "bash", "-c", inner, "bash",
                            sys.executable, "-m", "hpcdist", *args], cwd=tmp_path, env=clean_env(),
                           capture_output=True, text=True, timeout=timeout)

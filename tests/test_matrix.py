@@ -226,7 +226,7 @@ FAILURES = [(s, launcher, "raise") for s, launcher in ROWS
     (s, launcher, "kill") for s, launcher in ROWS if s in ("slurm", "local")]
 
 
-@pytest.mark.parametrize("scheduler,launcher,how", rows(FAILURES, [f"{s}-{l}-{h}" for s, l, h in FAILURES]))
+@pytest.mark.parametrize("scheduler,launcher,how", rows(FAILURES, [f"{s}-{la}-{h}" for s, la, h in FAILURES]))
 def test_a_failed_rank_ends_the_job_and_is_named(scheduler, launcher, how, request, tmp_path):
     env = environment(scheduler, request)
     shutil.copy(FAILING, tmp_path)

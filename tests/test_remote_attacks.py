@@ -288,7 +288,7 @@ def test_a_local_job_with_a_remote_jobs_id_is_not_guessed(project, login):
     assert cancel.returncode == 1
     assert (f"hpcdist cancel: error: the laptop: job {local} names a job run here (.hpcdist/jobs/train-") \
         in cancel.err, cancel.err
-    assert f"and one sent to cluster: cancel the one here with `hpcdist cancel .hpcdist/jobs/train-" in cancel.err
+    assert "and one sent to cluster: cancel the one here with `hpcdist cancel .hpcdist/jobs/train-" in cancel.err
     assert f"the cluster's with `hpcdist cancel --remote cluster {local}`" in cancel.err
     status = hpcdist(project, "status")  # neither was cancelled
     assert re.search(rf"^{local} +train +local +running", status.out, re.M), status.out

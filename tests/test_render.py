@@ -79,13 +79,13 @@ def test_golden_and_bash_syntax(scheduler, dialect, name, extra):
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     prefix = {"slurm": "#SBATCH", "pbs": "#PBS"}.get(scheduler)
     if prefix:
-        assert not [l for l in lines[first_command:] if l.startswith(prefix)]
-        assert [l for l in lines[:first_command] if l.startswith(prefix)]
+        assert not [line for line in lines[first_command:] if line.startswith(prefix)]
+        assert [line for line in lines[:first_command] if line.startswith(prefix)]
 
 
 def test_user_directives_come_first():
     spec = build_spec(dict(scheduler="slurm", script="t.py", directives=["--constraint=a100"]), check_files=False)
-    directives = [l for l in render(spec).splitlines() if l.startswith("#SBATCH")]
+    directives = [line for line in render(spec).splitlines() if line.startswith("#SBATCH")]
     assert directives[0] == "#SBATCH --constraint=a100"
 
 

@@ -203,8 +203,13 @@ def test_stage_env_says_what_it_left_on_disk_and_how_to_free_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     stage = tmp_path / ".hpcdist" / "stage"
     archives = [f for f in stage.iterdir() if ".tar." in f.name or f.name.endswith(".sqfs")]
-    size = lambda files: sum(f.stat().st_size for f in files)
-    in_kb = lambda n: f"{n / 1e3:,.0f} kB"
+
+    def size(files):
+        return sum(f.stat().st_size for f in files)
+
+    def in_kb(n):
+        return f"{n / 1e3:,.0f} kB"
+
     said = (f"hpcdist submit: --stage-env: {in_kb(size(archives))} packed; .hpcdist/stage holds "
             f"{in_kb(size(stage.iterdir()))} (1 environment, kept for the next submit). To free it once "
             "no queued or running job uses it: rm -r .hpcdist/stage (a later --stage-env submit packs "
