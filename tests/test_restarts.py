@@ -492,3 +492,24 @@ def test_the_probe_lists_a_node_s_gpus_as_nvidia_smi_does(tmp_path):
     fake.write_text(f"#!/bin/sh\necho '{LOST_GPU}' >&2\nexit 255\n")
     said = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(said.stdout.splitlines()[-1])["gpus"] == LOST_GPU, said.stdout
+
+
+# ------------------------------------------------------------------ the preflight's all-reduce
+
+
+def all_reduce_ranks(port: int, world: int, started: int, seconds: str = "8") -> list:
+    """``python -m hpcdist.injob.allreduce`` as the preflight starts it, ``started`` of ``world``
+    ranks on this host (the others never come): each rank's JSON line."""
+    procs = [subprocess.Popen([sys.executable, "-m", "hpcdist.injob.allreduce", f"127.0.0.1:{port}",
+                               str(rank), str(world), seconds], stdout=subprocess.PIPE,
+                              env=clean_env(), text=True) for rank in range(started)]
+    return [json.loads(proc.communicate(timeout=120)[0].splitlines()[-1]) for proc in procs]
+
+
+def test_the_preflight_s_all_reduce_sums_over_every_node_and_names_one_that_never_joined():
+    from hpcdist.env.ports import choose_port
+
+    every = all_reduce_ranks(choose_port("127.0.0.1"), 2, 2)
+    assert [(r["rank"], r["ok"]) for r in every] == [(0, True), (1, True)], every
+    short = all_reduce_ranks(choose_port("127.0.0.1"), 3, 2)
+    assert not short[0]["ok"] and short[0]["missing"] == [2], short

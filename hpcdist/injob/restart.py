@@ -127,19 +127,20 @@ def _ranks(launched: float) -> list:
     return sorted(found, key=lambda r: r.get("rank", 0))
 
 
-def _probe_command(host: str) -> list:
-    from hpcdist.injob.doctor import _probe_argv, _ssh
+def node_command(host: str, argv: list) -> list:
+    """``argv`` run on ``host``: a step of this Slurm job there, else by ssh."""
+    from hpcdist.injob.doctor import _ssh
+    from hpcdist.shell import quote
 
     if os.environ.get("SLURM_JOB_ID"):
-        return [
-            "srun",
-            "--overlap",
-            "--nodes=1",
-            "--ntasks=1",
-            f"--nodelist={host}",
-            *_probe_argv(),
-        ]
-    return _ssh(None, ANSWER_S // 2) + ["--", host, " ".join(_probe_argv())]
+        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *argv]
+    return _ssh(None, ANSWER_S // 2) + ["--", host, " ".join(quote(word) for word in argv)]
+
+
+def _probe_command(host: str) -> list:
+    from hpcdist.injob.doctor import _probe_argv
+
+    return node_command(host, _probe_argv())
 
 
 def health(hosts: list, timeout: float = ANSWER_S) -> dict:
@@ -298,11 +299,12 @@ def preflight(options: dict, environ) -> int:
     set-up run again (a spare in its place). Exit 1, said, when too few nodes are left."""
     run_dir, started = options["dir"], time.monotonic()
     hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
-    problems = health(hosts)
+    problems = health(hosts) or _all_reduce(hosts, environ)
     took = time.monotonic() - started
     if not problems:
         print(
-            f"hpcdist: preflight: every node answered ({len(hosts)}, in {took:.1f} s)",
+            f"hpcdist: preflight: every node answered and took part in an all-reduce "
+            f"({len(hosts)}, in {took:.1f} s)",
             file=sys.stderr,
         )
         return 0
@@ -323,6 +325,26 @@ def preflight(options: dict, environ) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _all_reduce(hosts: list, environ) -> dict:
+    """The nodes that answered, in one small all-reduce (:mod:`hpcdist.injob.allreduce`); a
+    port of its own, drawn as the launch's is."""
+    import socket
+
+    from hpcdist.env.ports import PortError, choose_port
+    from hpcdist.injob import allreduce
+    from hpcdist.injob.doctor import _match
+
+    here = _match(socket.gethostname(), hosts)
+    if len(hosts) < 2 or here not in hosts:  # one node, or a script not on its first node
+        return {}
+    master = environ.get("MASTER_ADDR") or here
+    try:
+        port = choose_port(master)
+    except PortError as e:
+        return {here: f"has no free port for the all-reduce ({e})"}
+    return allreduce.check(hosts, master, port, here, ANSWER_S)
 
 
 def restart(options: dict, environ) -> int:
