@@ -57,7 +57,7 @@ def main(argv: list) -> int:
 def check(hosts: list, master: str, port: int, here: str, seconds: float = 30) -> dict:
     """host -> why it failed the all-reduce, for each host that did (none: every node took part
     and the sum was right). ``here``: this node's name among ``hosts`` (it runs rank 0)."""
-    from hpcdist.injob.restart import node_command
+    from hpcdist.injob.doctor import node_command
 
     order = [here] + [h for h in hosts if h != here]
     argv = [sys.executable, "-m", "hpcdist.injob.allreduce", f"{master}:{port}"]
@@ -65,7 +65,7 @@ def check(hosts: list, master: str, port: int, here: str, seconds: float = 30) -
 
     def run(rank: int, host: str) -> None:
         words = [*argv, str(rank), str(len(order)), str(seconds)]
-        command = words if host == here else node_command(host, words)
+        command = words if host == here else node_command(host, words, int(seconds) // 2)
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 30,
                                   stdin=subprocess.DEVNULL, errors="replace")

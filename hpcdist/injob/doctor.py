@@ -82,6 +82,15 @@ def ssh_problem(host: str, port: int | None = None, timeout: int = 10) -> str | 
     return None
 
 
+def node_command(host: str, argv: list, connect_s: int = 10) -> list:
+    """``argv`` run on ``host``: a step of this Slurm job there, else by ssh."""
+    from hpcdist.shell import quote
+
+    if os.environ.get("SLURM_JOB_ID"):
+        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *argv]
+    return _ssh(None, connect_s) + ["--", host, " ".join(quote(word) for word in argv)]
+
+
 def _probe_argv() -> list[str]:
     return [sys.executable, "-m", "hpcdist", "doctor", "--probe"]
 

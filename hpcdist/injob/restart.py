@@ -127,20 +127,10 @@ def _ranks(launched: float) -> list:
     return sorted(found, key=lambda r: r.get("rank", 0))
 
 
-def node_command(host: str, argv: list) -> list:
-    """``argv`` run on ``host``: a step of this Slurm job there, else by ssh."""
-    from hpcdist.injob.doctor import _ssh
-    from hpcdist.shell import quote
-
-    if os.environ.get("SLURM_JOB_ID"):
-        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *argv]
-    return _ssh(None, ANSWER_S // 2) + ["--", host, " ".join(quote(word) for word in argv)]
-
-
 def _probe_command(host: str) -> list:
-    from hpcdist.injob.doctor import _probe_argv
+    from hpcdist.injob.doctor import _probe_argv, node_command
 
-    return node_command(host, _probe_argv())
+    return node_command(host, _probe_argv(), ANSWER_S // 2)
 
 
 def health(hosts: list, timeout: float = ANSWER_S) -> dict:
