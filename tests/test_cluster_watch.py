@@ -121,7 +121,13 @@ def a_hang_is_named_and_ended(run, tmp_path, where: list, launcher: str, case: s
         screen = run("watch", "--once", job["job_id"]).stdout
         if "LOOKS HUNG" in screen or "job " in screen and "running" not in screen.splitlines()[0]:
             first_hang = time.time() - fault_at
-            table = run("status", job["job_id"]).stdout  # the REASON column: HUNG, not PBS's comment
+            # The REASON column: HUNG, not PBS's comment. `status` reads the monitor's summary,
+            # written at its next look (watch judged the ranks itself): a few seconds after.
+            for _ in range(20):
+                table = run("status", job["job_id"]).stdout
+                if "HUNG " in table or " running " not in table:
+                    break
+                time.sleep(1)
             break
         time.sleep(1)
     row = wait_end(run, job, 120)

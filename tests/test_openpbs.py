@@ -206,10 +206,10 @@ def test_a_request_on_fewer_hosts_fails_at_once_naming_both_numbers(pbs, tmp_pat
 
 
 def test_wait_stops_on_a_job_that_can_never_run(pbs, tmp_path):
-    """3 nodes asked of a 2-node server: pbs_sched comments "Can Never Run" and the job stays queued
-    for ever; --wait stops with PBS's comment."""
+    """4 nodes asked of a 3-node server (its third offline: tests/openpbs.py's SPARE): pbs_sched
+    comments "Can Never Run" and the job stays queued for ever; --wait stops with PBS's comment."""
     shutil.copy(QUICKSTART, tmp_path)
-    proc, job_id = submit(pbs, tmp_path, "--nodes", "3", "quickstart.py", timeout=120)
+    proc, job_id = submit(pbs, tmp_path, "--nodes", "4", "quickstart.py", timeout=120)
     try:
         assert proc.returncode == 1, proc.stderr
         assert re.search(r"can never run as asked \(Can Never Run: [^)]*nodes", proc.stderr), proc.stderr

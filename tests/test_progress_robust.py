@@ -212,7 +212,7 @@ class Counted(dict):
     __hash__ = None
 
 
-def test_watch_compares_no_rank_with_another_and_names_a_few_silent_ranks():
+def test_watch_compares_no_rank_with_another_and_names_a_few_silent_ranks(tmp_path):
     from hpcdist.cli.watch import screen
     from hpcdist.progress import watch
 
@@ -222,7 +222,8 @@ def test_watch_compares_no_rank_with_another_and_names_a_few_silent_ranks():
              for r in range(400)]
     Counted.compared = 0
     view = watch.analyse(ranks, now)
-    text = screen(SimpleNamespace(job_id="7", record={"scheduler": "local"}), view, "RUNNING")
+    job = SimpleNamespace(job_id="7", record={"scheduler": "local"}, path=str(tmp_path))  # no restart
+    text = screen(job, view, "RUNNING")
     assert Counted.compared == 0
     assert len(view.not_answering) == 200 and text.count("(silent 100 s)") == 200
     assert text.splitlines()[-1] == (

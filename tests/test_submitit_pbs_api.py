@@ -190,17 +190,16 @@ def test_submitits_checkpointing_guide_interrupts_a_pbs_job(timeout, history, pb
     assert said in out["err"], out["err"]
 
 
-#: A job deleted by ``qdel`` from a shell while it is queued (held, so that it cannot start
-#: first): with job history off PBS forgets it, and it leaves no exit code.
+#: A job deleted by ``qdel`` from a shell while it is queued (held from its submission, ``-h``,
+#: so that it cannot start first): with job history off PBS forgets it, and it leaves no exit code.
 FORGOTTEN = textwrap.dedent("""
     import json, subprocess, time
     import submitit
 
     executor = submitit.AutoExecutor(folder="log_forgotten", cluster="pbs")
-    executor.update_parameters(timeout_min=5)
+    executor.update_parameters(timeout_min=5, pbs_options={"directives": ["-h"]})
     job = executor.submit(time.sleep, 1)
     pbs_id = job._record().current_id
-    subprocess.run(["qhold", pbs_id], check=True)
     subprocess.run(["qdel", pbs_id], check=True)
     started = time.monotonic()
     try:

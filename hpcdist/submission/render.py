@@ -97,7 +97,10 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | N
             flags.append("--port-unchecked")
     if job_dir:
         flags += ["--job-dir", var("job_dir"), "--run-id", Shell(f'"{scheduler.recorded_id_shell}"')]
-        flags += ["--record-start"] if spec.stops_on_warning or scheduler.requeues_by_itself else []
+        # Each run's start, where the scheduler may run the script again by itself (an array's
+        # subjobs are runs of their own: each would read as a restart).
+        again = scheduler.requeues_by_itself and not spec.array
+        flags += ["--record-start"] if spec.stops_on_warning or again else []
     master = "this host" if scheduler.one_host else "the first node"
     return (command_lines(words + flags) + " || {\n" + hpcdist_check(spec) + "\n}",
             f"{what}; the master is {master}, its port a free one drawn at random.")
