@@ -107,6 +107,41 @@ def test_a_refused_array_of_a_map_names_the_cap_and_keeps_the_arrays_that_run(tm
     assert not list((tmp_path / "log_unread").rglob("*.pkl")), list(tmp_path.rglob("*.pkl"))
 
 
+#: A stand-in qsub that prints an id (a client-cost check: the real server is not what is measured).
+PRINTS_AN_ID = "#!/bin/sh\necho 1234.pbshead\n"
+#: What ``executor.submit()`` must not do for a PBS job: load Slurm's modules (the local backend's
+#: imported its scheduler), or make JobSpec's dataclass twin (generated code, compiled).
+SUBMIT_COST = textwrap.dedent("""
+    import sys, submitit
+    from hpcdist.frozen import DataclassFields
+    from hpcdist.submission.spec import JobSpec
+    executor = submitit.AutoExecutor(folder="log_cost", cluster="pbs")
+    executor.update_parameters(timeout_min=5)
+    before = set(sys.modules)
+    assert executor.submit(abs, 1).job_id == "1234"
+    # (Slurm's id grammar, a few patterns, is loaded with every queued scheduler's: JobId.)
+    slurm = sorted(name for name in set(sys.modules) - before if "slurm" in name
+                   and name != "hpcdist.schedulers.slurm.ids")
+    twin = not isinstance(vars(JobSpec)["__dataclass_fields__"], DataclassFields)
+    print(slurm, twin)
+""")
+
+
+def test_a_pbs_submit_loads_no_slurm_module_and_makes_no_dataclass(tmp_path):
+    """The client's cost of ``executor.submit()`` (bench/bench_submitit_client.py measures it): a
+    PBS job's submit imports none of Slurm's scheduler modules and never makes JobSpec's dataclass
+    twin. A stand-in qsub that prints an id."""
+    (tmp_path / "qsub").write_text(PRINTS_AN_ID)
+    (tmp_path / "qsub").chmod(0o755)
+    (tmp_path / "main.py").write_text(SUBMIT_COST)
+    env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+               HPCDIST_NO_DEFAULT_PROFILE="1")
+    proc = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[] False", proc.stdout
+
+
 #: submitit's checkpointing guide, its "Training and checkpointing a model" recipe as written,
 #: with cluster="pbs" and a model that is a count in a JSON file (the guide's `...` filled in):
 #: the job is preempted, then timed out, by ``job._interrupt``, as the guide says to test it.
@@ -146,7 +181,10 @@ GUIDE = textwrap.dedent("""
 
     def past(step, job):
         while progress() < step:
-            assert not job.done(force_check=True), job.state
+            if job.done(force_check=True):  # what the watcher read, and the job's runs
+                runs = Path(job._record().path, "runs").read_text()
+                raise AssertionError(f"done at step {progress()}: {job.get_info(mode='cache')}"
+                                     f"\n{runs}\n{job._job_log()}")
             time.sleep(1)
 
     executor = submitit.AutoExecutor(folder="logs_training", cluster="pbs")

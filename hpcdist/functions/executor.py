@@ -201,7 +201,7 @@ class PbsJob(core.Job[core.R]):
         by requeue (``qrerun``: SIGTERM to the job, then the job queued again under its id): the
         first task checkpoints without using up a timeout and the job runs again from there;
         ``qrerun`` needs PBS's operator or manager privilege."""
-        from hpcdist.schedulers.pbs_job import own_command
+        from hpcdist.schedulers.pbs.job import own_command
 
         target = self._pbs_id(self._record())
         argv = ["qsig", "-s", "USR2", target] if timeout else ["qrerun", target]
