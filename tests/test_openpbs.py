@@ -329,11 +329,11 @@ def test_qsig_usr2_by_hand_leaves_the_monitor_and_the_walltime_timer_running(pbs
     time.sleep(2)
     after = job_processes()
     assert "monitor" in after and "sleep 263" in after, f"before:\n{before}\nafter:\n{after}"
-    row = wait_for(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
-                   120, "the job's end")
+    # The job's own end (its exit_code file): this cluster's moms see no process of a job, and
+    # take any signal for the job's end in PBS's books while the script runs on (NOTES.md).
+    wait_for(lambda: row_of(pbs, tmp_path, job_id)["state"] == "COMPLETED", 120, "the job's end")
     log = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
-    assert row["state"] == "COMPLETED" and "ended on its own after the walltime warning" in log, \
-        f"{row}\n{testcluster.log_excerpt(log)}"
+    assert "ended on its own after the walltime warning" in log, testcluster.log_excerpt(log)
     wait_for(lambda: not job_processes(), 20, "the timer's and the monitor's end with the job")
 
 
