@@ -212,6 +212,28 @@ class Counted(dict):
     __hash__ = None
 
 
+def test_the_monitor_lives_through_the_warning_signals(job, tmp_path):
+    """PBS's ``qsig -s USR2`` (the walltime warning by hand) reaches every process of a job: the
+    monitor takes it, and USR1, and goes on to name the hang, and ends with the batch shell. (The
+    real qsig on OpenPBS: tests/test_openpbs.py, test_qsig_usr2_by_hand_...)"""
+    from hpcdist.progress.monitor import SUMMARY
+
+    now = time.time()
+    write_rank(job.progress, 0, **healthy(0, now, last_step=now - 60, interval=0.2))
+    log = open(tmp_path / "monitor.log", "w+")
+    monitor = subprocess.Popen([sys.executable, "-m", "hpcdist", "monitor", "--dir", job.progress, "--pid", job.id,
+                                "--hang-floor", "5", "--interval", "0.5"], stderr=log, env=clean_env())
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(job.progress, SUMMARY)), 60, "the monitor's first summary")
+        for warning in (signal.SIGUSR2, signal.SIGUSR1):
+            monitor.send_signal(warning)
+        wait_for(lambda: "every rank's stack" in (tmp_path / "monitor.log").read_text(), 60, "the monitor's hang line")
+        assert monitor.poll() is None, (tmp_path / "monitor.log").read_text()
+    finally:
+        job.runner.kill()  # the batch shell ends: so does the monitor
+        assert monitor.wait(30) == 0, (tmp_path / "monitor.log").read_text()
+
+
 def test_watch_compares_no_rank_with_another_and_names_a_few_silent_ranks(tmp_path):
     from hpcdist.cli.watch import screen
     from hpcdist.progress import watch

@@ -39,6 +39,7 @@ import signal
 import sys
 import time
 
+from hpcdist.injob.end_all import WARNINGS
 from hpcdist.progress import startup, timeline, watch
 
 USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--start-timeout S]"
@@ -457,4 +458,8 @@ def _summary_in_place(path: str, text: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # A site's warning (USR1, USR2) is the batch shell's to act on, not the monitor's to die of:
+    # PBS's `qsig -s USR2` reaches every process of the job, and the monitor must live on.
+    for warning in WARNINGS:
+        signal.signal(warning, signal.SIG_IGN)
     return run(parse(argv))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import sys
@@ -44,11 +43,11 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
         stage.pack(stage.plan(spec, workdir), say=lambda line: print(f"hpcdist submit: {line}", file=sys.stderr))
     draft = Draft(os.path.abspath(root), spec.job_name)
     try:
-        spec = dataclasses.replace(spec, output=spec.output or draft.default_log)
+        spec = spec.replace(output=spec.output or draft.default_log)
         # An array's subjobs each write a log of their own (the scheduler names it by the index).
         subjob_logs = scheduler.array_log(spec.output) if spec.array else None
         if subjob_logs:
-            spec = dataclasses.replace(spec, output=subjob_logs[0])
+            spec = spec.replace(output=subjob_logs[0])
         log = os.path.join(workdir, spec.output)  # where the script really writes (a user's --output too)
         draft.write_spec(spec.as_dict())
         script = draft.write_script(render(spec, command_line=command_line, workdir=workdir, job_dir=draft.path,
@@ -62,7 +61,7 @@ def submit(spec: JobSpec, *, command_line: str | None = None, root: str = JOBS_D
                   "command_line": command_line}
         if subjob_logs:
             record[SUBJOB_LOGS] = [os.path.join(workdir, subjob_logs[1]), subjob_logs[2]]
-        from hpcdist.schedulers.local.submit import process_start  # not at import: it imports Slurm's module
+        from hpcdist.schedulers.local.job import process_start  # not at import: `status` needs none
 
         draft.write_pending(record, os.getpid(), process_start(os.getpid()))
     except BaseException as e:
@@ -136,7 +135,7 @@ def unrecorded(job: Job) -> JobStatus | None:
     marked = job.submitting
     if marked is None:
         return None
-    from hpcdist.schedulers.local.submit import process_start  # as in submit()
+    from hpcdist.schedulers.local.job import process_start  # as in submit()
 
     pid, started = marked.get("pid"), marked.get("started")
     if isinstance(pid, int) and pid > 1 and started is not None and process_start(pid) == str(started):

@@ -45,8 +45,9 @@ stop_training() {
 }
 trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
-# PBS sends no warning before the walltime: this script sends itself one.
-( sleep 4800 && kill -USR2 $$ ) >/dev/null 2>&1 &
+# PBS sends no warning before the walltime: this script sends itself one (`qsig -s USR2`, which
+# reaches every process of the job, leaves the timer to its time).
+( trap '' USR2; sleep 4800 && kill -USR2 $$ ) >/dev/null 2>&1 &
 deadline_pid=$!
 
 # The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at

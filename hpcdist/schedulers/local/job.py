@@ -13,6 +13,18 @@ JOB_ID_VARIABLES = ("HPCDIST_JOB_ID", "SUBMITIT_LOCAL_JOB_ID")
 MASTER_ADDR = "127.0.0.1"
 
 
+def process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid; None
+    for a zombie (it has ended: only its parent has not collected it yet). (Here, not in
+    ``submit``: every submission marks its record with it, and ``submit`` imports Slurm's module.)"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[:1] == ["Z"] or len(fields) < 20 else fields[19]
+
+
 def is_job_id(text) -> bool:
     """Whether ``text``, read from a job's record, can be a local job's id: its runner's pid.
     (A scheduler without such a rule here takes any id word: :func:`hpcdist.jobs.folders.record_problem`.)"""

@@ -13,7 +13,7 @@ from hpcdist import jobs
 from hpcdist import validate as v
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, on_each_node
 from hpcdist.schedulers.batch import SubmitError, signal_words
-from hpcdist.schedulers.local.job import JOB_ID_VARIABLES
+from hpcdist.schedulers.local.job import JOB_ID_VARIABLES, process_start
 from hpcdist.schedulers.slurm.submit import JOB_NAMES as SLURM_JOB_NAMES
 from hpcdist.shell import command_lines
 
@@ -48,17 +48,6 @@ KILL_WAIT_S = 10.0
 #: The most processes the local backend starts (--nodes x --procs-per-node): each "node" is a
 #: background agent on this host, and more than this is a typo, not a workstation's load.
 MAX_LOCAL_PROCESSES = 1024
-
-
-def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), to tell a reused pid; None
-    for a zombie (it has ended: only its parent has not collected it yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[:1] == ["Z"] or len(fields) < 20 else fields[19]
 
 
 class Local(Scheduler):
