@@ -23,7 +23,6 @@ import uuid
 
 import pytest
 
-import openpbs
 import testcluster
 from launch import check_framework_views, wait_for
 
@@ -296,45 +295,6 @@ def test_a_ddp_training_stopped_by_the_scripts_own_warning_goes_on_from_its_chec
 
 #: A training that takes no stop request: the warning by hand cannot end it, so the job's own
 #: processes can be looked at after it.
-IGNORES_WARNING = "import time\nfor i in range(40):\n    print(f'step {i}', flush=True)\n    time.sleep(1)\n"
-
-
-def test_qsig_usr2_by_hand_leaves_the_monitor_and_the_walltime_timer_running(pbs, tmp_path):
-    """`qsig -s USR2 <job>` (the walltime warning by hand; PBS sends it to every process of the
-    job): the batch shell asks the training to stop, and the job's monitor (hang detection, the
-    step rate in `status`) and the script's own walltime timer live on. About 40 s here."""
-    (tmp_path / "slow.py").write_text(IGNORES_WARNING)
-    # The timer's sleep: 300 - 37 = 263 s, a number no other process of the cluster sleeps.
-    proc, job_id = submit(pbs, tmp_path, "--launcher", "none", "--requeue", "1", "--walltime", "5m",
-                          "--signal-margin", "37s", "slow.py", wait=False)
-    assert proc.returncode == 0, proc.stderr
-    folder = tmp_path / ".hpcdist" / "jobs"
-
-    def job_processes() -> str:
-        """The monitor and the timer of this job, as `ps` lists them on the node that runs it."""
-        lines = [line for node in openpbs.NODES
-                 for line in pbs.on(node, "ps -eo pid,args").stdout.splitlines()]
-        return "\n".join(line for line in lines if f"monitor --dir {folder}" in line
-                         or line.split(None, 1)[1:] == ["sleep 263"])
-
-    def both() -> str:
-        found = job_processes()
-        return found if "monitor" in found and "sleep 263" in found else ""
-
-    before = wait_for(both, 120, "the job's monitor and timer")
-    said = pbs.on(openpbs.HEAD, f"qsig -s USR2 {shlex.quote(job_id)}")
-    assert said.returncode == 0, said.stderr
-    wait_for(lambda: "walltime warning (SIGUSR2)" in pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout,
-             30, "the batch shell's word on the warning")
-    time.sleep(2)
-    after = job_processes()
-    assert "monitor" in after and "sleep 263" in after, f"before:\n{before}\nafter:\n{after}"
-    # The job's own end (its exit_code file): this cluster's moms see no process of a job, and
-    # take any signal for the job's end in PBS's books while the script runs on (NOTES.md).
-    wait_for(lambda: row_of(pbs, tmp_path, job_id)["state"] == "COMPLETED", 120, "the job's end")
-    log = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
-    assert "ended on its own after the walltime warning" in log, testcluster.log_excerpt(log)
-    wait_for(lambda: not job_processes(), 20, "the timer's and the monitor's end with the job")
 
 
 @pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
