@@ -233,7 +233,8 @@ def restart_lines(job, index: int | None, ended: bool) -> list:
     """The launch's restarts (``--max-restarts``), one line each, and one for a restart under way:
     the monitor ended the launch, or ``hpcdist restart`` checks the nodes and sets up the next."""
     from hpcdist.jobs import launch_restarts
-    from hpcdist.progress.monitor import LAUNCH_ENDED, RESTARTING
+    from hpcdist.progress.monitor import LAUNCH_ENDED, RESTARTING, mtime
+    from hpcdist.progress.watch import read_small
 
     done = launch_restarts.read(job.path) if index is None else []
     lines = []
@@ -244,28 +245,15 @@ def restart_lines(job, index: int | None, ended: bool) -> list:
         lines.append(f"restart {r.get('restart')} of {r.get('of')} at {at} (step {r.get('step')}): "
                      f"{r.get('cause')}{left}{spares}")
     folder = progress_dir(job, index)
-    cause = _read_line(os.path.join(folder, LAUNCH_ENDED))
+    cause = (read_small(os.path.join(folder, LAUNCH_ENDED)) or "").strip()
     last = done[-1].get("time") or 0 if done else 0
-    if not ended and (cause or _mtime(os.path.join(folder, RESTARTING)) > last):
+    if not ended and (cause or mtime(os.path.join(folder, RESTARTING)) > last):
         said = f": {cause}" if cause else ""
         lines.append(f"RESTARTING: the launch ended{said}; every node is asked to answer before "
                      f"the next launch")
     return lines
 
 
-def _read_line(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.readline().strip()
-    except OSError:
-        return ""
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return 0.0
 
 
 def startup_text(job, view, index: int | None = None) -> str:
@@ -333,12 +321,12 @@ def view_of(job, index: int | None = None):
     """``(its JobStatus, the view of its ranks)`` as ``watch`` has them now."""
     from hpcdist.progress import watch
 
-    from hpcdist.progress.monitor import RESTARTING
+    from hpcdist.progress.monitor import RESTARTING, mtime
 
     status = _status(job, index)
     folder = progress_dir(job, index)
     ranks = watch.read(folder, *this_run(job, index))
-    restarted = _mtime(os.path.join(folder, RESTARTING))
+    restarted = mtime(os.path.join(folder, RESTARTING))
     if restarted:  # the ranks of the launch that runs now, as the monitor judges them
         ranks = [r for r in ranks if (r.get("started") or 0) >= restarted]
     view = watch.analyse(ranks, floor=hang_floor(job), ended=status.finished)

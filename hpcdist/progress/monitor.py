@@ -363,7 +363,7 @@ def _restart_begun(folder: str, run, started: float, since: float, boot) -> tupl
     """``(since, boot)`` once ``hpcdist restart`` has left its mark: the ranks are judged from the
     mark on, and the start-up's breakdown is taken from the last launch's files before the next
     launch's replace them (the first launch's, if every rank of it had stepped)."""
-    mark = _mtime(os.path.join(folder, RESTARTING))
+    mark = mtime(os.path.join(folder, RESTARTING))
     if mark <= since:
         return since, boot
     if boot is None or not boot["complete"]:
@@ -395,7 +395,8 @@ def _first_boot(boot, folder: str, run, ranks: list, started: float):
     return boot if boot is not None and boot["complete"] else startup.of_folder(folder, run, ranks, started)
 
 
-def _mtime(path: str) -> float:
+def mtime(path: str) -> float:
+    """A file's modification time; 0 where there is none."""
     try:
         return os.stat(path).st_mtime
     except OSError:
