@@ -166,6 +166,24 @@ def test_an_array_pbs_says_failed_stays_failed_when_no_subjob_recorded_a_failure
     assert (row["state"], row["exit_code"]) == ("FAILED", None), row
 
 
+def test_history_off_an_array_whose_subjob_wrote_no_exit_code_is_failed_not_completed(tmp_path):
+    """Replays nohistory_qstat_finished_job.txt ("Unknown Job Id": the server forgot the array, its
+    id replaced by 12[]'s). Subjobs 1 and 3 wrote 0; subjob 2, deleted alone by ``qdel 12[2]``
+    (submitit's subjob cancel) while it ran, wrote none: hpcdist said completed (the clean-clone
+    run of 16498c3, test_submitit_pbs_api.py's subjob cancel)."""
+    env = replay(tmp_path, {"qstat": [{"if": ["-x"], "answers": [NO_HISTORY]}, {"answers": [GONE]}],
+                            "replace": {"6.pbshead": "12[].pbshead"}})
+    folder = recorded_job(tmp_path, "12[].pbshead")
+    Path(folder, "spec.json").write_text(json.dumps({"array": "1-3"}))
+    for index in (1, 3):
+        Path(folder, f"exit_code.{index}").write_text("0\n")
+    row = status_row(tmp_path, env)
+    assert (row["state"], row["exit_code"]) == ("FAILED", None), row
+    assert "subjob(s) 2 wrote no exit_code file" in row["reason"], row
+    Path(folder, "exit_code.2").write_text("0\n")  # each wrote one: the array completed
+    assert status_row(tmp_path, env)["state"] == "COMPLETED"
+
+
 def test_status_of_a_cancelled_array_is_cancelled(tmp_path):
     """Replays qstat_json_array_cancelled.json (hpcdist_array_cancel.txt: hpcdist said failed, 1)."""
     env = replay(tmp_path, {"qstat": [{"answers": [{"stdout_file": "qstat_json_array_cancelled.json"}]}]})

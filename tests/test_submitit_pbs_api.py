@@ -362,8 +362,7 @@ SUBJOB_CANCEL = textwrap.dedent("""
 """)
 
 
-# History off: in the clean-clone run the cancelled subjob read COMPLETED (open, NOTES.md).
-@pytest.mark.parametrize("history", [True], ids=["history-on"])
+@pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
 def test_a_subjobs_own_cancel_ends_it_alone(history, pbs, tmp_path):
     """``jobs[1].cancel()`` of a map_array of three (``qdel 123[1].server``): that subjob ends
     within a watcher's turn, its exception is submitit's UncompletedJobError, and the other two

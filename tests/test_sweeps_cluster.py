@@ -20,6 +20,7 @@ import os
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -346,23 +347,37 @@ def test_a_per_user_limit_hpcdist_cannot_read_is_waited_out(openpbs_cluster, tmp
     """The default queue's max_queued [u:PBS_GENERIC=4], which hpcdist does not read (no --queue),
     and one job of the user's queued: qsub refuses the sweep's array of 4 "would exceed ... per-user
     limit"; the sweep waits for room and goes in once the job has ended (it once stopped at once:
-    the refusal was read from hpcdist's own first line)."""
+    the refusal was read from hpcdist's own first line). The first job runs until the sweep has
+    said it waits (a fixed sleep once ended first under load, and qsub took the array at once)."""
     pbs = Pbs(openpbs_cluster)
     openpbs_cluster.history(False)
     (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "first.py").write_text("import os, time\nend = time.time() + 240\n"
+                                      "while not os.path.exists('go') and time.time() < end:\n"
+                                      "    time.sleep(0.2)\n")
+    words = [sys.executable, "-m", "hpcdist", "submit", "--scheduler", "pbs", "--venv", sys.prefix,
+             "--json", "--launcher", "none", "--sweep", "lr=1,2", "--sweep", "batch=1,2", "train.py"]
+    line = " ".join(map(shlex.quote, words)) + " 2>sweep.err"
     openpbs_cluster.qmgr("set queue workq max_queued = '[u:PBS_GENERIC=4]'")
     try:
-        first = pbs.submit("--launcher", "none", "train.py", "--sleep", "6", cwd=tmp_path)
+        first = pbs.submit("--launcher", "none", "first.py", cwd=tmp_path)
         assert first.returncode == 0, first.stderr
-        proc = pbs.hpcdist("submit", "--scheduler", "pbs", "--venv", sys.prefix, "--json", "--launcher", "none",
-                           "--sweep", "lr=1,2", "--sweep", "batch=1,2", "train.py", cwd=tmp_path,
-                           HPCDIST_SWEEP_POLL_S="1")
+        with ThreadPoolExecutor(1) as pool:
+            sweeping = pool.submit(openpbs_cluster.on, openpbs_cluster.HEAD, line, cwd=tmp_path,
+                                   HPCDIST_SWEEP_POLL_S="1")
+            said = tmp_path / "sweep.err"
+            try:
+                wait_for(lambda: "per-user limit" in (said.read_text() if said.exists() else ""),
+                         120, "refusal the sweep waits out")
+            finally:
+                (tmp_path / "go").write_text("")
+            proc = sweeping.result()
     finally:
         openpbs_cluster.qmgr("unset queue workq max_queued")
-    assert proc.returncode == 0, proc.stderr
-    assert "the scheduler holds no more of your jobs now" in proc.stderr and "per-user limit" in proc.stderr, \
-        proc.stderr
-    assert "waits 1 s for room" in proc.stderr, proc.stderr
+    stderr = said.read_text()
+    assert proc.returncode == 0, stderr
+    assert "the scheduler holds no more of your jobs now" in stderr, stderr
+    assert "waits 1 s for room" in stderr, stderr
     answer = json.loads(proc.stdout)
     sweep = ended(pbs, answer["job_id"], tmp_path)
     assert [r["state"] for r in sweep["sets"]] == ["COMPLETED"] * 4, sweep

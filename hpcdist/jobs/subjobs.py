@@ -61,3 +61,29 @@ def index_of(path: str, name: str) -> int | None:
     """The subjob index in ``path``'s last part (``.../progress.3`` and ``progress``: 3); None without one."""
     index = os.path.basename(os.path.normpath(path)).removeprefix(name + ".")
     return int(index) if index.isascii() and index.isdigit() and len(index) <= 9 else None
+
+
+def array_indices(array: str | None) -> list[int] | None:
+    """The indices of an array as ``--array`` gave them (``0-15``, ``1,3,5``, ``0-15:2%4``: Slurm's,
+    PBS Pro's and Torque's form), sorted; None when ``array`` is empty or not of that form."""
+    if not isinstance(array, str) or not array:
+        return None
+    found: set[int] = set()
+    for part in array.partition("%")[0].split(","):
+        span, _, step = part.partition(":")
+        first, dash, last = span.partition("-")
+        words = [first, last if dash else first, step or "1"]
+        if not all(w.isascii() and w.isdigit() and len(w) <= 9 for w in words) or int(words[2]) == 0:
+            return None
+        found.update(range(int(words[0]), int(words[1]) + 1, int(words[2])))
+    return sorted(found)
+
+
+def missing_exit_codes(job, codes: dict[int, int]) -> list[int]:
+    """The subjobs of array job ``job`` (a :class:`hpcdist.jobs.Job`) whose exit code file is not
+    in ``codes``; none where its spec cannot be read."""
+    try:
+        indices = array_indices(job.spec_values().get("array"))
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [i for i in indices or () if i not in codes]

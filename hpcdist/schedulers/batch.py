@@ -15,6 +15,7 @@ import sys
 
 from hpcdist.schedulers import retry
 from hpcdist.jobs import JobFolderError, read_exit_code, read_subjob_exit_codes
+from hpcdist.jobs.subjobs import missing_exit_codes
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, SchedulerOutputError
 
 #: Seconds a status or cancel command (squeue, sacct, qstat, scancel, qdel) may take.
@@ -152,16 +153,29 @@ def chunks(members: list) -> list[list]:
     return out if out[-1] else []
 
 
-def recorded_exit(job) -> JobStatus | None:
+def recorded_exit(job, ended: bool = True) -> JobStatus | None:
     """How the job ended by its own word, where the scheduler keeps none: the exit code the job
     script wrote into its folder (hpcdist/schedulers/job.sh.j2: 128+N when signal N stopped it);
     for an array, the first subjob that failed, by index, else 0 (each subjob writes its own
     file). A job that ``hpcdist cancel`` cancelled is CANCELLED, with or without a file (a script
-    killed outright writes none); without a file and a cancel, None: the end is unknown."""
+    killed outright writes none); without a file and a cancel, None: the end is unknown.
+
+    ``ended``: the scheduler said the job ended (or forgot it). Then an array's subjob that wrote
+    no file was ended from outside (a qdel of it alone, its node lost): the array FAILED, never
+    COMPLETED. Else such a subjob may still run, and the array's end is unknown (None)."""
     cancelled = job.record.get("cancelled") is True
     codes = read_subjob_exit_codes(job.path)
     if codes:
         index, code = next(((i, c) for i, c in codes.items() if c != 0), (None, 0))
+        missing = missing_exit_codes(job, codes) if code == 0 else []
+        if missing and not ended:
+            return None
+        if missing and not cancelled:
+            listed = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+            return JobStatus("FAILED", None, "no exit code",
+                             f"subjob(s) {listed} wrote no exit_code file: ended from outside "
+                             f"before their script could (a qdel of the subjob, its walltime, a "
+                             f"lost node); {len(codes)} subjob(s) exited 0")
         why = (f"subjob {index} exited {code}" if index is not None else f"{len(codes)} subjob(s) exited 0")
         return _ended(code, cancelled, f"{why}, from their exit_code files")
     code = read_exit_code(job.path)
@@ -292,7 +306,7 @@ class BatchScheduler(Scheduler):
         if line is None:
             return None
         why = self.cannot_reach(program, line)
-        found = recorded_exit(job)
+        found = recorded_exit(job, ended=False)
         if found is not None:
             return JobStatus(state=found.state, exit_code=found.exit_code, raw=f"{found.raw}, {UNCONFIRMED}",
                              reason=f"{found.reason}; {why}")
@@ -302,7 +316,7 @@ class BatchScheduler(Scheduler):
         """The state while the controller cannot be reached: unknown, never "finished",
         unless the job's own exit_code file says how it ended."""
         message = f"the {self.title} {self.controller} cannot be reached ({why})"
-        found = recorded_exit(job)
+        found = recorded_exit(job, ended=False)
         if found is not None:
             return JobStatus(state=found.state, exit_code=found.exit_code, raw=f"{found.raw}, {UNCONFIRMED}",
                              reason=f"{found.reason}; {message}")

@@ -366,7 +366,8 @@ class Pbs(BatchScheduler):
         it; ``unknown``: the ids its stderr says it does not know, when several were asked about;
         ``history``: False when the server keeps no finished jobs."""
         if found is not None:
-            if found.finished and found.exit_code is None:
+            is_array = JobId(job_id, scheduler="pbs").is_array
+            if found.finished and (found.exit_code is None or is_array):
                 return self._with_recorded_exit(job, job_id, found)
             return found
         missing = self.not_configured(job, "qstat", proc)
@@ -389,13 +390,17 @@ class Pbs(BatchScheduler):
     @staticmethod
     def _with_recorded_exit(job, job_id, found):
         """A finished job qstat gives no exit status for: Torque's (and Slurm's wrapper's) "C",
-        whose exit_code file says how it ended; an array's parent PBS marks failed (its Exit_status
-        is 0), whose subjobs' files say which one failed, and how."""
+        whose exit_code file says how it ended; an array's parent, whose Exit_status is 0 when a
+        subjob failed (PBS marks it failed) or was deleted alone (PBS does not): its subjobs' files
+        say which one failed, and how, and which wrote none."""
         recorded = recorded_exit(job)
         if recorded is None:
             return found
         if not JobId(job_id, scheduler="pbs").is_array:
             return recorded
+        if found.state == "COMPLETED" and recorded.state != "COMPLETED":  # never COMPLETED then
+            return JobStatus(recorded.state, recorded.exit_code, recorded.raw,
+                             f"{recorded.reason}; PBS: the array finished, Exit_status 0")
         if recorded.state != found.state:  # a subjob that wrote no file: PBS's word on the array wins
             return found
         return JobStatus(recorded.state, recorded.exit_code, recorded.raw, f"{recorded.reason}; {found.reason}")
