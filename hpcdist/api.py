@@ -58,7 +58,11 @@ class JobHandle:
                                 quiet=not echo)
 
     def cancel(self) -> None:
-        _submission.cancel(self._job)
+        """The scheduler's cancel; nothing where the job has already ended."""
+        try:
+            _submission.cancel(self._job)
+        except _submission.AlreadyEnded:
+            pass
 
     def logs(self) -> str:
         return _submission.log_text(self._job) or ""

@@ -18,6 +18,7 @@ import time
 import pytest
 
 import testcluster
+from launch import wait_for
 
 ROOT = testcluster.ROOT
 QUICKSTART = ROOT / "examples" / "quickstart.py"
@@ -198,3 +199,26 @@ def test_wait_stops_on_a_dependency_that_can_never_be_satisfied(cluster, tmp_pat
     assert proc.returncode == 1, proc.stderr
     assert "can never run as asked (DependencyNeverSatisfied" in proc.stderr, proc.stderr
     assert f"hpcdist cancel {second}" in proc.stderr and time.monotonic() - started < 90, proc.stderr
+
+
+def test_cancel_of_a_job_that_has_ended_says_so_and_its_record_stays_true(cluster, tmp_path):
+    """`hpcdist cancel` of a job that completed (not followed by --wait: no end recorded): scancel
+    says nothing and exits 0, and the record said cancelled, so `status` read the job's exit 0
+    as CANCELLED. Now hpcdist asks first: "has already ended", exit 1 (as for a local job), and
+    it stays COMPLETED."""
+    env = testcluster.client_env(cluster)
+    (tmp_path / "ok.py").write_text("print('done')\n")
+    hpcdist = [sys.executable, "-m", "hpcdist"]
+    done = subprocess.run([*hpcdist, "submit", "--scheduler", "slurm", "--launcher", "none", "--json",
+                           "ok.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    wait_for(lambda: os.path.exists(os.path.join(answer["folder"], "exit_code")), 120, "job's end")
+    proc = subprocess.run([*hpcdist, "cancel", answer["job_id"]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    status = subprocess.run([*hpcdist, "status", "--json", answer["job_id"]], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert f"job {answer['job_id']} has already ended (completed, exit 0): nothing to cancel" in \
+        proc.stderr, proc.stderr
+    assert json.loads(status.stdout)[0]["state"] == "COMPLETED", status.stdout

@@ -362,3 +362,18 @@ def test_a_sites_request_is_taken_as_written_by_a_server_that_has_its_resources(
         assert job["Account_Name"] == directives["-A"], job
     finally:
         pbs.on(pbs.HEAD, f"qdel {job_id}")
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
+def test_cancel_of_a_job_that_has_ended_says_so_and_its_record_stays_true(history, pbs, tmp_path):
+    """`hpcdist cancel` of a job that completed: "qdel ... failed: qdel: Unknown Job Id" (history
+    off) or "Job has finished" (on); now "has already ended" (exit 1, as for a local job), and it
+    stays COMPLETED."""
+    pbs.history(history)
+    (tmp_path / "ok.py").write_text("print('done')\n")
+    done, job_id = submit(pbs, tmp_path, "--launcher", "none", "ok.py", timeout=120)
+    assert done.returncode == 0, done.stderr
+    proc = pbs.hpcdist("cancel", job_id, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert f"job {job_id} has already ended (completed, exit 0): nothing to cancel" in proc.stderr
+    assert row_of(pbs, tmp_path, job_id)["state"] == "COMPLETED"

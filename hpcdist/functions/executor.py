@@ -188,6 +188,8 @@ class PbsJob(core.Job[core.R]):
             return
         try:
             submission.cancel(record)
+        except submission.AlreadyEnded:  # as scancel of an ended job: nothing to do
+            pass
         except Exception:
             if check:
                 raise

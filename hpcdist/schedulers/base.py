@@ -52,6 +52,8 @@ STATES = frozenset(
 
 #: The terminal states: a job in one of these will not run again by itself.
 FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY})
+#: The ends no requeue follows (a preempted job, or one whose node failed, may run again).
+FINAL_STATES = FINISHED_STATES - {PREEMPTED, NODE_FAIL}
 
 
 class Record(Frozen):

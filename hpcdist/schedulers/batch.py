@@ -16,7 +16,7 @@ import sys
 from hpcdist.schedulers import retry
 from hpcdist.jobs import JobFolderError, read_exit_code, read_subjob_exit_codes
 from hpcdist.jobs.subjobs import missing_exit_codes
-from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, SchedulerOutputError
+from hpcdist.schedulers.base import FINAL_STATES, JobId, JobStatus, Scheduler, SchedulerOutputError
 
 #: Seconds a status or cancel command (squeue, sacct, qstat, scancel, qdel) may take.
 COMMAND_TIMEOUT = 60
@@ -51,6 +51,11 @@ class SubmitError(RuntimeError):
 class MaybeQueued(SubmitError):
     """The submit command failed without proving that the job was not queued (no answer in
     time, no id, or no answer after the request went out): its folder must stay."""
+
+
+class AlreadyEnded(SubmitError):
+    """A cancel of a job that had ended: nothing was cancelled, and its record is left as it is
+    (it ended by itself: recording a cancel would turn a completed job into a cancelled one)."""
 
 
 class CommandTimeout(SubmitError):
@@ -388,9 +393,19 @@ class BatchScheduler(Scheduler):
 
     def cancel(self, job) -> None:
         """The scheduler's cancel; once it took the job, the record says so: where the scheduler
-        keeps no finished jobs, the script's own exit code (143) is then read as CANCELLED."""
+        keeps no finished jobs, the script's own exit code (143) is then read as CANCELLED. The
+        state is asked first: scancel of a completed job says nothing and exits 0, and the record
+        would then turn the job's exit 0 into CANCELLED."""
         job_id = job.current_id
+        state = self.status(job)
+        if state.state in FINAL_STATES:
+            raise AlreadyEnded(f"job {job_id} has already ended ({state.state.lower()}"
+                               f"{'' if state.exit_code is None else f', exit {state.exit_code}'}): "
+                               f"nothing to cancel")
         proc = run([self.cancel_command, job_id])
+        if proc.returncode != 0 and self.says_gone(proc.stderr):
+            said = (proc.stderr.strip().splitlines() or [""])[0]
+            raise AlreadyEnded(f"job {job_id} has already ended ({said}): nothing to cancel")
         if proc.returncode != 0:
             missing = retry.not_configured(proc.stdout + "\n" + proc.stderr)
             if missing:
@@ -403,6 +418,11 @@ class BatchScheduler(Scheduler):
         except (OSError, JobFolderError) as e:  # the job is cancelled: that is what counts
             print(f"hpcdist: job {job_id} is cancelled, but its record could not say so "
                   f"({getattr(e, 'strerror', None) or e})", file=sys.stderr)
+
+    @staticmethod
+    def says_gone(stderr: str) -> bool:
+        """Whether the cancel command's ``stderr`` says the job has ended or is no longer known."""
+        return False
 
     def job_id_for_requeue(self, environ) -> str:
         """This job's id, inside it; SubmitError when the variable is not set."""

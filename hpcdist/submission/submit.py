@@ -15,8 +15,9 @@ from hpcdist.jobs.logfiles import LogCopy, UnreadableLog, read_tail
 from hpcdist.submission.render import render
 from hpcdist.schedulers import QUEUED
 from hpcdist.schedulers.registry import get as get_scheduler
-from hpcdist.schedulers.base import FINISHED_STATES, NEVER_RUNS, NODE_FAIL, PREEMPTED, TIMEOUT, JobStatus
-from hpcdist.schedulers.batch import UNCONFIRMED, UNREACHABLE, MaybeQueued, SubmitError
+from hpcdist.schedulers.base import FINAL_STATES, NEVER_RUNS, TIMEOUT, JobStatus
+# AlreadyEnded: callers read it here (hpcdist.api, the submitit executor).
+from hpcdist.schedulers.batch import UNCONFIRMED, UNREACHABLE, AlreadyEnded, MaybeQueued, SubmitError  # noqa: F401
 from hpcdist.submission.spec import JobSpec
 from hpcdist.jobs.subjobs import LOGS as SUBJOB_LOGS
 
@@ -223,7 +224,6 @@ def statuses(jobs: list[Job]) -> list:
 #: The ends a record may keep for good: nothing runs the job again after them. A job preempted,
 #: or on a node that failed, may be requeued by Slurm itself (PreemptMode=REQUEUE, JobRequeue),
 #: so its recorded end is asked about again.
-FINAL_STATES = FINISHED_STATES - {PREEMPTED, NODE_FAIL}
 
 
 def recorded_end(job: Job):
@@ -249,6 +249,7 @@ def recorded_end(job: Job):
 
 
 def cancel(job: Job) -> None:
+    """The scheduler's cancel of ``job``; :class:`AlreadyEnded` where it had ended."""
     pending = unrecorded(job)
     if pending is not None:
         raise _without_id(job, "hpcdist cannot cancel it", pending)

@@ -12,7 +12,7 @@ import sys
 from hpcdist import jobs
 from hpcdist import validate as v
 from hpcdist.schedulers.base import JobId, JobStatus, Scheduler, on_each_node
-from hpcdist.schedulers.batch import SubmitError, signal_words
+from hpcdist.schedulers.batch import AlreadyEnded, SubmitError, signal_words
 from hpcdist.schedulers.local.job import JOB_ID_VARIABLES, process_start
 from hpcdist.schedulers.slurm.submit import JOB_NAMES as SLURM_JOB_NAMES
 from hpcdist.shell import command_lines
@@ -175,7 +175,8 @@ class Local(Scheduler):
             code = "" if state.exit_code is None else f", exit {state.exit_code}"
             left = job_processes(job)
             if not left:
-                raise SubmitError(f"job {job.job_id} has already ended ({state.state.lower()}{code}): nothing to cancel")
+                raise AlreadyEnded(f"job {job.job_id} has already ended ({state.state.lower()}{code}): "
+                                   f"nothing to cancel")
             # Its runner ended (a killed torchrun agent's workers live on): its processes are ended.
             print(f"hpcdist cancel: job {job.job_id} has ended ({state.state.lower()}{code}), but {len(left)} of its "
                   f"processes still run: ending them", file=sys.stderr, flush=True)

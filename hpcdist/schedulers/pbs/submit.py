@@ -405,6 +405,8 @@ class Pbs(BatchScheduler):
             return found
         return JobStatus(recorded.state, recorded.exit_code, recorded.raw, f"{recorded.reason}; {found.reason}")
 
+    says_gone = staticmethod(parse_qstat_unknown)  # qdel: "Unknown Job Id", "Job has finished"
+
     #: PBS has no requeue a job may ask for itself: it goes on as a new job.
     resubmits = True
     #: But it runs a job's script again by itself (qrerun, a preemption by requeue, a node lost).

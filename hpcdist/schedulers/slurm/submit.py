@@ -131,6 +131,7 @@ class Slurm(BatchScheduler):
     submit_program = "sbatch"
     queue_command = "squeue --me"
     cancel_command = "scancel"
+    says_gone = staticmethod(parse_squeue_unknown)  # "Invalid job id specified"
     status_commands = "squeue/sacct"
     config_fix = "set SLURM_CONF to the cluster's slurm.conf"
     job_id_variable = JOB_ID_VARIABLES[0]
