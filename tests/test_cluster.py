@@ -175,3 +175,26 @@ def test_ending_a_failed_deepspeed_launch_spares_other_deepspeed_launchers(clust
     finally:
         decoy.kill()
         decoy.wait()
+
+
+def test_wait_stops_on_a_dependency_that_can_never_be_satisfied(cluster, tmp_path):
+    """``--dependency afterok:`` of a job that failed: Slurm keeps the job pending for ever
+    (DependencyNeverSatisfied; the cluster has no kill_invalid_depend), and --wait said nothing
+    but "pending" until its own end; now it stops, naming the reason, as on PBS's "Can Never Run"."""
+    env = testcluster.client_env(cluster)
+    (tmp_path / "fail.py").write_text("raise SystemExit(3)\n")
+    failed = subprocess.run([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm",
+                             "--launcher", "none", "--json", "--wait", "fail.py"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=180)
+    assert failed.returncode == 3, failed.stderr
+    first = json.loads(failed.stdout.splitlines()[0])["job_id"]
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm",
+                           "--launcher", "none", "--json", "--wait", "--dependency", f"afterok:{first}",
+                           "fail.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    second = json.loads(proc.stdout.splitlines()[0])["job_id"]
+    subprocess.run([sys.executable, "-m", "hpcdist", "cancel", second], cwd=tmp_path, env=env,
+                   capture_output=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "can never run as asked (DependencyNeverSatisfied" in proc.stderr, proc.stderr
+    assert f"hpcdist cancel {second}" in proc.stderr and time.monotonic() - started < 90, proc.stderr

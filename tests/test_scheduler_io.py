@@ -379,6 +379,15 @@ SQUEUE = [
     ("PENDING|Priority\nCOMPLETED|None\n", PENDING, "PENDING", "Priority"),
     ("COMPLETED|None\nFAILED|NonZeroExitCode\n", FAILED, "FAILED", "NonZeroExitCode"),
     ("RUNNING|None\r\n", RUNNING, "RUNNING", None),
+    # reasons no other job's end can cure: --wait stops on them (NEVER_RUNS)
+    ("PENDING|DependencyNeverSatisfied\n", PENDING, "PENDING, can never run", "DependencyNeverSatisfied"),
+    ("PENDING|QOSMaxNodePerJobLimit\n", PENDING, "PENDING, can never run", "QOSMaxNodePerJobLimit"),
+    ("PENDING|AssocMaxWallDurationPerJobLimit\n", PENDING, "PENDING, can never run",
+     "AssocMaxWallDurationPerJobLimit"),
+    ("PENDING|PartitionNodeLimit\n", PENDING, "PENDING", "PartitionNodeLimit"),  # or nodes down a while
+    ("PENDING|ReqNodeNotAvail, UnavailableNodes:n[1-2]\n", PENDING, "PENDING",
+     "ReqNodeNotAvail, UnavailableNodes:n[1-2]"),
+    ("PENDING|QOSMaxJobsPerUserLimit\n", PENDING, "PENDING", "QOSMaxJobsPerUserLimit"),  # others end
 ]
 
 

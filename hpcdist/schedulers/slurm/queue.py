@@ -12,7 +12,7 @@ import re
 
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
-    CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, REQUEUED, RUNNING,
+    CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NEVER_RUNS, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, REQUEUED, RUNNING,
     TIMEOUT, UNKNOWN, JobStatus, SchedulerOutputError, output_lines, output_text)
 
 __all__ = ["parse_squeue", "parse_squeue_jobs", "parse_sacct", "parse_sacct_jobs", "parse_squeue_unknown",
@@ -69,6 +69,14 @@ def _slurm_state(field: str, what: str, stdout: str, stderr: str) -> tuple[str, 
 
 
 _NO_REASON = {"", "None", "(null)", "(None)"}
+#: squeue's reasons for a pending job that no other job's end can start: only a change of the
+#: request or of the site's configuration can (slurm.schedmd.com/job_reason_codes.html). Not
+#: PartitionNodeLimit nor ReqNodeNotAvail: Slurm gives those for nodes that are down a while too.
+NEVER_REASONS = {"DependencyNeverSatisfied", "BadConstraints", "PartitionTimeLimit",
+                 "AccountNotAllowed", "InvalidAccount", "InvalidQOS", "QOSNotAllowed"}
+#: ... and a request over a per-job maximum of the QOS or the association (QOSMaxNodePerJobLimit,
+#: AssocMaxWallDurationPerJobLimit).
+_PER_JOB_MAXIMUM = Pattern(r"(?:QOS|Assoc)Max\w*PerJob\w*", re.A)
 _CLUSTER_LINE = Pattern(r"CLUSTER: \S+")
 
 
@@ -110,7 +118,14 @@ def _squeue_status(line: str, stdout: str, stderr: str) -> JobStatus:
     field, sep, reason = line.partition("|")
     state, word, _by = _slurm_state(field, "squeue", stdout, stderr)
     reason = reason.strip()
+    if state == PENDING and _never_starts(reason):
+        return JobStatus(state, None, f"{word}, {NEVER_RUNS}", reason)
     return JobStatus(state, None, word, None if reason in _NO_REASON else reason)
+
+
+def _never_starts(reason: str) -> bool:
+    first = reason.split(",")[0].strip()
+    return first in NEVER_REASONS or bool(_PER_JOB_MAXIMUM.fullmatch(first))
 
 
 def _one_of(statuses: list) -> JobStatus:
