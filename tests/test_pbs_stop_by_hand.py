@@ -66,10 +66,11 @@ def pbs_job(tmp_path):
     started = []
 
     def start(*options):
-        env = replay(tmp_path, {"qsub": [{"answers": [{"stdout": "19.pbshead\n"}, {"stdout": "20.pbshead\n"}]}]})
+        answers = [{"stdout": "19.pbshead\n"}, {"stdout": "20.pbshead\n"}]
+        env = replay(tmp_path, {"qsub": [{"answers": answers}]})
         (tmp_path / "stub.py").write_text(TRAINING_STUB)
-        proc = hpcdist("submit", "--scheduler", "pbs", "--launcher", "none", "--requeue", "1", *options,
-                       "stub.py", "stops", cwd=tmp_path, env=env)
+        proc = hpcdist("submit", "--scheduler", "pbs", "--launcher", "none", "--requeue", "1",
+                       *options, "stub.py", "stops", cwd=tmp_path, env=env)
         assert proc.returncode == 0, proc.stderr
         (qsub,) = calls(tmp_path, "qsub")
         log = tmp_path / qsub["argv"][qsub["argv"].index("-o") + 1]
@@ -77,8 +78,9 @@ def pbs_job(tmp_path):
         mom = {**env, "PBS_JOBID": "19.pbshead", "PBS_NODEFILE": str(tmp_path / "nodes"),
                "PBS_O_WORKDIR": str(tmp_path)}
         with open(log, "w") as out:
-            shell = subprocess.Popen(["bash", "-c", LOGIN_SHELL, "-bash", qsub["argv"][-1]], cwd=tmp_path, env=mom,
-                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            shell = subprocess.Popen(["bash", "-c", LOGIN_SHELL, "-bash", qsub["argv"][-1]],
+                                     cwd=tmp_path, env=mom, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         started.append(shell)
         # The training runs (the script's traps are set before its launch).
         wait_for(lambda: any("stub.py" in cmdline(pid) for pid in session(shell.pid)), 60,
@@ -101,7 +103,7 @@ def test_a_usr2_to_every_process_of_the_job_kills_pbss_login_shell(pbs_job):
 
 
 @pytest.mark.parametrize("options", [[], ["--walltime", "1h"]], ids=["no-walltime", "walltime"])
-def test_qsig_winch_to_every_process_stops_the_training_and_the_job_goes_on(pbs_job, tmp_path, options):
+def test_qsig_winch_to_every_process_stops_the_training_and_goes_on(pbs_job, tmp_path, options):
     """``qsig -s WINCH``'s way, as the script's comment tells users: every process of the session
     gets it, the login shell (and the walltime's timer, the monitor, the training) ignore it, the
     script's trap asks the training to stop, it stops, and the job goes on as a new one (the
@@ -115,6 +117,8 @@ def test_qsig_winch_to_every_process_stops_the_training_and_the_job_goes_on(pbs_
     text = log.read_text()
     assert "hpcdist: walltime warning by hand (SIGWINCH) at " in text, text
     assert "stopped: the job script asked: walltime warning by hand (SIGWINCH)" in text, text
-    assert "resubmitted as job 20.pbshead" in text and text.endswith("login shell: the job script exited 0\n"), text
+    assert "resubmitted as job 20.pbshead" in text, text
+    assert text.endswith("login shell: the job script exited 0\n"), text
     first, again = calls(tmp_path, "qsub")
-    assert "depend=afterany:19.pbshead" in again["argv"] and again["argv"][-1] == str(script), again["argv"]
+    assert "depend=afterany:19.pbshead" in again["argv"], again["argv"]
+    assert again["argv"][-1] == str(script), again["argv"]

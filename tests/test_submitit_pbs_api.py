@@ -214,8 +214,8 @@ def test_submitits_checkpointing_guide_interrupts_a_pbs_job(timeout, history, pb
     """The guide's recipe: ``_interrupt()`` (PBS's preemption: SIGTERM, then ``qrerun`` requeues
     the job under its id: root is PBS's manager here) checkpoints the model without using a
     timeout, and the job runs again from it, under its id; ``_interrupt(timeout=True)`` (the
-    walltime warning by hand, ``qsig -s WINCH``) checkpoints, uses one of the 3 timeouts, and the job goes
-    on as a new PBS job. The count finishes at 40 from two runs. About 1.5 min a row here."""
+    walltime warning by hand, ``qsig -s WINCH``) checkpoints, uses one of the 3 timeouts, and the
+    job goes on as a new PBS job. The count finishes at 40 from two runs. About 1.5 min a row here."""
     pbs.history(history)
     (tmp_path / "main.py").write_text(GUIDE)
     line = f"{shlex.quote(sys.executable)} main.py {'timeout' if timeout else 'preempt'}"
