@@ -10,7 +10,7 @@ deterministic settings. Each job is interrupted mid-training:
   ``--signal=B:USR2@margin`` sends it (``scancel --batch --signal=USR2``:
   the batch shell only); the script requeues the job (``scontrol requeue``);
 - PBS (the cluster's PBS personality, Torque's dialect), DDP: the warning
-  mid-training (as ``qsig -s USR2`` sends it); the script resubmits itself
+  mid-training, to the batch shell (as the script's timer sends it); the script resubmits itself
   with ``-W depend=afterany:``. The script's own timer (PBS sends no
   warning: it warns itself ``--signal-margin`` before the walltime) is
   proven with a real 1-minute walltime and a stand-in training without torch.
@@ -136,8 +136,8 @@ def check_resumed(job: dict, row: dict, folder, reference: dict, restarts: str, 
 
 def send_walltime_warning(job: dict, env) -> None:
     """The walltime warning, now, to the batch shell only: what Slurm's ``--signal=B:USR2@margin``
-    sends, and what PBS's ``qsig -s USR2`` does (the cluster's PBS personality runs on Slurm, so
-    ``scancel --batch`` stands in for qsig). The test chooses the moment: mid-training, always."""
+    sends, and what a PBS script's own timer sends itself (the cluster's PBS personality runs on
+    Slurm, so ``scancel --batch`` stands in). The test chooses the moment: mid-training, always."""
     proc = subprocess.run(["scancel", "--batch", "--signal=USR2", job["job_id"]], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

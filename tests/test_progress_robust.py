@@ -213,9 +213,9 @@ class Counted(dict):
 
 
 def test_the_monitor_lives_through_the_warning_signals(job, tmp_path):
-    """PBS's ``qsig -s USR2`` (the walltime warning by hand) reaches every process of a job: the
-    monitor takes it, and USR1, and goes on to name the hang, and ends with the batch shell. (The
-    real qsig on OpenPBS: tests/test_openpbs.py, test_qsig_usr2_by_hand_...)"""
+    """A ``qsig -s USR2`` reaches every process of a job (on a real mom it also ends the job:
+    tests/test_pbs_stop_by_hand.py): the monitor takes it, and USR1, and goes on to name the hang,
+    and ends with the batch shell."""
     from hpcdist.progress.monitor import SUMMARY
 
     now = time.time()

@@ -196,8 +196,9 @@ STOPPED = textwrap.dedent("""
 @pytest.mark.parametrize("reason,which,expected", [
     ("walltime warning (SIGUSR2)", "checkpointable", ["exit 0", True, True]),
     ("walltime warning (SIGUSR2)", "plain", ["Job not requeued because: timed-out and not checkpointable.", False, False]),
+    ("walltime warning by hand (SIGWINCH)", "checkpointable", ["exit 0", True, True]),
     ("SIGTERM", "checkpointable", ["went on", False, False]),
-], ids=["checkpointed", "not-checkpointable", "sigterm-bypassed"])
+], ids=["checkpointed", "not-checkpointable", "by-hand-checkpointed", "sigterm-bypassed"])
 def test_the_walltime_warning_checkpoints_or_fails_as_submitit_does_on_slurm(reason, which, expected, tmp_path):
     """The first task, told to stop by the job script's stop file: a Checkpointable function's
     checkpointed call is written over the job's pickle and the task leaves the ``.stopped`` mark
@@ -210,6 +211,28 @@ def test_the_walltime_warning_checkpoints_or_fails_as_submitit_does_on_slurm(rea
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == expected, proc.stdout + proc.stderr
+
+
+def test_interrupt_timeout_asks_for_the_warning_by_hand_with_qsig_winch(tmp_path, monkeypatch):
+    """``job._interrupt(timeout=True)`` runs ``qsig -s WINCH <job's newest PBS id>``: qsig's USR2
+    would end the job on a real PBS (tests/test_pbs_stop_by_hand.py). qsig is a STAND-IN on PATH
+    that records its words: the test OpenPBS's moms see no process of a root job to signal."""
+    from hpcdist.functions.executor import INDEX, PbsJob
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "qsig").write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "qsig.argv"}\n')
+    (bin_dir / "qsig").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PBS_CONF_FILE", raising=False)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "record.json").write_text(json.dumps({"job_id": "123.pbshead", "scheduler": "pbs"}))
+    (folder / "runs").write_text("start 1 123.pbshead n1\nresubmitted 2 130.pbshead\n")
+    (tmp_path / "log" / INDEX).mkdir(parents=True)
+    (tmp_path / "log" / INDEX / "123").write_text(str(folder))
+    PbsJob(tmp_path / "log", "123")._interrupt(timeout=True)
+    assert (tmp_path / "qsig.argv").read_text() == "-s WINCH 130.pbshead\n"
 
 
 # --------------------------------------------------------------------------

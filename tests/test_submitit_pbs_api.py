@@ -214,8 +214,8 @@ def test_submitits_checkpointing_guide_interrupts_a_pbs_job(timeout, history, pb
     """The guide's recipe: ``_interrupt()`` (PBS's preemption: SIGTERM, then ``qrerun`` requeues
     the job under its id: root is PBS's manager here) checkpoints the model without using a
     timeout, and the job runs again from it, under its id; ``_interrupt(timeout=True)`` (the
-    walltime warning, ``qsig -s USR2``) checkpoints, uses one of the 3 timeouts, and the job goes
-    on as a new PBS job. The count finishes at 40 from two runs. About 1.5 min a row here."""
+    walltime warning by hand, ``qsig -s WINCH``) checkpoints, uses one of the 3 timeouts, and the
+    job goes on as a new PBS job. The count finishes at 40 from two runs. About 1.5 min a row here."""
     pbs.history(history)
     (tmp_path / "main.py").write_text(GUIDE)
     line = f"{shlex.quote(sys.executable)} main.py {'timeout' if timeout else 'preempt'}"
@@ -224,7 +224,7 @@ def test_submitits_checkpointing_guide_interrupts_a_pbs_job(timeout, history, pb
     assert model["step"] == 40 and len(model["runs"]) == 2, out
     assert (model["runs"][0] != model["runs"][1]) == timeout, out  # resubmitted, or run again
     assert out["countdowns"] == [2 if timeout else 3] * 2 and out["state"] == "COMPLETED", out
-    said = ("walltime warning (SIGUSR2): this job is timed-out" if timeout
+    said = ("walltime warning by hand (SIGWINCH): this job is timed-out" if timeout
             else "this job is preempted or cancelled")
     assert said in out["err"], out["err"]
 

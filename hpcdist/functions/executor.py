@@ -197,16 +197,18 @@ class PbsJob(core.Job[core.R]):
     def _interrupt(self, timeout: bool = False) -> None:
         """Interrupt the running job, to test its checkpointing (as submitit's SlurmJob does).
 
-        ``timeout=True``: the walltime warning (``qsig -s USR2``, what the job script sends itself
-        before the walltime): the first task checkpoints a ``Checkpointable`` and the job goes on
+        ``timeout=True``: the walltime warning by hand (``qsig -s WINCH``: qsig signals every
+        process of the job, and a USR2 would kill the user's login shell above the job script,
+        which ends the job): the first task checkpoints a ``Checkpointable`` and the job goes on
         as a new PBS job, using up one of ``max_num_timeout``. Else a preemption as PBS preempts
         by requeue (``qrerun``: SIGTERM to the job, then the job queued again under its id): the
         first task checkpoints without using up a timeout and the job runs again from there;
         ``qrerun`` needs PBS's operator or manager privilege."""
         from hpcdist.schedulers.pbs.job import own_command
+        from hpcdist.schedulers.pbs.submit import Pbs
 
         target = self._pbs_id(self._record())
-        argv = ["qsig", "-s", "USR2", target] if timeout else ["qrerun", target]
+        argv = ["qsig", "-s", Pbs.stop_by_hand_signal, target] if timeout else ["qrerun", target]
         proc = subprocess.run([own_command(argv[0], os.environ), *argv[1:]], capture_output=True,
                               text=True)
         if proc.returncode != 0:

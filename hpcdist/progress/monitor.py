@@ -460,7 +460,7 @@ def _summary_in_place(path: str, text: str) -> None:
 
 def main(argv: list[str]) -> int:
     # A site's warning (USR1, USR2) is the batch shell's to act on, not the monitor's to die of:
-    # PBS's `qsig -s USR2` reaches every process of the job, and the monitor must live on.
+    # a `qsig -s USR2` reaches every process of a PBS job, and the monitor must live on.
     for warning in WARNINGS:
         signal.signal(warning, signal.SIG_IGN)
     return run(parse(argv))

@@ -45,10 +45,11 @@ stop_training() {
 }
 trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
-# PBS sends no warning before the walltime: this script sends itself one (`qsig -s USR2`, which
-# reaches every process of the job, leaves the timer to its time).
+# PBS sends no warning before the walltime: this script sends itself one; by hand,
+# `qsig -s WINCH <job>` asks for it (a USR2 from qsig would end the job).
 ( trap '' USR2; sleep 4800 && kill -USR2 $$ ) >/dev/null 2>&1 &
 deadline_pid=$!
+trap 'requeue_wanted=1; stop_training "walltime warning by hand (SIGWINCH)"' WINCH
 
 # The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at
 # random.
@@ -66,7 +67,7 @@ python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 
 # Start DeepSpeed; it reaches the other nodes by pdsh (`hpcdist supervise`: one fails, all end).
 launch() {
-  trap '' USR2  # the warning is the batch shell's (`qsig -s USR2` sends it to every process)
+  trap '' USR2  # the warning is the batch shell's alone (a `qsig -s USR2` reaches every process)
   python -m hpcdist supervise -- \
     deepspeed --hostfile "$HPCDIST_HOSTFILE" --master_addr "$MASTER_ADDR" \
     --master_port "$MASTER_PORT" --module hpcdist.rank \

@@ -42,7 +42,9 @@ stop_training() {
 }
 trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
-# No --walltime, so no deadline to warn of: `qsig -s USR2 <job>` asks for the stop by hand.
+# No --walltime, so no deadline to warn of: `qsig -s WINCH <job>` asks for the stop by hand
+# (a USR2 from qsig would end the job).
+trap 'requeue_wanted=1; stop_training "walltime warning by hand (SIGWINCH)"' WINCH
 
 # The nodes and a hostfile for mpirun; the master is the first node, its port a free one drawn at
 # random.
@@ -61,7 +63,7 @@ python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
 # Start the 8 ranks with Open MPI's launcher, each through hpcdist.rank (which gives every framework
 # its rank).
 launch() {
-  trap '' USR2  # the warning is the batch shell's (`qsig -s USR2` sends it to every process)
+  trap '' USR2  # the warning is the batch shell's alone (a `qsig -s USR2` reaches every process)
   mpirun --hostfile "$HPCDIST_HOSTFILE" -np 8 --map-by slot --bind-to none "${mpi_env[@]}" \
     python -m hpcdist.rank \
     train.py --lr 0.1

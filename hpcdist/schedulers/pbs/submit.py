@@ -411,6 +411,11 @@ class Pbs(BatchScheduler):
     resubmits = True
     #: But it runs a job's script again by itself (qrerun, a preemption by requeue, a node lost).
     requeues_by_itself = True
+    #: The signal that asks for the warning's stop by hand (`qsig -s WINCH <job>`). qsig sends a
+    #: signal to every process of the job's session, the user's login shell above the script too:
+    #: USR2 kills that shell and PBS ends the job. WINCH is ignored by default by bash, python and
+    #: every launcher (Open MPI's mpirun forwards USR1, USR2 and URG, not WINCH).
+    stop_by_hand_signal = "WINCH"
 
     def requeue(self, script, restart, log, environ):
         """``qsub`` the same script as a new job that starts after this one ends (``-W
