@@ -339,8 +339,26 @@ def test_a_restart_s_set_up_leaves_out_the_bad_nodes_and_a_spare_takes_their_pla
 def test_the_verdict_on_a_failed_launch(ranks, problems, verdict):
     from hpcdist.injob.restart import judge
 
-    again, why = judge(1, ranks, problems, {"count": 0, "stalled": 0}, 2)
+    again, why, spent = judge(1, ranks, problems, {"count": 0, "stalled": 0}, 2)
     assert again == verdict[0] and verdict[1] in why, why
+    assert not spent
+
+
+@pytest.mark.parametrize(
+    "ranks,problems,spent",
+    [
+        # A node named like a verdict's words: "no restart left" is judge's to say, not its text's.
+        ([], {"code-7": "did not answer"}, True),
+        ([{"rank": 1, "node": "asked-1", "phase": "training"}], {}, True),
+        ([{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}], {}, False),
+        ([{"rank": 2, "phase": "failed", "exit": 78, "error": "SystemExit: 78"}], {}, False),
+    ],
+)
+def test_the_verdict_says_whether_the_restarts_are_used_up(ranks, problems, spent):
+    from hpcdist.injob.restart import judge
+
+    verdict = judge(1, ranks, problems, {"count": 2, "stalled": 0}, 2)
+    assert not verdict.again and verdict.spent == spent, verdict
 
 
 def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_place(tmp_path):
@@ -395,6 +413,49 @@ def test_preflight_is_a_line_of_the_script_before_the_launch():
         'source "$run_dir/job.env"',
     ], block[:300]
     assert "--preflight" not in render("--scheduler", "slurm", "--nodes", "2").split("#SBATCH")[-1]
+
+
+def test_the_restart_and_preflight_lines_carry_the_stage_folder_to_check(tmp_path):
+    """With --stage-env, both health checks are told the nodes' stage folder, as written (a
+    variable in it expanded on each node)."""
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    script = render("--scheduler", "slurm", "--nodes", "2", "--max-restarts", "1", "--preflight",
+                    "--venv", str(env), "--stage-env", "--stage-dir", "$TMPDIR/stage")
+    flat = script.replace("\\\n", " ")
+    preflight = r"hpcdist restart --preflight --dir \"\$run_dir\" +--stage-dir '\$TMPDIR/stage'"
+    assert re.search(preflight, flat), flat
+    assert re.search(r"hpcdist restart --dir .* +--stage-dir '\$TMPDIR/stage'", flat), flat
+
+
+def test_a_node_whose_stage_folder_cannot_be_written_is_named_with_the_path_and_the_fix(tmp_path):
+    """The stage folder is tried by making a file in it (as root, as here, the permission bits
+    would not tell): a folder that is a file's path is one no node can write. The preflight
+    names this host and leaves it out; with no spare, the job ends naming it."""
+    import socket
+
+    from hpcdist.injob.doctor import stage_problem
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert stage_problem(str(tmp_path / "not-yet" / "there")) is None  # the stage makes it
+    assert stage_problem("$HPCDIST_NOT_SET_HERE/x") is None  # not judged: ssh lacks the job's
+    assert stage_problem(str(blocked / "stage")) == f"{blocked}/stage: {blocked} is not a folder"
+    here = socket.gethostname()
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text(f"{here}\nnode-gone.invalid\n")
+    env, setup = pbs_job_setup(tmp_path, nodefile)
+    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
+    env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
+    check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path),
+             "--stage-dir", str(blocked / "stage")]
+    proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert (f"{here} cannot write its stage folder ({blocked}/stage: {blocked} is not a folder): "
+            "give --stage-dir local storage the job may write on every node (/tmp, $TMPDIR), or "
+            "free this one's") in proc.stderr, proc.stderr
+    left_out = ", ".join(sorted([here, "node-gone.invalid"]))
+    assert f"no node left to take the place of {left_out} (give --spare-nodes)" in proc.stderr
 
 
 # ------------------------------------------------------------------ --exclude-nodes
