@@ -574,3 +574,27 @@ def test_the_preflight_s_all_reduce_sums_over_every_node_and_names_one_that_neve
     assert [(r["rank"], r["ok"]) for r in every] == [(0, True), (1, True)], every
     short = all_reduce_ranks(choose_port("127.0.0.1"), 3, 2)
     assert not short[0]["ok"] and short[0]["missing"] == [2], short
+
+
+def test_a_fanned_out_all_reduce_s_spare_and_second_process_on_a_host_take_no_part(tmp_path):
+    """One launch on every node (srun's step, pbsdsh's one per slot): a rank is its host's line of
+    the order; a host not in it (a spare) and a second process on a host leave at once, silent."""
+    import socket
+
+    order = tmp_path / "order"
+    order.write_text("spare.invalid\n")
+    run = [sys.executable, "-m", "hpcdist.injob.allreduce", "127.0.0.1:1", f"@{order}", "1", "5",
+           str(tmp_path)]
+    spare = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert (spare.returncode, spare.stdout, os.listdir(tmp_path)) == (0, "", ["order"])
+    order.write_text(f"{socket.gethostname()}\n")
+    (tmp_path / "0.json").write_text("")  # claimed by the first process on this host
+    second = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert (second.returncode, second.stdout) == (0, "")
+    (tmp_path / "0.json").unlink()
+    from hpcdist.env.ports import choose_port
+
+    run[3] = f"127.0.0.1:{choose_port('127.0.0.1')}"
+    first = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert json.loads((tmp_path / "0.json").read_text())["ok"] is True

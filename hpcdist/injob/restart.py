@@ -312,7 +312,7 @@ def preflight(options: dict, environ) -> int:
     set-up run again (a spare in its place). Exit 1, said, when too few nodes are left."""
     run_dir, started = options["dir"], time.monotonic()
     hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
-    problems = health(hosts, stage_dir=options.get("stage_dir")) or _all_reduce(hosts, environ)
+    problems = health(hosts, stage_dir=options.get("stage_dir")) or _all_reduce(hosts, run_dir, environ)
     took = time.monotonic() - started
     if not problems:
         print(
@@ -340,9 +340,10 @@ def preflight(options: dict, environ) -> int:
     return 0
 
 
-def _all_reduce(hosts: list, environ) -> dict:
-    """The nodes that answered, in one small all-reduce (:mod:`hpcdist.injob.allreduce`); a
-    port of its own, drawn as the launch's is."""
+def _all_reduce(hosts: list, run_dir: str, environ) -> dict:
+    """The nodes that answered, in one small all-reduce (:mod:`hpcdist.injob.allreduce`, its
+    order and answers in the run folder, which every node sees); a port of its own, drawn as the
+    launch's is."""
     import socket
 
     from hpcdist.env.ports import PortError, choose_port
@@ -357,7 +358,7 @@ def _all_reduce(hosts: list, environ) -> dict:
         port = choose_port(master)
     except PortError as e:
         return {here: f"has no free port for the all-reduce ({e})"}
-    return allreduce.check(hosts, master, port, here, ANSWER_S)
+    return allreduce.check(hosts, master, port, here, ANSWER_S, run_dir)
 
 
 def restart(options: dict, environ) -> int:
