@@ -46,7 +46,8 @@ def _claim(answers: str | None, rank: int) -> bool:
     if not answers:
         return True
     try:
-        os.close(os.open(os.path.join(answers, f"{rank}.json"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        made = os.open(os.path.join(answers, f"{rank}.json"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.close(made)
         return True
     except FileExistsError:
         return False

@@ -312,7 +312,8 @@ def preflight(options: dict, environ) -> int:
     set-up run again (a spare in its place). Exit 1, said, when too few nodes are left."""
     run_dir, started = options["dir"], time.monotonic()
     hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
-    problems = health(hosts, stage_dir=options.get("stage_dir")) or _all_reduce(hosts, run_dir, environ)
+    problems = health(hosts, stage_dir=options.get("stage_dir"))
+    problems = problems or _all_reduce(hosts, run_dir, environ)
     took = time.monotonic() - started
     if not problems:
         print(
