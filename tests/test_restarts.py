@@ -361,6 +361,16 @@ def test_the_verdict_says_whether_the_restarts_are_used_up(ranks, problems, spen
     assert not verdict.again and verdict.spent == spent, verdict
 
 
+def preflight_after_set_up(tmp_path, nodefile, *args) -> tuple:
+    """A PBS job's set-up on ``nodefile`` (:func:`pbs_job_setup`), then ``hpcdist restart
+    --preflight ARGS``: its environment, the set-up's and the check's commands, the check's run."""
+    env, setup = pbs_job_setup(tmp_path, nodefile)
+    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
+    env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
+    check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path), *args]
+    return env, setup, check, subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+
+
 def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_place(tmp_path):
     """hpcdist restart --preflight on a node list of this host, a host that cannot be reached and
     a spare: the second is left out before any launch. (The unreachable host is a name that does
@@ -371,11 +381,7 @@ def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_
     here = socket.gethostname()
     nodefile = tmp_path / "nodefile"
     nodefile.write_text(f"{here}\nnode-gone.invalid\nspare.invalid\n")
-    env, setup = pbs_job_setup(tmp_path, nodefile)
-    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
-    env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
-    check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path)]
-    proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+    env, setup, check, proc = preflight_after_set_up(tmp_path, nodefile)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith("hpcdist: preflight: node-gone.invalid did not answer (")
     assert proc.stderr.rstrip().endswith(
@@ -444,12 +450,7 @@ def test_a_node_whose_stage_folder_cannot_be_written_is_named_with_the_path_and_
     here = socket.gethostname()
     nodefile = tmp_path / "nodefile"
     nodefile.write_text(f"{here}\nnode-gone.invalid\n")
-    env, setup = pbs_job_setup(tmp_path, nodefile)
-    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
-    env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
-    check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path),
-             "--stage-dir", str(blocked / "stage")]
-    proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+    proc = preflight_after_set_up(tmp_path, nodefile, "--stage-dir", str(blocked / "stage"))[3]
     assert proc.returncode == 1, proc.stderr
     assert (f"{here} cannot write its stage folder ({blocked}/stage: {blocked} is not a folder): "
             "give --stage-dir local storage the job may write on every node (/tmp, $TMPDIR), or "
