@@ -17,6 +17,12 @@ its timeout: ``rounds = ceil(nodes / at_once)``, the check's time ``rounds x (co
 and its peak cost here ``at_once x client_rss``. Asked all at once, as it was, the time is one
 ask's, but the batch node runs ``nodes`` ssh clients at once and slurmctld gets ``nodes`` job
 steps at once. Not modelled: a node that does not answer costs its timeout (20 s) in its round.
+
+Beside it, a tree of asks (a model only; hpcdist does not ask so): this node asks ``k =
+ceil(sqrt(nodes))`` first-level nodes, each of which asks its subtree of at most ``k`` nodes and
+hands back their answers, every level in rounds of ``ASKS_AT_ONCE``: ``(ceil(k / at_once) x 2) x
+ask``, each node at most ``min(k, at_once)`` clients at once. Its price, not in the figures: a
+first-level node that does not answer hides its subtree, asked again from here after its timeout.
 """
 
 from __future__ import annotations
@@ -79,12 +85,16 @@ def main() -> None:
           f"= {ask:.2f} s; one ssh client here: {rss:.1f} MB; {ASKS_AT_ONCE} asked at once")
     print()
     print("| nodes | rounds | check (s) | peak here (MB) | all at once: check (s) | "
-          "all at once: peak here (MB) |")
-    print("|---|---|---|---|---|---|")
+          "all at once: peak here (MB) | tree: check (s) | tree: peak a node (MB) | flat / tree |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for nodes in (10, 100, 1000, 10000):
         rounds = math.ceil(nodes / ASKS_AT_ONCE)
-        print(f"| {nodes:,} | {rounds} | {rounds * ask:.1f} | {min(nodes, ASKS_AT_ONCE) * rss:,.0f} "
-              f"| {ask:.1f} | {nodes * rss:,.0f} |")
+        flat = rounds * ask
+        branch = math.ceil(math.sqrt(nodes))
+        tree = 2 * math.ceil(branch / ASKS_AT_ONCE) * ask
+        print(f"| {nodes:,} | {rounds} | {flat:.1f} | {min(nodes, ASKS_AT_ONCE) * rss:,.0f} "
+              f"| {ask:.1f} | {nodes * rss:,.0f} | {tree:.1f} "
+              f"| {min(branch, ASKS_AT_ONCE) * rss:,.0f} | {flat / tree:.1f} |")
 
 
 if __name__ == "__main__":

@@ -339,8 +339,36 @@ def test_a_restart_s_set_up_leaves_out_the_bad_nodes_and_a_spare_takes_their_pla
 def test_the_verdict_on_a_failed_launch(ranks, problems, verdict):
     from hpcdist.injob.restart import judge
 
-    again, why = judge(1, ranks, problems, {"count": 0, "stalled": 0}, 2)
+    again, why, spent = judge(1, ranks, problems, {"count": 0, "stalled": 0}, 2)
     assert again == verdict[0] and verdict[1] in why, why
+    assert not spent
+
+
+@pytest.mark.parametrize(
+    "ranks,problems,spent",
+    [
+        # A node named like a verdict's words: "no restart left" is judge's to say, not its text's.
+        ([], {"code-7": "did not answer"}, True),
+        ([{"rank": 1, "node": "asked-1", "phase": "training"}], {}, True),
+        ([{"rank": 1, "node": "n2", "phase": "failed", "error": "ValueError: x"}], {}, False),
+        ([{"rank": 2, "phase": "failed", "exit": 78, "error": "SystemExit: 78"}], {}, False),
+    ],
+)
+def test_the_verdict_says_whether_the_restarts_are_used_up(ranks, problems, spent):
+    from hpcdist.injob.restart import judge
+
+    verdict = judge(1, ranks, problems, {"count": 2, "stalled": 0}, 2)
+    assert not verdict.again and verdict.spent == spent, verdict
+
+
+def preflight_after_set_up(tmp_path, nodefile, *args) -> tuple:
+    """A PBS job's set-up on ``nodefile`` (:func:`pbs_job_setup`), then ``hpcdist restart
+    --preflight ARGS``: its environment, the set-up's and the check's commands, the check's run."""
+    env, setup = pbs_job_setup(tmp_path, nodefile)
+    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
+    env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
+    check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path), *args]
+    return env, setup, check, subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_place(tmp_path):
@@ -353,11 +381,7 @@ def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_
     here = socket.gethostname()
     nodefile = tmp_path / "nodefile"
     nodefile.write_text(f"{here}\nnode-gone.invalid\nspare.invalid\n")
-    env, setup = pbs_job_setup(tmp_path, nodefile)
-    assert subprocess.run(setup, env=env, capture_output=True, timeout=60).returncode == 0
-    env["HPCDIST_NODEFILE"] = str(tmp_path / "nodes")
-    check = [sys.executable, "-m", "hpcdist", "restart", "--preflight", "--dir", str(tmp_path)]
-    proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+    env, setup, check, proc = preflight_after_set_up(tmp_path, nodefile)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith("hpcdist: preflight: node-gone.invalid did not answer (")
     assert proc.stderr.rstrip().endswith(
@@ -395,6 +419,44 @@ def test_preflight_is_a_line_of_the_script_before_the_launch():
         'source "$run_dir/job.env"',
     ], block[:300]
     assert "--preflight" not in render("--scheduler", "slurm", "--nodes", "2").split("#SBATCH")[-1]
+
+
+def test_the_restart_and_preflight_lines_carry_the_stage_folder_to_check(tmp_path):
+    """With --stage-env, both health checks are told the nodes' stage folder, as written (a
+    variable in it expanded on each node)."""
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    script = render("--scheduler", "slurm", "--nodes", "2", "--max-restarts", "1", "--preflight",
+                    "--venv", str(env), "--stage-env", "--stage-dir", "$TMPDIR/stage")
+    flat = script.replace("\\\n", " ")
+    preflight = r"hpcdist restart --preflight --dir \"\$run_dir\" +--stage-dir '\$TMPDIR/stage'"
+    assert re.search(preflight, flat), flat
+    assert re.search(r"hpcdist restart --dir .* +--stage-dir '\$TMPDIR/stage'", flat), flat
+
+
+def test_a_node_whose_stage_folder_cannot_be_written_is_named_with_the_path_and_the_fix(tmp_path):
+    """The stage folder is tried by making a file in it (as root, as here, the permission bits
+    would not tell): a folder that is a file's path is one no node can write. The preflight
+    names this host and leaves it out; with no spare, the job ends naming it."""
+    import socket
+
+    from hpcdist.injob.doctor import stage_problem
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert stage_problem(str(tmp_path / "not-yet" / "there")) is None  # the stage makes it
+    assert stage_problem("$HPCDIST_NOT_SET_HERE/x") is None  # not judged: ssh lacks the job's
+    assert stage_problem(str(blocked / "stage")) == f"{blocked}/stage: {blocked} is not a folder"
+    here = socket.gethostname()
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text(f"{here}\nnode-gone.invalid\n")
+    proc = preflight_after_set_up(tmp_path, nodefile, "--stage-dir", str(blocked / "stage"))[3]
+    assert proc.returncode == 1, proc.stderr
+    assert (f"{here} cannot write its stage folder ({blocked}/stage: {blocked} is not a folder): "
+            "give --stage-dir local storage the job may write on every node (/tmp, $TMPDIR), or "
+            "free this one's") in proc.stderr, proc.stderr
+    left_out = ", ".join(sorted([here, "node-gone.invalid"]))
+    assert f"no node left to take the place of {left_out} (give --spare-nodes)" in proc.stderr
 
 
 # ------------------------------------------------------------------ --exclude-nodes
@@ -513,3 +575,27 @@ def test_the_preflight_s_all_reduce_sums_over_every_node_and_names_one_that_neve
     assert [(r["rank"], r["ok"]) for r in every] == [(0, True), (1, True)], every
     short = all_reduce_ranks(choose_port("127.0.0.1"), 3, 2)
     assert not short[0]["ok"] and short[0]["missing"] == [2], short
+
+
+def test_a_fanned_out_all_reduce_s_spare_and_second_process_on_a_host_take_no_part(tmp_path):
+    """One launch on every node (srun's step, pbsdsh's one per slot): a rank is its host's line of
+    the order; a host not in it (a spare) and a second process on a host leave at once, silent."""
+    import socket
+
+    order = tmp_path / "order"
+    order.write_text("spare.invalid\n")
+    run = [sys.executable, "-m", "hpcdist.injob.allreduce", "127.0.0.1:1", f"@{order}", "1", "5",
+           str(tmp_path)]
+    spare = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert (spare.returncode, spare.stdout, os.listdir(tmp_path)) == (0, "", ["order"])
+    order.write_text(f"{socket.gethostname()}\n")
+    (tmp_path / "0.json").write_text("")  # claimed by the first process on this host
+    second = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert (second.returncode, second.stdout) == (0, "")
+    (tmp_path / "0.json").unlink()
+    from hpcdist.env.ports import choose_port
+
+    run[3] = f"127.0.0.1:{choose_port('127.0.0.1')}"
+    first = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert json.loads((tmp_path / "0.json").read_text())["ok"] is True

@@ -388,7 +388,7 @@ def run_doctor(args: Namespace) -> int:
     if args.probe:
         import json
 
-        print(json.dumps(doctor.probe()))
+        print(json.dumps(doctor.probe(args.stage_dir if args.stage_env else None)))
         return 0
     if args.scheduler and schedulers.get(args.scheduler).queued:  # a job that runs the check, not the check here
         return _submit_doctor(args)

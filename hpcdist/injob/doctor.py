@@ -29,16 +29,44 @@ TOOLS = ("pdsh", "mpirun", "mpiexec", "torchrun", "deepspeed", "srun")
 MUST_MATCH = ("python", "hpcdist", "torch", "deepspeed", "mpi4py")
 
 
-def probe() -> dict:
-    """This node, as the checks need it. Imports nothing heavy (versions from package metadata)."""
+def probe(stage_dir: str | None = None) -> dict:
+    """This node, as the checks need it. Imports nothing heavy (versions from package metadata).
+    With ``stage_dir`` (``--stage-dir``), ``"stage"``: why this node cannot write it, or None."""
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"host": socket.gethostname(), "executable": sys.executable, "versions": versions,
-            "tools": {t: shutil.which(t) for t in TOOLS}, "gpus": _gpus()}
+    found = {"host": socket.gethostname(), "executable": sys.executable, "versions": versions,
+             "tools": {t: shutil.which(t) for t in TOOLS}, "gpus": _gpus()}
+    if stage_dir:
+        found["stage"] = stage_problem(stage_dir)
+    return found
+
+
+def stage_problem(root: str) -> str | None:
+    """Why this node cannot write ``root`` (``--stage-dir``, its variables expanded here), or None
+    where it can. A file is made there and removed (the permission bits do not tell: root, ACLs, a
+    read-only mount), or where ``root`` is not there yet, in the nearest folder above it, in which
+    the stage makes it. A variable not set here is not judged: an ssh session lacks the job's."""
+    import tempfile
+
+    path = os.path.expandvars(root)
+    if "$" in path:
+        return None
+    folder = path
+    while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"{path}: {folder} is not a folder"
+    try:
+        fd, made = tempfile.mkstemp(prefix=".hpcdist-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(made)
+    except OSError as e:
+        return f"{path}: {e.strerror or e}"
+    return None
 
 
 def _gpus() -> list[str] | str | None:

@@ -139,7 +139,10 @@ def setup(options: dict, environ) -> tuple:
     bad = set(read_lines(os.path.join(options["dir"], BAD_NODES_FILE))) | set(excluded)
     unwanted = [host for host, _ in alloc.hosts if host in excluded]
     if bad:
-        alloc = type(alloc)([pair for pair in alloc.hosts if pair[0] not in bad], alloc.source)
+        left = [pair for pair in alloc.hosts if pair[0] not in bad]
+        if not left:  # every node judged bad: the job's end, said by its caller
+            raise SetupError(f"every node of {alloc.source} is left out ({' '.join(sorted(bad))})")
+        alloc = type(alloc)(left, alloc.source)
     hosts = alloc.host_names
     wanted = int(options.get("nodes", 0))
     local = getattr(job_module, "MASTER_ADDR", None)

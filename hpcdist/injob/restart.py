@@ -13,7 +13,8 @@ launch's status; the log says why. In order:
    the training asked for no restart;
 2. every node of the launch is asked to describe itself (``hpcdist doctor --probe``, by srun in a
    Slurm job, else by ssh) within :data:`ANSWER_S` seconds; one that does not answer, or runs
-   another Python, hpcdist or torch than the first node, is a bad node: left out (``bad_nodes``
+   another Python, hpcdist or torch than the first node, or (``--stage-dir``, with
+   ``--stage-env``) cannot write the stage folder, is a bad node: left out (``bad_nodes``
    in the run folder), a spare of the allocation (``--spare-nodes``) takes its place; with no spare
    left the job ends naming it;
 3. with every node well, a rank that raised an exception that is not a lost peer's (a connection
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import NamedTuple
 
 from hpcdist.env import NO_RESTART
 from hpcdist.injob.job_setup import ARGV_FILE, BAD_NODES_FILE, SetupError, parse, read_lines, setup
@@ -71,8 +73,8 @@ SAME = ("python", "hpcdist", "torch")
 ASKS_AT_ONCE = 128
 
 USAGE = (
-    "usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR]\n"
-    "       hpcdist restart --preflight --dir RUN_DIR\n"
+    "usage: hpcdist restart --dir RUN_DIR --status N --max N [--job-dir DIR] [--stage-dir DIR]\n"
+    "       hpcdist restart --preflight --dir RUN_DIR [--stage-dir DIR]\n"
     "Inside a job script, after a failed launch: end the job (exit 1), or run the set-up again\n"
     "without the nodes that failed and let the launch start again (exit 0). --preflight: before\n"
     "the first launch, the same check of every node (--preflight of hpcdist submit)."
@@ -87,9 +89,13 @@ def parse_args(argv: list) -> dict:
         if word == "--preflight":
             options["preflight"] = True
             continue
-        name = {"--dir": "dir", "--status": "status", "--max": "max", "--job-dir": "job_dir"}.get(
-            word
-        )
+        name = {
+            "--dir": "dir",
+            "--status": "status",
+            "--max": "max",
+            "--job-dir": "job_dir",
+            "--stage-dir": "stage_dir",
+        }.get(word)
         if name is None or not args:
             raise SetupError(
                 f"unknown argument {word!r}" if name is None else f"{word} needs a value"
@@ -127,24 +133,26 @@ def _ranks(launched: float) -> list:
     return sorted(found, key=lambda r: r.get("rank", 0))
 
 
-def _probe_command(host: str) -> list:
+def _probe_command(host: str, stage_dir: str | None = None) -> list:
     from hpcdist.injob.doctor import _probe_argv, node_command
 
-    return node_command(host, _probe_argv(), ANSWER_S // 2)
+    stage = ["--stage-env", "--stage-dir", stage_dir] if stage_dir else []
+    return node_command(host, _probe_argv() + stage, ANSWER_S // 2)
 
 
-def health(hosts: list, timeout: float = ANSWER_S) -> dict:
-    """host -> why it is not well (it did not answer, another version than this node's), for each
-    host that is not; this node answers by being here."""
+def health(hosts: list, timeout: float = ANSWER_S, stage_dir: str | None = None) -> dict:
+    """host -> why it is not well (it did not answer, another version than this node's, GPUs
+    missing, ``stage_dir`` it cannot write), for each host that is not; this node answers by
+    being here."""
     from hpcdist.injob.doctor import _match, probe
 
-    here = probe()
+    here = probe(stage_dir)
     answers: dict = {host: here for host in hosts if _match(here["host"], [host]) == host}
 
     def ask(host: str) -> None:
         try:
             proc = subprocess.run(
-                _probe_command(host),
+                _probe_command(host, stage_dir),
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -200,6 +208,11 @@ def health(hosts: list, timeout: float = ANSWER_S) -> dict:
         gpus = gpu_problem(answer.get("gpus"), here.get("gpus"))
         if gpus:
             problems[host] = gpus
+        elif answer.get("stage"):
+            problems[host] = (
+                f"cannot write its stage folder ({answer['stage']}): give --stage-dir local "
+                "storage the job may write on every node (/tmp, $TMPDIR), or free this one's"
+            )
     return problems
 
 
@@ -217,13 +230,25 @@ def gpu_problem(there, here) -> str | None:
     return None
 
 
-def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> tuple:
-    """``(restart?, why)`` for a launch that ended with ``status``."""
+class Verdict(NamedTuple):
+    """:func:`judge`'s word on a failed launch: whether to start it again, why, and whether the
+    restarts are used up (``--max-restarts``) for a cause that would otherwise be restarted."""
+
+    again: bool
+    why: str
+    spent: bool = False
+
+
+def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> Verdict:
+    """The :class:`Verdict` on a launch that ended with ``status``."""
+    spent = state["count"] >= most
     asked = [r for r in ranks if r.get("exit") == NO_RESTART]
     if asked:
-        return False, f"rank {asked[0].get('rank')} asked for no restart (exit {NO_RESTART})"
+        rank = asked[0].get("rank")
+        return Verdict(False, f"rank {rank} asked for no restart (exit {NO_RESTART})")
     if problems:
-        return state["count"] < most, "; ".join(f"{host} {why}" for host, why in problems.items())
+        why = "; ".join(f"{host} {said}" for host, said in problems.items())
+        return Verdict(not spent, why, spent)
     raised = [
         r
         for r in ranks
@@ -233,10 +258,10 @@ def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> t
     ]
     if raised:
         r = raised[0]
-        return False, (
+        return Verdict(False, (
             f"rank {r.get('rank')} on {r.get('node')} ended with {r['error']}: a fault in the "
             "training's code, which a restart would meet again (every node answered)"
-        )
+        ))
     gone = [r for r in ranks if r.get("phase") not in ("finished", "failed")]
     why = (
         f"rank {gone[0].get('rank')} on {gone[0].get('node')} ended without a word (killed?)"
@@ -244,11 +269,9 @@ def judge(status: int, ranks: list, problems: dict, state: dict, most: int) -> t
         else f"the launch ended with exit {status}"
     )
     if state["stalled"] >= STALLED_LIMIT:
-        return (
-            False,
-            f"{why}; no step since the last {STALLED_LIMIT} restarts: not a lost node's fault",
-        )
-    return state["count"] < most, why
+        why += f"; no step since the last {STALLED_LIMIT} restarts: not a lost node's fault"
+        return Verdict(False, why, spent)
+    return Verdict(not spent, why, spent)
 
 
 def _monitor_said(environ) -> str | None:
@@ -289,7 +312,8 @@ def preflight(options: dict, environ) -> int:
     set-up run again (a spare in its place). Exit 1, said, when too few nodes are left."""
     run_dir, started = options["dir"], time.monotonic()
     hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
-    problems = health(hosts) or _all_reduce(hosts, environ)
+    problems = health(hosts, stage_dir=options.get("stage_dir"))
+    problems = problems or _all_reduce(hosts, run_dir, environ)
     took = time.monotonic() - started
     if not problems:
         print(
@@ -317,9 +341,10 @@ def preflight(options: dict, environ) -> int:
     return 0
 
 
-def _all_reduce(hosts: list, environ) -> dict:
-    """The nodes that answered, in one small all-reduce (:mod:`hpcdist.injob.allreduce`); a
-    port of its own, drawn as the launch's is."""
+def _all_reduce(hosts: list, run_dir: str, environ) -> dict:
+    """The nodes that answered, in one small all-reduce (:mod:`hpcdist.injob.allreduce`, its
+    order and answers in the run folder, which every node sees); a port of its own, drawn as the
+    launch's is."""
     import socket
 
     from hpcdist.env.ports import PortError, choose_port
@@ -334,7 +359,7 @@ def _all_reduce(hosts: list, environ) -> dict:
         port = choose_port(master)
     except PortError as e:
         return {here: f"has no free port for the all-reduce ({e})"}
-    return allreduce.check(hosts, master, port, here, ANSWER_S)
+    return allreduce.check(hosts, master, port, here, ANSWER_S, run_dir)
 
 
 def restart(options: dict, environ) -> int:
@@ -346,19 +371,15 @@ def restart(options: dict, environ) -> int:
     # A restarted launch that made no step (the first launch's failure is not a restart's)
     state["stalled"] = 0 if steps or not state["count"] else state["stalled"] + 1
     hosts = read_lines(environ.get("HPCDIST_NODEFILE", ""))
-    problems = health(hosts)
-    again, why = judge(status, ranks, problems, state, most)
+    problems = health(hosts, stage_dir=options.get("stage_dir"))
+    again, why, spent = judge(status, ranks, problems, state, most)
     if monitor and not problems and again:
         why = f"the job's monitor ended it: {monitor}"
     elif monitor and problems:
         why += f" (the job's monitor: {monitor})"
     now = time.strftime("%H:%M:%S")
     if not again:
-        left = (
-            ""
-            if state["count"] < most or "asked" in why or "code" in why
-            else f" (no restart left: --max-restarts {most})"
-        )
+        left = f" (no restart left: --max-restarts {most})" if spent else ""
         print(
             f"hpcdist: the launch failed at {now} (exit {status}): {why}{left}; the job ends.",
             file=sys.stderr,

@@ -462,6 +462,7 @@ def _restart(spec, hpcdist: list, job_dir: str | None) -> dict | None:
         return None
     words = [*hpcdist, "restart", "--dir", var("run_dir"), "--status", Shell('"$status"'), "--max",
              str(spec.max_restarts)] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
+    words += _stage_dir(spec)
     spares = " (one of the --spare-nodes in its place)" if spec.spare_nodes else ""
     comment = (f"When the launch fails, hpcdist asks every node to answer and starts it again, at most "
                f"{spec.max_restarts} time{'s' if spec.max_restarts > 1 else ''} (--max-restarts): a node that "
@@ -476,8 +477,14 @@ def _preflight(spec, hpcdist: list) -> dict | None:
     spares = ", and one of the --spare-nodes takes its place" if spec.spare_nodes else ""
     comment = (f"Before the launch every node is asked to answer (--preflight): one that does not, or runs "
                f"another Python, hpcdist or torch, is left out{spares}; with none left, the job ends naming it.")
-    return {"command": Shell(command_lines([*hpcdist, "restart", "--preflight", "--dir", var("run_dir")])),
-            "comment": comment}
+    words = [*hpcdist, "restart", "--preflight", "--dir", var("run_dir"), *_stage_dir(spec)]
+    return {"command": Shell(command_lines(words, width=94)), "comment": comment}
+
+
+def _stage_dir(spec) -> list:
+    """The health check's words for the stage folder each node must be able to write (as
+    written: its variables are each node's), with --stage-env."""
+    return ["--stage-dir", spec.stage_dir] if spec.stage_env else []
 
 
 def _stage(spec, scheduler, launcher, workdir) -> dict | None:

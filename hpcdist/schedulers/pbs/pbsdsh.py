@@ -38,8 +38,7 @@ def start(command: list, options: dict) -> int:
         first.setdefault(host, index)
     folder = os.path.join(options.get("dir") or _no("--dir"), "agents")
     os.makedirs(folder, exist_ok=True)
-    names = os.environ.get("HPCDIST_PASS", "PATH").split()
-    passed = [f"{name}={os.environ[name]}" for name in names if name in os.environ]
+    passed = passed_variables(os.environ)
     agents = []
     for node, (host, index) in enumerate(first.items()):
         status = os.path.join(folder, str(node))
@@ -47,6 +46,13 @@ def start(command: list, options: dict) -> int:
                 "hpcdist", "agents", "--node", "--status", status, "--cd", os.getcwd(), "--", *command]
         agents.append(Agent(subprocess.Popen(argv), node, host, status))
     return watch(agents)
+
+
+def passed_variables(environ) -> list:
+    """``NAME=VALUE`` for each variable the job's set-up named (``$HPCDIST_PASS``) and is set:
+    what a pbsdsh task, started with the MOM's environment, is given through ``env``."""
+    names = environ.get("HPCDIST_PASS", "PATH").split()
+    return [f"{name}={environ[name]}" for name in names if name in environ]
 
 
 def _no(what: str):
