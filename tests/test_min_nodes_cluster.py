@@ -36,36 +36,32 @@ def went_on_alone(row: dict, log: str, lost: str, first: str) -> None:
     assert lines_of(log, "step 60 epoch"), testcluster.log_excerpt(text)
 
 
+def lost_at_step_20(name: str, cluster, job: dict, tmp_path, end, restore, where: tuple, first: str) -> None:
+    """Node 2 (``where``: its namespace, its link, its name) lost at step 20: the job goes on on
+    ``first`` alone; the time from the fault to the first step after it printed."""
+    try:
+        wait_for_step(job["log"], 20)
+        fault = lose(*where[:2])
+        row = end(cluster, job, tmp_path)
+    finally:
+        restore(cluster)
+    went_on_alone(row, job["log"], where[2], first)
+    took = first_step_after(job["log"], fault)
+    print(f"{name} torchrun --min-nodes 1: fault to the first step after it: {took:.1f} s")
+    assert took is not None and took < FAULT_TO_STEP_S, took
+    left = testcluster.leftover_processes(f"checkpoint-dir {tmp_path}")
+    assert not left, left
+
+
 def test_slurm_no_spare_left_the_job_goes_on_with_the_one_node_left(slurm3, tmp_path):
     slurm_idle(slurm3)
     job = slurm_submit(slurm3, tmp_path, "--directive=--nodelist=node1,node2", *MIN_NODES, DDP, *TRAINING,
                        "--checkpoint-dir", str(tmp_path / "ckpt"))
-    try:
-        wait_for_step(job["log"], 20)
-        fault = lose("hpcdist-node2", "hpcv2")
-        row = slurm_end(slurm3, job, tmp_path)
-    finally:
-        slurm_idle(slurm3)
-    went_on_alone(row, job["log"], "node2", "node1")
-    took = first_step_after(job["log"], fault)
-    print(f"slurm torchrun --min-nodes 1: fault to the first step after it: {took:.1f} s")
-    assert took is not None and took < FAULT_TO_STEP_S, took
-    left = testcluster.leftover_processes(f"checkpoint-dir {tmp_path}")
-    assert not left, left
+    lost_at_step_20("slurm", slurm3, job, tmp_path, slurm_end, slurm_idle, ("hpcdist-node2", "hpcv2", "node2"),
+                    "node1")
 
 
 def test_pbs_no_spare_left_the_job_goes_on_with_the_one_node_left(pbs3, tmp_path):
-    pbs_node2_back(pbs3)
+    pbs_node2_back(pbs3)  # job history off: the session's default
     job = pbs_submit(pbs3, tmp_path, *MIN_NODES, DDP, *TRAINING, "--checkpoint-dir", str(tmp_path / "ckpt"))
-    try:
-        wait_for_step(job["log"], 20)
-        fault = lose("pbsx-n2", "pbsxv-n2")
-        row = pbs_end(pbs3, job, tmp_path)
-    finally:
-        pbs_node2_back(pbs3)
-    went_on_alone(row, job["log"], "pbsn2", "pbsn1")
-    took = first_step_after(job["log"], fault)
-    print(f"pbs torchrun --min-nodes 1 (history off): fault to the first step after it: {took:.1f} s")
-    assert took is not None and took < FAULT_TO_STEP_S, took
-    left = testcluster.leftover_processes(f"checkpoint-dir {tmp_path}")
-    assert not left, left
+    lost_at_step_20("pbs", pbs3, job, tmp_path, pbs_end, pbs_node2_back, ("pbsx-n2", "pbsxv-n2", "pbsn2"), "pbsn1")
