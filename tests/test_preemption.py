@@ -338,9 +338,10 @@ def job_pids_on(job_id: str, node: str) -> list[int]:
 
 
 def test_an_elastic_job_loses_a_node_and_finishes_on_the_one_left(cluster, tmp_path):
-    """--min-nodes 1 on 2 nodes: node2 fails mid-training (its processes die, Slurm marks it
-    down). The job keeps its allocation (--no-kill), torchrun on node1 restarts its worker on
-    the one node left, which goes on from the last checkpoint, and the job completes."""
+    """--min-nodes 1 --max-restarts 2 on 2 nodes: node2 fails mid-training (its processes die,
+    Slurm marks it down). The job keeps its allocation (--no-kill), hpcdist's restart leaves node2
+    out and, with no spare, starts the launch again on node1 alone (--min-nodes: hpcdist's
+    restarts win over torchrun's elastic ones), which goes on from the last checkpoint."""
     env = testcluster.client_env(cluster)
     job = submit("ddp", ["--scheduler", "slurm"], ["--min-nodes", "1", "--max-restarts", "2"], tmp_path, env,
                  delay=0.5, procs=1)

@@ -256,9 +256,16 @@ def test_golden_requeue_scripts(scheduler, dialect, name, extra):
     (dict(scheduler="slurm", requeue=-1), ["--requeue", "-1"]),
     (dict(scheduler="slurm", spare_nodes=1), ["--spare-nodes", "only at a restart", "--max-restarts N"]),
     (dict(scheduler="local", max_restarts=1, spare_nodes=1), ["--spare-nodes", "this host", "slurm or pbs"]),
-    (dict(scheduler="slurm", nodes=2, min_nodes=1, max_restarts=1, spare_nodes=1),
-     ["--spare-nodes", "elastic", "one of the two"]),
     (dict(scheduler="slurm", nodes=2, min_nodes=3), ["--min-nodes", "more than --nodes 2"]),
+    (dict(scheduler="pbs", nodes=2, min_nodes=3, max_restarts=2), ["--min-nodes", "3", "more than --nodes 2"]),
+    (dict(scheduler="slurm", nodes=2, min_nodes=1, launcher="mpirun"),
+     ["--min-nodes", "1", "only at a restart", "launcher is mpirun", "--max-restarts N"]),
+    (dict(scheduler="pbs", nodes=2, min_nodes=1, launcher="mpirun"),
+     ["--min-nodes", "1", "needs --scheduler slurm", "--max-restarts N"]),
+    (dict(scheduler="slurm", nodes=2, min_nodes=1, max_restarts=1, launcher="nvrx"),
+     ["--min-nodes", "1", "ft_launcher", "--launcher torchrun"]),
+    (dict(scheduler="local", nodes=2, min_nodes=1, max_restarts=1), ["--min-nodes", "1", "this host",
+                                                                    "--scheduler slurm or pbs"]),
 ])
 def test_restart_and_requeue_mistakes_are_caught(values, needles):
     with pytest.raises(ValidationError) as e:

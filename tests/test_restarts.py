@@ -266,13 +266,6 @@ def test_pbs_asks_for_the_spares_and_to_tolerate_a_failed_node(launcher):
     assert "#PBS -l nodes=3:ppn=1\n" in torque and "tolerate_node_failures" not in torque
 
 
-def test_an_elastic_job_s_restarts_stay_torchrun_s():
-    script = render(
-        "--scheduler", "slurm", "--nodes", "2", "--min-nodes", "1", "--max-restarts", "2"
-    )
-    assert "--max-restarts=2" in script and "hpcdist restart" not in script
-
-
 def pbs_job_setup(tmp_path, nodefile) -> tuple:
     """A PBS job's environment with ``nodefile``, and the set-up's command for a launch of 2."""
     env = dict(clean_env(), PBS_NODEFILE=str(nodefile), PBS_JOBID="7.server")

@@ -55,7 +55,7 @@ from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401
 PASSED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "HPCDIST_IMAGE")
 #: What the set-up (and the stop block) export: the other nodes need them too.
 OWN = ("MASTER_ADDR", "MASTER_PORT", "HPCDIST_JOB_ID", "HPCDIST_NODEFILE", "HPCDIST_HOSTFILE", "HPCDIST_STOP_FILE",
-       "HPCDIST_PROGRESS_DIR", "HPCDIST_PYTHON", "HPCDIST_RESTART")
+       "HPCDIST_PROGRESS_DIR", "HPCDIST_PYTHON", "HPCDIST_RESTART", "HPCDIST_NNODES")
 #: In the run folder: the set-up's arguments (NUL-separated), for a restart's set-up; the nodes a
 #: restart left out, one a line.
 ARGV_FILE, BAD_NODES_FILE = "setup.argv", "bad_nodes"
@@ -69,6 +69,7 @@ RECORD, RUNS, SUBMITTING, RESUBMITTED, START = "record.json", "runs", "submittin
 USAGE = ("usage: hpcdist job-setup --scheduler NAME --dir RUN_DIR [--nodes N] [--hostfile FORMAT:SLOTS]\n"
          "                          [--master-addr HOST] [--master-port PORT] [--pass NAME]... [--mpi-env]\n"
          "                          [--deepspeed-env] [--port-unchecked] [--restart N] [--exclude N1,N2]\n"
+         "                          [--min-nodes N]\n"
          "                          [--job-dir DIR --run-id ID [--record-start]]\n"
          "Inside a job script: write the node list, the launcher's hostfile and job.env, the lines to\n"
          "source (the master, its port, the variables to pass), into RUN_DIR.")
@@ -83,7 +84,8 @@ def parse(argv: list) -> dict:
     here is an edited script's)."""
     flags = {"--scheduler": "scheduler", "--dir": "dir", "--nodes": "nodes", "--hostfile": "hostfile",
              "--master-addr": "master_addr", "--master-port": "master_port", "--pass": "pass",
-             "--restart": "restart", "--exclude": "exclude", "--job-dir": "job_dir", "--run-id": "run_id"}
+             "--restart": "restart", "--exclude": "exclude", "--job-dir": "job_dir", "--run-id": "run_id",
+             "--min-nodes": "min_nodes"}
     switches = {"--mpi-env": "mpi_env", "--deepspeed-env": "deepspeed_env", "--port-unchecked": "port_unchecked",
                 "--record-start": "record_start"}
     options: dict = {"pass": [], "mpi_env": False, "deepspeed_env": False, "port_unchecked": False,
@@ -108,7 +110,7 @@ def parse(argv: list) -> dict:
     for required in ("scheduler", "dir"):
         if required not in options:
             raise SetupError(f"--{required} is required")
-    for name in ("nodes", "master_port", "restart"):
+    for name in ("nodes", "master_port", "restart", "min_nodes"):
         if name in options and not (options[name].isascii() and options[name].isdigit()):
             raise SetupError(f"--{name.replace('_', '-')} {options[name]!r}: expected a whole number")
     if "master_port" in options and not (len(options["master_port"]) < 6 and 0 < int(options["master_port"]) < 65536):
@@ -138,6 +140,7 @@ def setup(options: dict, environ) -> tuple:
     excluded = [n for n in options.get("exclude", "").split(",") if n]
     bad = set(read_lines(os.path.join(options["dir"], BAD_NODES_FILE))) | set(excluded)
     unwanted = [host for host, _ in alloc.hosts if host in excluded]
+    left_out = [host for host, _ in alloc.hosts if host in bad]
     if bad:
         left = [pair for pair in alloc.hosts if pair[0] not in bad]
         if not left:  # every node judged bad: the job's end, said by its caller
@@ -146,6 +149,15 @@ def setup(options: dict, environ) -> tuple:
     hosts = alloc.host_names
     wanted = int(options.get("nodes", 0))
     local = getattr(job_module, "MASTER_ADDR", None)
+    # Nodes left out and no spare in their place: the launch goes on with fewer, down to
+    # --min-nodes (its count is then $HPCDIST_NNODES, not --nodes).
+    least = int(options["min_nodes"]) if left_out and options.get("min_nodes") else wanted
+    if wanted and not local and least <= len(hosts) < wanted:
+        wanted = len(hosts)
+    if wanted and not local and len(hosts) < wanted and least < int(options["nodes"]):
+        raise SetupError(
+            f"{len(hosts)} node(s) left once {' '.join(left_out)} are left out, fewer than --min-nodes "
+            f"{least}, and no spare is left to take their place")
     if wanted and unwanted and len(hosts) < wanted:
         raise SetupError(
             f"{scheduler} gave the job {' '.join(unwanted)}, which --exclude-nodes leaves out, and "
@@ -187,6 +199,8 @@ def setup(options: dict, environ) -> tuple:
               "HPCDIST_PYTHON": sys.executable}
     if options.get("restart"):
         values["HPCDIST_RESTART"] = str(int(options["restart"]))
+    if options.get("min_nodes"):  # the launch's count, which a restart may lower
+        values["HPCDIST_NNODES"] = str(len(hosts))
     lines = [f"# Written by `hpcdist job-setup` in job {job_id}, from {alloc.source}."]
     lines += [f"export {name}={quote(value)}" for name, value in values.items()]
     exported = {**environ, **values}
@@ -196,7 +210,9 @@ def setup(options: dict, environ) -> tuple:
         lines.append(f"mpi_env=({' '.join('-x ' + name for name in passed)})")
     if options["deepspeed_env"]:
         lines.append(f"export DS_ENV_FILE={quote(_deepspeed_env(folder, exported, passed))}")
-    log = f"hpcdist: nodes: {' '.join(hosts)}; master: {master}:{port}" + (
+    fewer = f" ({len(hosts)} of --nodes {options['nodes']}: no spare left)" if (
+        options.get("nodes") and not local and len(hosts) < int(options["nodes"])) else ""
+    log = f"hpcdist: nodes: {' '.join(hosts)}{fewer}; master: {master}:{port}" + (
         f"; left out (--exclude-nodes): {' '.join(unwanted)}" if unwanted else "")
     return "\n".join(lines) + "\n", log
 

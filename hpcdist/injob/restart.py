@@ -16,7 +16,8 @@ launch's status; the log says why. In order:
    another Python, hpcdist or torch than the first node, or (``--stage-dir``, with
    ``--stage-env``) cannot write the stage folder, is a bad node: left out (``bad_nodes``
    in the run folder), a spare of the allocation (``--spare-nodes``) takes its place; with no spare
-   left the job ends naming it;
+   left the launch goes on with the nodes left where ``--min-nodes`` allows (the set-up's
+   ``--min-nodes``: the launch reads their count, ``$HPCDIST_NNODES``), else the job ends naming it;
 3. with every node well, a rank that raised an exception that is not a lost peer's (a connection
    closed, reset or timed out: what the others see when one dies) is a fault in the training's
    code: not restarted;
@@ -400,6 +401,7 @@ def restart(options: dict, environ) -> int:
     state.update(count=state["count"] + 1, launched=time.time())
     write_text_atomic(os.path.join(run_dir, STATE_FILE), json.dumps(state))
     spares = [host for host in nodes if host not in hosts]
+    fewer = len(nodes) < len(hosts)  # no spare left: on the nodes left (--min-nodes)
     record = {
         "restart": state["count"],
         "of": most,
@@ -410,10 +412,13 @@ def restart(options: dict, environ) -> int:
         "left_out": sorted(problems),
         "spares": spares,
         "nodes": nodes,
+        **({"fewer": True} if fewer else {}),
     }
     left = (
         f"; left out: {' '.join(sorted(problems))}"
         + (f", in their place: {' '.join(spares)}" if spares else "")
+        + (f", no spare left: going on with {len(nodes)} node{'s' * (len(nodes) > 1)}"
+           if fewer else "")
         if problems
         else ""
     )

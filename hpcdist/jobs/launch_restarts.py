@@ -7,7 +7,8 @@ JSON object a line, appended at each restart; read on the login node by ``status
 A line: ``restart`` (1 for the first), ``of`` (--max-restarts), ``time``, ``status`` (the failed
 launch's exit status), ``cause`` (one line), ``step`` (the failed launch's last step),
 ``left_out`` (the nodes left out), ``spares`` (those that took their places), ``nodes`` (the next
-launch's).
+launch's), and ``fewer`` (true where no spare was left and the launch went on with the nodes left:
+``--min-nodes``).
 """
 
 from __future__ import annotations
@@ -48,11 +49,14 @@ def read(folder: str) -> list:
 
 
 def words(records: list) -> str:
-    """The restarts as REASON says them: ``restart 2 of 3, left out: node2 node4``."""
+    """The restarts as REASON says them: ``restart 2 of 3, left out: node2 node4``, and ``, on 1
+    node`` where a restart went on with fewer nodes."""
     if not records:
         return ""
     last = records[-1]
     left = [node for record in records for node in record.get("left_out", [])]
+    count = len(last.get("nodes") or ())
+    fewer = any(record.get("fewer") for record in records) and count
     return f"restart {last.get('restart')} of {last.get('of')}" + (
         f", left out: {' '.join(left)}" if left else ""
-    )
+    ) + (f", on {count} node{'s' * (count > 1)}" if fewer else "")

@@ -18,8 +18,8 @@ class Accelerate(Launcher):
     def words(self, spec):
         # --multi_gpu is accelerate's multi-process launcher (torchrun inside), on
         # CPUs too; without it accelerate starts one process per node.
-        return [BREAK, "accelerate", "launch", f"--num_machines={spec.nodes}",
-                f"--num_processes={spec.total_procs}", Shell('--machine_rank="$NODE_RANK"'),
+        return [BREAK, "accelerate", "launch", spec.count("--num_machines="),
+                spec.count("--num_processes=", spec.procs_per_node), Shell('--machine_rank="$NODE_RANK"'),
                 Shell('--main_process_ip="$MASTER_ADDR"'), Shell('--main_process_port="$MASTER_PORT"'),
                 ] + (["--multi_gpu"] if spec.total_procs > 1 else []) + program(spec, argparse_launcher=True)
 

@@ -54,19 +54,21 @@ class Flavour:
         """Launch-block lines the command needs before it."""
         return []
 
-    def command(self, spec, hostfile: str, count: int, per_node: int, agents: bool) -> list:
-        return [spec.mpiexec or self.program, self.hostfile_flag, var(hostfile), self.count_flag, str(count),
+    def command(self, spec, hostfile: str, per_node: int, agents: bool) -> list:
+        """The launcher over ``hostfile``: ``per_node`` processes on each of the launch's nodes."""
+        return [spec.mpiexec or self.program, self.hostfile_flag, var(hostfile), self.count_flag,
+                spec.count(per_node=per_node),
                 *self.placement(per_node, agents), *self.binding(spec.cpus_per_proc, agents, spec.cpu_bind),
                 *self.environment(spec)]
 
     def words(self, spec, program: list) -> list:
         """``mpirun`` (or the site's ``--mpiexec``) starting ``program`` on every slot of the hostfile."""
-        return self.command(spec, "HPCDIST_HOSTFILE", spec.total_procs, spec.procs_per_node, False) + [BREAK] + program
+        return self.command(spec, "HPCDIST_HOSTFILE", spec.procs_per_node, False) + [BREAK] + program
 
     def agents(self, spec) -> list:
         """The command that starts one process on each host of ``$HPCDIST_NODEFILE`` (one line per
         host): a node's agent, which learns its node's index from :attr:`rank_variable`."""
-        return self.command(spec, "HPCDIST_NODEFILE", spec.nodes, 1, True)
+        return self.command(spec, "HPCDIST_NODEFILE", 1, True)
 
     def failures(self, text: str, agents: bool, nodes: list[str]) -> list[tuple]:
         """(position, :func:`~hpcdist.launchers.failure`) for each of its log lines that names a failed rank."""

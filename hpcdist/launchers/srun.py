@@ -28,7 +28,7 @@ class Srun(Launcher):
         super().check(values, scheduler)
 
     def words(self, spec):
-        words = ["srun", f"--nodes={spec.nodes}", f"--ntasks-per-node={spec.procs_per_node}", *spec.srun_restart_words,
+        words = ["srun", spec.count("--nodes="), f"--ntasks-per-node={spec.procs_per_node}", *spec.srun_restart_words,
                  "--kill-on-bad-exit=1"]
         if spec.cpus_per_proc:
             # Slurm 22.05 stopped passing --cpus-per-task from sbatch to srun.

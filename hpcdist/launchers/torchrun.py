@@ -3,10 +3,10 @@
 Where it runs: on the login node (the launch lines), and on the job's first node, where
 ``python -m hpcdist.launchers.torchrun --hold-store PORT`` holds the agents' rendezvous store.
 
-``--min-nodes`` is its own (its owner in :mod:`hpcdist.submission.options`): refused under the other
-launchers; an elastic job's ``--max-restarts`` are torchrun's, any other job's the job script's
-(:mod:`hpcdist.injob.restart`). Its log names a failed rank in its
-"Root Cause" block.
+``--min-nodes`` without ``--max-restarts`` is its elastic size (``--nnodes=MIN:MAX``, Slurm only);
+with ``--max-restarts`` the restarts are the job script's (:mod:`hpcdist.injob.restart`), under
+every launcher, and ``--min-nodes`` the fewest nodes they go on with: torchrun's own restarts are
+never used. Its log names a failed rank in its "Root Cause" block.
 """
 
 from __future__ import annotations
@@ -52,9 +52,8 @@ class Torchrun(Launcher):
     def words(self, spec):
         # c10d rendezvous on the first host; the rendezvous assigns node ranks.
         # Elastic: MIN:MAX nodes; the training goes on (after a restart) with those left.
-        nnodes = f"{spec.min_nodes}:{spec.nodes}" if spec.elastic else str(spec.nodes)
-        # An elastic job's restarts are torchrun's; any other job's, the job script's (--max-restarts).
-        restarts = [f"--max-restarts={spec.max_restarts}"] if spec.elastic and spec.max_restarts else []
+        # A job whose restarts may go on with fewer nodes: the set-up's count (spec.count).
+        nnodes = Shell(f"--nnodes={spec.min_nodes}:{spec.nodes}") if spec.elastic else spec.count("--nnodes=")
         # The first node's agent hosts the store, and only it: left to guess, torch lets an agent
         # on the master's host that cannot listen on the port join whatever listens there
         # (another job's store, another user's program), and on the local backend every agent is
@@ -71,7 +70,7 @@ class Torchrun(Launcher):
         # until torchrun gives up: pytorch/pytorch#135712, #167288). Each round then gets a store of
         # its own, as before torch 2.4.
         fresh = ["env", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"] if spec.elastic else []
-        return [BREAK, *fresh, "torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={spec.procs_per_node}", *restarts,
+        return [BREAK, *fresh, "torchrun", nnodes, f"--nproc-per-node={spec.procs_per_node}",
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'), *host,
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + workers(spec)
 

@@ -385,13 +385,15 @@ class Scheduler:
     def check_elastic(self, values: dict) -> None:
         from hpcdist import validate as v  # see the note at the top
 
-        if values.get("min_nodes") and not self.elastic_agents:
+        # With --max-restarts, --min-nodes is the job script's restarts' (every scheduler's).
+        if values.get("min_nodes") and not values.get("max_restarts") and not self.elastic_agents:
             names, titles = _those(ELASTIC)
             raise v.ValidationError("--min-nodes", str(values["min_nodes"]),
-                                    f"needs --scheduler {names}: under {self.name} the node agents are started so "
-                                    "that one agent's end ends them all.",
-                                    f"Use --max-restarts N with --spare-nodes K (the launch starts again with a spare in "
-                                    f"a lost node's place), or {titles}.")
+                                    f"without --max-restarts is torchrun's elastic size, which needs --scheduler "
+                                    f"{names}: under {self.name} the node agents are started so that one agent's "
+                                    "end ends them all.",
+                                    f"Give --max-restarts N too (hpcdist's restarts go on with at least --min-nodes "
+                                    f"nodes when no --spare-nodes one is left), or use {titles}.")
 
     def check_job_name(self, name) -> str:
         return self.job_names.check(name)

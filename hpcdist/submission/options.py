@@ -214,13 +214,15 @@ OPTIONS = (
     Option("preflight", bool, False, LAUNCH, check=_yes_no,
            help="before the launch, ask every node to answer (20 s) and leave out one that does not, or "
                 "that runs another Python, hpcdist or torch (a --spare-nodes one in its place)"),
-    # Owner: the job's restart loop (hpcdist.injob.restart), under every launcher; an elastic job's
-    # are torchrun's own (--min-nodes).
+    # Owner: the job's restart loop (hpcdist.injob.restart), under every launcher but nvrx.
     Option("max_restarts", int, 0, LAUNCH, check=_at_least_0, metavar="N",
            help="when the launch fails on a node, start it again up to N times, without a node that does "
                 "not answer (a --spare-nodes one in its place); not for a fault in the training's code"),
-    Option("min_nodes", int, None, LAUNCH, check=_at_least_1, metavar="N", owner="torchrun",
-           help="torchrun, elastic: go on with at least N of the --nodes"),
+    # Owner: the restart loop with --max-restarts (hpcdist.submission.spec._check_min_nodes), else
+    # torchrun's elastic size (Slurm only).
+    Option("min_nodes", int, None, LAUNCH, check=_at_least_1, metavar="N",
+           help="with --max-restarts: when a node is lost and no spare is left, go on with the nodes "
+                "left if at least N (without: torchrun's elastic size, Slurm only)"),
     Option("requeue", int, 0, WHERE, check=_at_least_0, metavar="N",
            help="on the walltime warning, let the training checkpoint and stop, then requeue (Slurm) or "
            "resubmit (PBS) the job, at most N times; needs hpcdist.signals in the training (docs/guide/walltime.md)"),

@@ -75,6 +75,8 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | N
     words = [*launchers.hpcdist_command(spec, in_image=True), "job-setup", "--scheduler", spec.scheduler]
     if not scheduler.one_host:
         words += ["--nodes", str(spec.nodes)]
+    if spec.shrinks:  # a restart may go on with fewer nodes: the launch reads $HPCDIST_NNODES
+        words += ["--min-nodes", str(spec.min_nodes)]
     words += ["--dir", var("run_dir")]
     if spec.excluded_nodes and not scheduler.excludes_nodes:
         words += ["--exclude", ",".join(spec.excluded_nodes)]
@@ -464,6 +466,9 @@ def _restart(spec, hpcdist: list, job_dir: str | None) -> dict | None:
              str(spec.max_restarts)] + (["--job-dir", Shell('"$job_dir"')] if job_dir else [])
     words += _stage_dir(spec)
     spares = " (one of the --spare-nodes in its place)" if spec.spare_nodes else ""
+    if spec.shrinks:
+        spares += (f"; with no spare left, the launch goes on with the nodes left, if at least "
+                   f"{spec.min_nodes} (--min-nodes)")
     comment = (f"When the launch fails, hpcdist asks every node to answer and starts it again, at most "
                f"{spec.max_restarts} time{'s' if spec.max_restarts > 1 else ''} (--max-restarts): a node that "
                f"does not answer is left out{spares}; a fault in the training's own code ends the job.")

@@ -115,18 +115,35 @@ class JobSpec(Frozen):
         disabled"); and where the allocation has spares, the set-up's node list, as srun left to
         choose may take a spare, or a node a restart left out."""
         words = ["--overlap"] if self.restarts_launch else []
-        return words + ([Shell('--nodelist="$HPCDIST_NODEFILE"')] if self.spare_nodes else [])
+        listed = self.spare_nodes or self.shrinks  # the launch's nodes are not all the allocation's
+        return words + ([Shell('--nodelist="$HPCDIST_NODEFILE"')] if listed else [])
 
     @property
     def restarts_launch(self) -> bool:
-        """The job script starts the launch again when it fails (an elastic job: torchrun does)."""
+        """The job script starts the launch again when it fails (hpcdist.injob.restart)."""
         # nvrx: ft_launcher's own restarts (hpcdist.launchers.nvrx).
-        return self.max_restarts > 0 and not self.elastic and self.launcher != "nvrx"
+        return self.max_restarts > 0 and self.launcher != "nvrx"
 
     @property
     def elastic(self) -> bool:
-        """torchrun may go on with fewer nodes (down to ``min_nodes``) when one is lost."""
-        return self.min_nodes is not None and self.min_nodes < self.nodes
+        """torchrun's elastic size (``--nnodes=MIN:MAX``): ``--min-nodes`` without restarts. With
+        ``--max-restarts`` the job script's restarts win: :attr:`shrinks`."""
+        return self.min_nodes is not None and self.min_nodes < self.nodes and not self.max_restarts
+
+    @property
+    def shrinks(self) -> bool:
+        """A restart may go on with fewer nodes (down to ``min_nodes``) when no spare is left: the
+        launch's counts are then the set-up's (``$HPCDIST_NNODES``), not numbers: :meth:`count`."""
+        return self.min_nodes is not None and self.min_nodes < self.nodes and self.restarts_launch
+
+    def count(self, flag: str = "", per_node: int = 1) -> Shell:
+        """``flag`` and the launch's nodes times ``per_node`` (``--nnodes=2``), as one shell word; in
+        a job that may go on with fewer nodes, the count of the nodes the set-up chose."""
+        if not self.shrinks:
+            return Shell(f"{flag}{self.nodes * per_node}")
+        if per_node == 1:
+            return Shell(f'{flag}"$HPCDIST_NNODES"')
+        return Shell(f'{flag}"$((HPCDIST_NNODES * {per_node}))"')
 
     @property
     def stops_on_warning(self) -> bool:
@@ -335,6 +352,28 @@ def _check_file(flag: str, path: str, where: str, fix: str) -> None:
         raise v.ValidationError(flag, path, f"does not exist{where}.", fix)
 
 
+def _check_min_nodes(out: dict) -> None:
+    """--min-nodes: with --max-restarts, the fewest nodes the job script's restarts go on with
+    (every launcher but nvrx, Slurm and PBS); without, torchrun's elastic size (Slurm only: the
+    scheduler's check_elastic)."""
+    least, nodes = out.get("min_nodes"), out.get("nodes", 1)
+    if least is None or least >= nodes:
+        return
+    launcher = out.get("launcher")
+    if not out.get("max_restarts") and launcher != "torchrun":
+        raise v.ValidationError("--min-nodes", str(least), f"goes on with fewer nodes only at a restart, "
+                                f"and this job has none (without --max-restarts it is torchrun's elastic "
+                                f"size; the launcher is {launcher}).",
+                                "Give --max-restarts N too, or leave --min-nodes out.")
+    if launcher == "nvrx":
+        raise v.ValidationError("--min-nodes", str(least), "ft_launcher restarts the workers on the job's "
+                                "nodes itself (--launcher nvrx: its --max-restarts).",
+                                "Leave --min-nodes out, or use --launcher torchrun (hpcdist's restarts).")
+    if schedulers.get(out["scheduler"]).one_host:
+        raise v.ValidationError("--min-nodes", str(least), "every node of a local job is this host: none is "
+                                "ever lost.", "Leave --min-nodes out, or submit with --scheduler slurm or pbs.")
+
+
 def _check_restarts(out: dict, given: dict) -> None:
     """torchrun's elastic size; spares; the walltime warning against the walltime."""
     if "min_nodes" in out and out["min_nodes"] > out.get("nodes", 1):
@@ -355,9 +394,7 @@ def _check_restarts(out: dict, given: dict) -> None:
     if spares and schedulers.get(out["scheduler"]).one_host:
         raise v.ValidationError("--spare-nodes", str(spares), "every node of a local job is this host.",
                                 "Leave --spare-nodes out, or submit with --scheduler slurm or pbs.")
-    if spares and "min_nodes" in out and out["min_nodes"] < out.get("nodes", 1):
-        raise v.ValidationError("--spare-nodes", str(spares), "an elastic job (--min-nodes) goes on with the "
-                                "nodes left, through torchrun's own restarts.", "Give one of the two.")
+    _check_min_nodes(out)
     # Slurm's limit, refused under PBS too; not in the table's check, so that a profile's
     # value is refused here, as the flag, as before.
     if out.get("signal_margin_s", 0) > MAX_SIGNAL_MARGIN_S:

@@ -51,8 +51,8 @@ trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
 
 # The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" --job-dir "$job_dir" \
-  --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" --record-start || {
+python -m hpcdist job-setup --scheduler slurm --nodes 2 --min-nodes 1 --dir "$run_dir" \
+  --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" --record-start || {
   setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
   echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
@@ -61,21 +61,29 @@ python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" --job-d
 source "$run_dir/job.env"
 
 # Watch the ranks' progress: stragglers and hangs, with every rank's stack, into this log.
-python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ &
+python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ --restarts &
 
-# Start torchrun on every node with srun (elastic: nodes may be lost): 4 processes each, meeting at
-# the master.
+# Start torchrun on every node with srun: 4 processes each, meeting at this node.
 launch() {
-  python -m hpcdist agents --elastic -- \
-    srun --ntasks-per-node=1 --cpus-per-task=4 \
-    env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=1:2 --nproc-per-node=4 \
-    --max-restarts=1 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
-    --rdzv-id="$HPCDIST_JOB_ID" -m hpcdist.rank \
+  python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
+  srun --nodes="$HPCDIST_NNODES" --ntasks="$HPCDIST_NNODES" --overlap --nodelist="$HPCDIST_NODEFILE" \
+    --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 \
+    torchrun --nnodes="$HPCDIST_NNODES" --nproc-per-node=4 --rdzv-backend=c10d \
+    --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 --rdzv-id="$HPCDIST_JOB_ID" \
+    -m hpcdist.rank \
     train.py --lr 0.1
 }
-launch &
-launch_pid=$!
-while status=0; wait "$launch_pid" || status=$?; kill -0 "$launch_pid" 2>/dev/null; do :; done
+# When the launch fails, hpcdist asks every node to answer and starts it again, at most 1 time
+# (--max-restarts): a node that does not answer is left out; with no spare left, the launch goes on
+# with the nodes left, if at least 1 (--min-nodes); a fault in the training's own code ends the job.
+while :; do
+  launch &
+  launch_pid=$!
+  while status=0; wait "$launch_pid" || status=$?; kill -0 "$launch_pid" 2>/dev/null; do :; done
+  [ -z "$killed_by" ] && [ ! -e "$HPCDIST_STOP_FILE" ] || break
+  [ "$status" != 0 ] && python -m hpcdist restart --dir "$run_dir" --status "$status" --max 1 --job-dir "$job_dir" || break
+  source "$run_dir/job.env"
+done
 if [ "$requeue_wanted" = 1 ] && [ "$status" = 0 ]; then
   if [ -e "$HPCDIST_STOP_FILE.stopped" ]; then
     # The training stopped on the warning: back to the queue (2 times at most).

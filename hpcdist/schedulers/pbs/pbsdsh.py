@@ -30,12 +30,18 @@ def start(command: list, options: dict) -> int:
     import subprocess
 
     from hpcdist.injob.agents import Agent, watch
+    from hpcdist.injob.job_setup import read_lines
     from hpcdist.schedulers.pbs.job import nodefile_lines
 
     lines = nodefile_lines(os.environ.get("PBS_NODEFILE") or _no("PBS_NODEFILE"))
     first = {}
     for index, host in enumerate(lines):
         first.setdefault(host, index)
+    # The launch's nodes, in the set-up's order (a spare not yet used, a node a restart left out,
+    # get no agent): its node list, where it wrote one.
+    launch = [host for host in read_lines(os.environ.get("HPCDIST_NODEFILE") or "") if host in first]
+    if launch:
+        first = {host: first[host] for host in launch}
     folder = os.path.join(options.get("dir") or _no("--dir"), "agents")
     os.makedirs(folder, exist_ok=True)
     passed = passed_variables(os.environ)

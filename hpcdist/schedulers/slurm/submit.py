@@ -228,8 +228,8 @@ class Slurm(BatchScheduler):
             ("mail-user", spec.mail_user),
             ("mail-type", spec.mail_user and "END,FAIL"),
             ("exclusive", spec.exclusive),
-            # A failed node leaves the job running on the others: torchrun goes on with at least
-            # --min-nodes, or hpcdist restarts the launch without it (--max-restarts).
+            # A failed node leaves the job running on the others: hpcdist restarts the launch
+            # without it (--max-restarts, with at least --min-nodes), or torchrun goes on (elastic).
             ("no-kill", spec.elastic or spec.restarts_launch),
             # B: the batch shell only. Signalled too, a torchrun agent would die of USR2 (it passes
             # on only INT, TERM, HUP, QUIT).
@@ -252,7 +252,7 @@ class Slurm(BatchScheduler):
         if spec.elastic:
             start = [*hpcdist, "agents", "--elastic", "--", BREAK, "srun", *each]
         else:
-            start = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", *spec.srun_restart_words, *each,
+            start = ["srun", spec.count("--nodes="), spec.count("--ntasks="), *spec.srun_restart_words, *each,
                      "--kill-on-bad-exit=1"]
         return [command_lines(on_each_node(start, words, "SLURM_NODEID"))]
 
