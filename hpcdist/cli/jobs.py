@@ -402,7 +402,8 @@ def run_doctor(args: Namespace) -> int:
     if args.scheduler and schedulers.get(args.scheduler).queued:  # a job that runs the check, not the check here
         return _submit_doctor(args)
     from hpcdist.allocation import Allocation, AllocationError
-    from hpcdist.env.ports import job_id_from, port_for_job
+    from hpcdist.env.job_id import job_id_from
+    from hpcdist.ports import port_for_job
 
     try:
         hosts = Allocation.from_env().host_names

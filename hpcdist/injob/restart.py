@@ -322,7 +322,7 @@ def _all_reduce(hosts: list, environ) -> dict:
     port of its own, drawn as the launch's is."""
     import socket
 
-    from hpcdist.env.ports import PortError, choose_port
+    from hpcdist.ports import PortError, choose_port
     from hpcdist.injob import allreduce
     from hpcdist.injob.doctor import _match
 
