@@ -9,6 +9,9 @@ or jinja2 (the modules that need them import them inside functions).
 """
 
 __version__ = "0.1.0"
+#: The folder of hpcdist's files in the folder jobs are submitted from: the job folders
+#: (hpcdist.jobs), a laptop's records (hpcdist.remote), the staged environments' archives.
+STATE_DIR = ".hpcdist"
 
 
 def __getattr__(name):

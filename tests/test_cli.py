@@ -236,3 +236,20 @@ def test_the_top_level_help_written_out_is_what_argparse_formats(monkeypatch):
     assert written.TEXT == text
     proc = subprocess.run([sys.executable, "-m", "hpcdist", "--help"], capture_output=True, text=True)
     assert (proc.returncode, proc.stdout) == (0, text)
+
+
+@pytest.mark.parametrize("state_dir", [False, True])
+def test_status_with_no_jobs_loads_neither_json_nor_the_job_folders_code(tmp_path, state_dir):
+    """`hpcdist status` with nothing submitted, the first command a user types: 2x `python -c
+    pass` at most (bench/bench_floor.py). json comes with the first job's record; the job folders'
+    code only where a .hpcdist folder is (one that could hold jobs, or be wrong)."""
+    if state_dir:
+        (tmp_path / ".hpcdist").mkdir()
+    probe = ("import sys; from hpcdist.cli import main; main(['status']); "
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith(('hpcdist', 'json')))))")
+    proc = subprocess.run([sys.executable, "-c", probe], env=clean_env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    said, loaded = proc.stdout.splitlines()
+    assert said.startswith(f"no jobs submitted from {tmp_path} yet"), proc.stdout + proc.stderr
+    assert "json" not in loaded.split(), loaded
+    assert ("hpcdist.jobs" in loaded.split()) == state_dir, loaded

@@ -14,7 +14,7 @@ import pytest
 
 import hpcdist.env as henv
 from hpcdist.env import DistEnvError, UndistributedWarning, resolve
-from hpcdist.env.ports import PORT_BASE, PORT_SPAN, port_for_job
+from hpcdist.ports import PORT_BASE, PORT_SPAN, port_for_job
 
 
 @pytest.fixture(autouse=True)
@@ -527,7 +527,7 @@ def test_every_schedulers_job_id_variable_is_seen_by_the_light_check():
     """A rank's lookup outside any job imports no scheduler module to learn that it is in none
     (hpcdist.env.model.in_a_job): each job id variable's name must end as that check expects."""
     from hpcdist.env.model import JOB_ID_SUFFIXES, in_a_job
-    from hpcdist.env.ports import job_id_variables
+    from hpcdist.env.job_id import job_id_variables
 
     for name in job_id_variables():
         assert name.endswith(JOB_ID_SUFFIXES), name

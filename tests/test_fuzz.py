@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from hpcdist import validate as v
 from hpcdist.allocation import HOSTFILE_FORMATS, Allocation, AllocationError
 from hpcdist.env import DistEnv, DistEnvError, UndistributedWarning, resolve
-from hpcdist.env.ports import PORT_BASE, PORT_SPAN, port_for_job
+from hpcdist.ports import PORT_BASE, PORT_SPAN, port_for_job
 from hpcdist.hostlist import HostlistError, compress, expand, expand_counts
 from hpcdist.submission.profiles import ProfileError, load_profile, merge
 from hpcdist.schedulers.registry import check_directive, check_gpu_directives, check_job_name

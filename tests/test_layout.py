@@ -251,3 +251,21 @@ def test_a_ranks_lookup_loads_nothing_of_the_login_side_the_job_folder_or_the_jo
                                                     "hpcdist.cli", "hpcdist.schedulers", "hpcdist.launchers",
                                                     "hpcdist.progress", "hpcdist.allocation"))]
         assert heavy == [], f"with {extra or 'no launcher'}: {loaded}"
+
+
+def test_the_job_set_up_loads_nothing_of_the_ranks_lookup_nor_the_progress_code(tmp_path):
+    """``hpcdist job-setup`` runs in every job before its launcher: the port rule is
+    :mod:`hpcdist.ports`, which loads none of :mod:`hpcdist.env` (its detectors and model), and a
+    script without a progress folder loads none of :mod:`hpcdist.progress`."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from hpcdist.cli import main; "
+             "status = main(['job-setup', '--scheduler', 'slurm', '--nodes', '2', '--dir', sys.argv[1]]); "
+             "print(status, ' '.join(sorted(m for m in sys.modules if m.startswith('hpcdist'))))")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": ROOT, "SLURM_JOB_ID": "4242",
+           "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_TASKS_PER_NODE": "4(x2)"}
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[0] == "0" and "MASTER_PORT" in (tmp_path / "job.env").read_text(), out
+    assert [m for m in out[1:] if m.startswith(("hpcdist.env", "hpcdist.progress"))] == [], out

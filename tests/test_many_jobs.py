@@ -39,7 +39,7 @@ import testcluster
 from launch import clean_env
 
 from hpcdist.allocation import Allocation
-from hpcdist.env.ports import PORT_BASE, PORT_SPAN, port_for_job
+from hpcdist.ports import PORT_BASE, PORT_SPAN, port_for_job
 
 HPCDIST = [sys.executable, "-m", "hpcdist"]
 

@@ -562,7 +562,7 @@ def all_reduce_ranks(port: int, world: int, started: int, seconds: str = "8") ->
 
 
 def test_the_preflight_s_all_reduce_sums_over_every_node_and_names_one_that_never_joined():
-    from hpcdist.env.ports import choose_port
+    from hpcdist.ports import choose_port
 
     every = all_reduce_ranks(choose_port("127.0.0.1"), 2, 2)
     assert [(r["rank"], r["ok"]) for r in every] == [(0, True), (1, True)], every

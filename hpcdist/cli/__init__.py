@@ -22,7 +22,6 @@ from types import SimpleNamespace
 from hpcdist import __version__
 from hpcdist.cli import in_job, jobs, remote, report, watch
 from hpcdist.cli.common import CommandError, help_end, new_parser
-from hpcdist.cli.dash_values import joined
 
 #: The subcommands, in the order of the commands' reference (docs/reference/commands.md).
 COMMANDS = jobs.COMMANDS + watch.COMMANDS + report.COMMANDS + remote.COMMANDS + in_job.COMMANDS
@@ -75,6 +74,8 @@ def _run(argv: list[str]) -> int:
         return watch.run_by_hand(argv[0], argv[1:])
     args = _plain_status(argv)
     if args is None:
+        from hpcdist.cli.dash_values import joined  # a parse's alone: `hpcdist status` has none
+
         parser = build_parser(argv)
         args = parser.parse_args(joined(argv, jobs.OWN_FLAGS))
         if not hasattr(args, "run"):

@@ -32,9 +32,10 @@ def wanted(argv: list[str]) -> bool:
         laptop, _ = _split(argv)
         return "remote" in laptop or bool(_profile(laptop.get("profile"), quiet=True).get("remote"))
     # `hpcdist status` pays two string tests and a stat here, no import.
+    from hpcdist import STATE_DIR  # loaded already
     if any(word == "--remote" or word.startswith("--remote=") for word in argv[1:]):
         return True
-    if not os.path.exists(os.path.join(".hpcdist", "remote", "jobs")):
+    if not os.path.exists(os.path.join(STATE_DIR, "remote", "jobs")):
         return False
     from hpcdist.remote import records
 

@@ -381,11 +381,12 @@ def _master_port(env: EnvReader) -> tuple[int, str]:
         return port, f"MASTER_PORT={port}"
     if in_a_job(env):
         # Here, not at the top: torchrun and most launches set MASTER_PORT.
-        from hpcdist.env.ports import job_id_from, port_for_job
+        from hpcdist.env.job_id import job_id_from
+        from hpcdist.ports import port_for_job
 
         job = job_id_from(env)
         if job is not None:
-            return port_for_job(job[1]), f"derived from the job id {job[0]}={job[1]} (hpcdist.env.ports)"
+            return port_for_job(job[1]), f"derived from the job id {job[0]}={job[1]} (hpcdist.ports)"
     return DEFAULT_PORT, "torch's default (no MASTER_PORT, not in a job)"
 
 

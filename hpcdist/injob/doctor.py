@@ -86,7 +86,7 @@ def _gpus() -> list[str] | str | None:
 
 def port_problem(port: int) -> str | None:
     """Why the master port cannot be listened on here, or None when it is free (job-setup's check)."""
-    from hpcdist.env.ports import bind_problem
+    from hpcdist.ports import bind_problem
 
     return bind_problem(port)
 

@@ -13,7 +13,7 @@ the lines the script sources (``job.env`` there), each value quoted:
 
 - ``HPCDIST_JOB_ID`` (torchrun's rendezvous id), the two files, ``MASTER_ADDR`` (the first node;
   127.0.0.1 for the local backend) and ``MASTER_PORT`` (drawn at random and checked free here:
-  :func:`hpcdist.env.ports.choose_port`), unless ``--master-addr``/``--master-port`` give the user's own
+  :func:`hpcdist.ports.choose_port`), unless ``--master-addr``/``--master-port`` give the user's own
   (``--env MASTER_PORT=...``: checked free here too, unless ``--port-unchecked``: under
   ``--launcher none`` the script is the user's own);
 - ``HPCDIST_PASS``: the variables the other nodes need from this shell (``PASSED``, hpcdist's own,
@@ -48,7 +48,7 @@ import os
 import sys
 import time
 
-from hpcdist.env.ports import PortError, bind_problem, choose_port  # noqa: F401 - the port rule
+from hpcdist.ports import PortError, choose_port
 
 #: What every node needs from the batch shell, where set: the environment the job activated, the
 #: container's image (a node's agent starts it: hpcdist.containers).

@@ -348,7 +348,7 @@ def _all_reduce(hosts: list, run_dir: str, environ) -> dict:
     launch's is."""
     import socket
 
-    from hpcdist.env.ports import PortError, choose_port
+    from hpcdist.ports import PortError, choose_port
     from hpcdist.injob import allreduce
     from hpcdist.injob.doctor import _match
 

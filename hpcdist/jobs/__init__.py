@@ -37,6 +37,7 @@ import time
 from collections import namedtuple
 from stat import S_ISREG
 
+from hpcdist import STATE_DIR
 from hpcdist.jobs.folders import (JobFolderError, cannot_create, check_ours, looks_like_id, read_bytes, record_problem, shown,
                              unreadable, usable_root, word)
 from hpcdist.schedulers import QUEUED
@@ -44,7 +45,7 @@ from hpcdist.jobs.subjobs import indexed, logs_of
 
 #: Where the job folders are: ``.hpcdist/jobs`` of the current folder, or $HPCDIST_JOBS_DIR (set by a
 #: laptop's hpcdist on the login node, whose job runs from its code snapshot: hpcdist.remote).
-JOBS_DIR = os.environ.get("HPCDIST_JOBS_DIR") or os.path.join(".hpcdist", "jobs")
+JOBS_DIR = os.environ.get("HPCDIST_JOBS_DIR") or os.path.join(STATE_DIR, "jobs")
 
 SCRIPT = "job.sh"
 SPEC = "spec.json"

@@ -26,7 +26,7 @@ import os
 import shlex
 import subprocess
 
-from hpcdist import __version__
+from hpcdist import STATE_DIR, __version__
 
 #: How long a master connection stays open with no command over it.
 PERSIST = "12h"
@@ -39,7 +39,7 @@ EXPECT = "HPCDIST_EXPECT_VERSION"
 #: ssh's own exit status for its failures (the connection, the authentication).
 SSH_FAILED = 255
 #: The laptop's records of its remote jobs and of the snapshots it sent.
-RECORDS = os.path.join(".hpcdist", "remote")
+RECORDS = os.path.join(STATE_DIR, "remote")
 
 
 class RemoteError(Exception):

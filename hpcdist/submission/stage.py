@@ -29,12 +29,12 @@ import os
 import sys
 import time
 
-from hpcdist import validate
+from hpcdist import STATE_DIR, validate
 from hpcdist.shell import BREAK, Shell, command_lines, quote
 from hpcdist.injob.stage import MOUNT_SCRIPT, NODE_DIR
 
 #: The folder of the archives, in the submit folder's .hpcdist (beside the job folders).
-CACHE = os.path.join(".hpcdist", "stage")
+CACHE = os.path.join(STATE_DIR, "stage")
 
 
 def check_dir(x, o, _):

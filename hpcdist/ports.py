@@ -1,16 +1,15 @@
-"""The port rule, in one place: the master port's range, the port a job's set-up draws
-(:func:`choose_port`, used by ``hpcdist job-setup``) and the one a process that the set-up did not
-start derives from the job id (:func:`port_for_job`: a job script of the user's own), so that two
-jobs sharing a node do not both listen on torch's default 29500. An explicit ``MASTER_PORT``
-always wins over both. Here, under :mod:`hpcdist.env`, so that a rank's lookup imports nothing of
-the job's set-up; the job id variables are each scheduler's own (its in-job module), read only
-when a port must be derived.
+"""The master port's rule, in one place: its range, the port a job's set-up draws
+(:func:`choose_port`, used by ``hpcdist job-setup`` and a restart's) and the one a process that
+the set-up did not start derives from the job id (:func:`port_for_job`: a job script of the user's
+own, and doctor), so that two jobs sharing a node do not both listen on torch's default 29500. An
+explicit ``MASTER_PORT`` always wins over both.
+
+Where it runs: inside jobs: in the job's set-up, and in a rank that must derive its port
+(:mod:`hpcdist.env` reads the job id, :mod:`hpcdist.env.job_id`). It imports nothing of either:
+the set-up does not load the rank's lookup, nor a rank the set-up.
 """
 
 import os
-
-from hpcdist.env.model import DEFAULT_PORT, DistEnvError, in_a_job, is_text, shown  # noqa: F401 - DEFAULT_PORT: here too
-
 
 
 class PortError(ValueError):
@@ -98,46 +97,3 @@ def _is_this_host(master: str) -> bool:
         return True
     name = os.uname().nodename  # gethostname(), without importing socket
     return master == name or master.split(".", 1)[0] == name.split(".", 1)[0]
-
-
-def _job_id_variables(name: str) -> tuple:
-    from hpcdist.schedulers import job_side
-
-    return job_side(name).JOB_ID_VARIABLES
-
-
-def job_id_variables() -> tuple:
-    """Where the job id is read from, first set wins: each scheduler's own (its in-job module's), in
-    the order their allocations are read, then Flux's (hpcdist reads Flux's launches, and submits to
-    none), then the local backend's."""
-    return tuple(_each_job_id_variable())
-
-
-def _each_job_id_variable():
-    """:func:`job_id_variables` one at a time, each scheduler's in-job side loaded when its turn
-    comes: a rank under Slurm finds SLURM_JOB_ID and loads no other scheduler's folder."""
-    from hpcdist.allocation import ORDER
-
-    for name in ORDER:
-        yield from _job_id_variables(name)
-    yield "FLUX_JOB_ID"
-    yield from _job_id_variables("local")
-
-
-def job_id_from(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
-    """``(variable, value)`` of the first job id set, or None outside a job.
-
-    ``environ`` needs only ``.get(name)`` (an :class:`~hpcdist.env.model.EnvReader` will do).
-    """
-    if not in_a_job(environ):
-        return None
-    for name in _each_job_id_variable():
-        value = environ.get(name)
-        if value is not None and value.strip():
-            if not is_text(value):
-                raise DistEnvError(
-                    f"{name}={shown(value)} is not a job id (bytes that are not UTF-8). It is normally "
-                    f"set by the scheduler: unset it or fix the job script that sets it, or set MASTER_PORT."
-                )
-            return name, value.strip()
-    return None
