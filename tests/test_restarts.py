@@ -586,7 +586,7 @@ def test_a_fanned_out_all_reduce_s_spare_and_second_process_on_a_host_take_no_pa
     second = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
     assert (second.returncode, second.stdout) == (0, "")
     (tmp_path / "0.json").unlink()
-    from hpcdist.env.ports import choose_port
+    from hpcdist.ports import choose_port
 
     run[3] = f"127.0.0.1:{choose_port('127.0.0.1')}"
     first = subprocess.run(run, env=clean_env(), capture_output=True, text=True, timeout=60)
