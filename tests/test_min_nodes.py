@@ -33,7 +33,7 @@ COUNTS = {
 }
 
 
-@pytest.mark.parametrize("scheduler,launcher", list(COUNTS), ids=[f"{s}-{l}" for s, l in COUNTS])
+@pytest.mark.parametrize("scheduler,launcher", list(COUNTS), ids=[f"{s}-{name}" for s, name in COUNTS])
 def test_a_job_that_may_go_on_with_fewer_nodes_launches_on_the_count_its_set_up_chose(scheduler, launcher):
     script = render("--scheduler", scheduler, "--nodes", "2", "--procs-per-node", "2", "--launcher",
                     launcher, "--min-nodes", "1", "--max-restarts", "2")
