@@ -135,44 +135,8 @@ def setup(options: dict, environ) -> tuple:
         raise SetupError(f"this is a {scheduler} job script, but no {scheduler} allocation is set here ({names} "
                          f"and its node list are not): submit it to {scheduler} (the header names the command), "
                          f"or render it for the scheduler it runs under")
-    # A restart's bad nodes, and those --exclude-nodes named where the scheduler cannot be told:
-    # left out, the spares take their places.
-    excluded = [n for n in options.get("exclude", "").split(",") if n]
-    bad = set(read_lines(os.path.join(options["dir"], BAD_NODES_FILE))) | set(excluded)
-    unwanted = [host for host, _ in alloc.hosts if host in excluded]
-    left_out = [host for host, _ in alloc.hosts if host in bad]
-    if bad:
-        left = [pair for pair in alloc.hosts if pair[0] not in bad]
-        if not left:  # every node judged bad: the job's end, said by its caller
-            raise SetupError(f"every node of {alloc.source} is left out ({' '.join(sorted(bad))})")
-        alloc = type(alloc)(left, alloc.source)
-    hosts = alloc.host_names
-    wanted = int(options.get("nodes", 0))
     local = getattr(job_module, "MASTER_ADDR", None)
-    # Nodes left out and no spare in their place: the launch goes on with fewer, down to
-    # --min-nodes (its count is then $HPCDIST_NNODES, not --nodes).
-    least = int(options["min_nodes"]) if left_out and options.get("min_nodes") else wanted
-    if wanted and not local and least <= len(hosts) < wanted:
-        wanted = len(hosts)
-    if wanted and not local and len(hosts) < wanted and least < int(options["nodes"]):
-        raise SetupError(
-            f"{len(hosts)} node(s) left once {' '.join(left_out)} are left out, fewer than --min-nodes "
-            f"{least}, and no spare is left to take their place")
-    if wanted and unwanted and len(hosts) < wanted:
-        raise SetupError(
-            f"{scheduler} gave the job {' '.join(unwanted)}, which --exclude-nodes leaves out, and "
-            f"{len(hosts)} node(s) are left of the {wanted} it needs: {scheduler} cannot be told "
-            f"which nodes not to give; submit with --spare-nodes {len(excluded)} to have nodes in "
-            f"their place")
-    if wanted and not local and len(hosts) < wanted:
-        raise SetupError(
-            f"the job asked for {wanted} nodes but {alloc.source} lists {len(hosts)} ({' '.join(hosts[:8])}"
-            f"{' ...' if len(hosts) > 8 else ''}): a launcher told of {wanted} nodes would wait for the others "
-            f"until the walltime. The scheduler put the request on fewer hosts: ask for whole nodes (PBS: "
-            f"--place scatter, the default, or --exclusive; a job-wide request, -l ncpus=, is spread only by "
-            f"servers whose hooks do it, as Gadi's), or submit with --nodes {len(hosts)}")
-    if wanted and not local and len(hosts) > wanted:
-        hosts = hosts[:wanted]
+    alloc, hosts, unwanted = _launch_hosts(options, alloc, scheduler, local)
     job_id = next((environ.get(v) for v in job_module.JOB_ID_VARIABLES if environ.get(v)), None)
     if not job_id:
         raise SetupError(f"{' or '.join(job_module.JOB_ID_VARIABLES)} is not set: this script runs inside a "
@@ -215,6 +179,50 @@ def setup(options: dict, environ) -> tuple:
     log = f"hpcdist: nodes: {' '.join(hosts)}{fewer}; master: {master}:{port}" + (
         f"; left out (--exclude-nodes): {' '.join(unwanted)}" if unwanted else "")
     return "\n".join(lines) + "\n", log
+
+
+def _launch_hosts(options: dict, alloc, scheduler: str, local) -> tuple:
+    """``(the allocation less the nodes left out, the launch's hosts, those --exclude-nodes left
+    out)``: a restart's bad nodes and the excluded ones left out, spares in their places, and
+    fewer nodes down to --min-nodes where no spare is left; SetupError where too few are left."""
+    # A restart's bad nodes, and those --exclude-nodes named where the scheduler cannot be told:
+    # left out, the spares take their places.
+    excluded = [n for n in options.get("exclude", "").split(",") if n]
+    bad = set(read_lines(os.path.join(options["dir"], BAD_NODES_FILE))) | set(excluded)
+    unwanted = [host for host, _ in alloc.hosts if host in excluded]
+    left_out = [host for host, _ in alloc.hosts if host in bad]
+    if bad:
+        left = [pair for pair in alloc.hosts if pair[0] not in bad]
+        if not left:  # every node judged bad: the job's end, said by its caller
+            raise SetupError(f"every node of {alloc.source} is left out ({' '.join(sorted(bad))})")
+        alloc = type(alloc)(left, alloc.source)
+    hosts = alloc.host_names
+    wanted = int(options.get("nodes", 0))
+    # Nodes left out and no spare in their place: the launch goes on with fewer, down to
+    # --min-nodes (its count is then $HPCDIST_NNODES, not --nodes).
+    least = int(options["min_nodes"]) if left_out and options.get("min_nodes") else wanted
+    if wanted and not local and least <= len(hosts) < wanted:
+        wanted = len(hosts)
+    if wanted and not local and len(hosts) < wanted and least < int(options["nodes"]):
+        raise SetupError(
+            f"{len(hosts)} node(s) left once {' '.join(left_out)} are left out, fewer than --min-nodes "
+            f"{least}, and no spare is left to take their place")
+    if wanted and unwanted and len(hosts) < wanted:
+        raise SetupError(
+            f"{scheduler} gave the job {' '.join(unwanted)}, which --exclude-nodes leaves out, and "
+            f"{len(hosts)} node(s) are left of the {wanted} it needs: {scheduler} cannot be told "
+            f"which nodes not to give; submit with --spare-nodes {len(excluded)} to have nodes in "
+            f"their place")
+    if wanted and not local and len(hosts) < wanted:
+        raise SetupError(
+            f"the job asked for {wanted} nodes but {alloc.source} lists {len(hosts)} ({' '.join(hosts[:8])}"
+            f"{' ...' if len(hosts) > 8 else ''}): a launcher told of {wanted} nodes would wait for the others "
+            f"until the walltime. The scheduler put the request on fewer hosts: ask for whole nodes (PBS: "
+            f"--place scatter, the default, or --exclusive; a job-wide request, -l ncpus=, is spread only by "
+            f"servers whose hooks do it, as Gadi's), or submit with --nodes {len(hosts)}")
+    if wanted and not local and len(hosts) > wanted:
+        hosts = hosts[:wanted]
+    return alloc, hosts, unwanted
 
 
 def _deepspeed_env(folder: str, exported: dict, passed: list) -> str:
