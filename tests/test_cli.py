@@ -253,3 +253,25 @@ def test_status_with_no_jobs_loads_neither_json_nor_the_job_folders_code(tmp_pat
     assert said.startswith(f"no jobs submitted from {tmp_path} yet"), proc.stdout + proc.stderr
     assert "json" not in loaded.split(), loaded
     assert ("hpcdist.jobs" in loaded.split()) == state_dir, loaded
+
+
+#: hpcdist.cli's command modules: each loaded by its own commands alone (hpcdist.cli.commands).
+COMMAND_MODULES = ("jobs", "watch", "report", "remote", "in_job")
+
+
+@pytest.mark.parametrize("argv, state_dir", [(["status"], False), (["status"], True), (["--version"], False),
+                                             (["--help"], False)])
+def test_status_version_and_help_load_no_command_s_module(tmp_path, argv, state_dir):
+    """Issue 48: `hpcdist status` with no jobs stayed over 2x `python -c pass` beside an empty
+    .hpcdist folder, most of what was left being hpcdist.cli importing all five command modules
+    to list its commands (~8M instructions). Status's own code is hpcdist.cli.status; the
+    commands' names are hpcdist.cli.commands; --version and --help need no module either."""
+    if state_dir:
+        (tmp_path / ".hpcdist").mkdir()
+    probe = (f"import sys; from hpcdist.cli import main; main({argv!r}); "
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith('hpcdist.cli'))))")
+    proc = subprocess.run([sys.executable, "-c", probe], env=clean_env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded = proc.stdout.splitlines()[-1].split()
+    assert [m for m in loaded if m.removeprefix("hpcdist.cli.") in COMMAND_MODULES] == [], loaded

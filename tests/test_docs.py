@@ -81,11 +81,11 @@ def _slugs(markdown: str) -> set[str]:
 
 
 def test_every_command_s_help_ends_with_examples_and_its_page():
-    from hpcdist.cli import COMMANDS, in_job, watch
+    from hpcdist.cli.commands import BY_HAND, COMMANDS
     from hpcdist.cli.common import DOCS  # docs/: the page in the source (no site is published)
 
     for command in COMMANDS:
-        if command in in_job.BY_HAND or command in watch.BY_HAND:  # written by the job scripts; their help is their usage, printed by hand
+        if command in BY_HAND:  # the job scripts': their help is their usage, printed by hand
             continue
         done = _run([sys.executable, "-m", "hpcdist", command, "--help"])
         assert done.returncode == 0, done.stderr

@@ -102,10 +102,10 @@ def test_the_docs_line_of_every_help_points_at_no_unpublished_site(tmp_path):
     """Issue 50 item 4: every --help ended with https://hpcdist.readthedocs.io/..., which is not
     published. It names the page under docs/ (tests/test_docs.py checks each page and heading),
     and mkdocs.yml promises no address either."""
-    from hpcdist.cli import COMMANDS, in_job, watch
+    from hpcdist.cli.commands import BY_HAND, COMMANDS
 
     assert not re.search(r"^site_url:", (ROOT / "mkdocs.yml").read_text(), re.M)
-    for command in [c for c in COMMANDS if c not in in_job.BY_HAND + watch.BY_HAND]:
+    for command in [c for c in COMMANDS if c not in BY_HAND]:
         docs = hpcdist(command, "--help", cwd=tmp_path).stdout.rstrip("\n").rsplit("\n\n", 1)[1]
         assert re.fullmatch(r"docs: docs/[\w/-]+\.md(#[\w-]+)? in hpcdist's source", docs), (command, docs)
 

@@ -4,13 +4,15 @@ Where it runs: where the user types ``hpcdist`` (the login node, or a laptop for
 sends on); its in-job commands run inside jobs, on the nodes.
 
 The commands live by concern: :mod:`hpcdist.cli.jobs` (the login side: render, submit, status,
-logs, cancel, doctor, profiles), :mod:`hpcdist.cli.watch` (watch, stacks: inside a running job;
-and monitor, in every submitted job), :mod:`hpcdist.cli.report` (report: a run's page) and
-:mod:`hpcdist.cli.in_job` (what runs inside a job: env, hostfile, supervise, requeue, job-setup,
-agents, restart); :mod:`hpcdist.cli.common` holds what they
-share. Start-up stays fast: a subcommand named first builds only its own parser, ``hpcdist
-status`` and the two commands of every job script none at all, and each command imports what it
-needs when it runs.
+logs, cancel, doctor, profiles; status's own code is :mod:`hpcdist.cli.status`),
+:mod:`hpcdist.cli.watch` (watch, stacks: inside a running job; and monitor, in every submitted
+job), :mod:`hpcdist.cli.report` (report: a run's page), :mod:`hpcdist.cli.remote` (connect,
+disconnect, and the commands a laptop sends on) and :mod:`hpcdist.cli.in_job` (what runs inside a
+job: env, hostfile, supervise, requeue, job-setup, agents, restart); :mod:`hpcdist.cli.common`
+holds what they share, :mod:`hpcdist.cli.commands` which command is whose. Start-up stays fast:
+a command's module is imported when it runs, a subcommand named first builds only its own parser,
+``hpcdist status`` and the two commands of every job script none at all, and each command
+imports what it needs when it runs.
 """
 
 from __future__ import annotations
@@ -19,12 +21,9 @@ import os
 import sys
 from types import SimpleNamespace
 
-from hpcdist import __version__
-from hpcdist.cli import in_job, jobs, remote, report, watch
-from hpcdist.cli.common import CommandError, help_end, new_parser
+from hpcdist import STATE_DIR, __version__
+from hpcdist.cli.commands import BY_HAND, BY_MODULE, COMMANDS, MODULE, OWN_FLAGS, SENT, CommandError
 
-#: The subcommands, in the order of the commands' reference (docs/reference/commands.md).
-COMMANDS = jobs.COMMANDS + watch.COMMANDS + report.COMMANDS + remote.COMMANDS + in_job.COMMANDS
 #: `hpcdist --help` in two groups: what a user types (login node, laptop), and what runs inside a job.
 USER_COMMANDS = ("render", "submit", "status", "logs", "watch", "stacks", "report", "cancel", "doctor",
                  "profiles", "connect", "disconnect")
@@ -65,19 +64,17 @@ def _run(argv: list[str]) -> int:
 
         sys.stdout.write(TEXT)
         return 0
-    if argv[:1] and argv[0] in in_job.BY_HAND:
-        return in_job.run_by_hand(argv[0], argv[1:])
+    if argv[:1] and argv[0] in BY_HAND:
+        return _module(MODULE[argv[0]]).run_by_hand(argv[0], argv[1:])
     # From a laptop: sent to a cluster (--remote, a profile's remote, a job sent from here).
-    if argv[:1] and argv[0] in remote.SENT and remote.wanted(argv):
-        return remote.main(argv)
-    if argv[:1] and argv[0] in watch.BY_HAND:
-        return watch.run_by_hand(argv[0], argv[1:])
+    if argv[:1] and sent(argv):
+        return _module("remote").main(argv)
     args = _plain_status(argv)
     if args is None:
         from hpcdist.cli.dash_values import joined  # a parse's alone: `hpcdist status` has none
 
         parser = build_parser(argv)
-        args = parser.parse_args(joined(argv, jobs.OWN_FLAGS))
+        args = parser.parse_args(joined(argv, OWN_FLAGS))
         if not hasattr(args, "run"):
             parser.print_help()
             return 2
@@ -101,18 +98,41 @@ def _run(argv: list[str]) -> int:
         raise
 
 
+def sent(argv: list[str]) -> bool:
+    """Whether ``hpcdist ARGV`` goes to a cluster (:mod:`hpcdist.cli.remote` runs it). Cheap but
+    for submit and render, which read their profile (and the job options) anyway: ``hpcdist
+    status`` pays two string tests and a stat here, no import."""
+    if argv[0] not in SENT:
+        return False
+    if argv[0] not in ("submit", "render"):
+        if any(word == "--remote" or word.startswith("--remote=") for word in argv[1:]):
+            return True
+        if not os.path.exists(os.path.join(STATE_DIR, "remote", "jobs")):
+            return False
+    return _module("remote").wanted(argv)
+
+
+def _module(name: str):
+    """hpcdist.cli's module ``name`` (:data:`hpcdist.cli.commands.BY_MODULE`), imported now."""
+    return __import__(f"{__name__}.{name}", fromlist=["_"])
+
+
 def _plain_status(argv: list[str]):
     """``hpcdist status [JOB ...]``, the command typed most, parsed as argparse would
     (tests/test_cli.py checks): there is nothing to parse, and building any argparse parser
     costs more than the command itself (it imports shutil and locale)."""
     if argv[:1] != ["status"] or any(a.startswith("-") for a in argv[1:]):
         return None
-    return SimpleNamespace(command="status", jobs=argv[1:], json=False, run=jobs.run_status)
+    from hpcdist.cli.status import run_status
+
+    return SimpleNamespace(command="status", jobs=argv[1:], json=False, run=run_status)
 
 
 def build_parser(argv: list[str] = ()):
     """The parser: a subcommand's alone when its name comes first (a subcommand's parser sees only
     what follows its name), else all of them (`hpcdist --help`)."""
+    from hpcdist.cli.common import help_end, new_parser
+
     command = next((a for a in argv if not a.startswith("-")), None)
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = new_parser(prog="hpcdist", description="Distributed PyTorch on PBS and Slurm clusters.",
@@ -124,11 +144,8 @@ def build_parser(argv: list[str] = ()):
         # `hpcdist --help` lists the commands, not their arguments: each command's parser is made
         # without them (half of its cost was every job option of render and submit, twice).
         sub._parser_class = _listed_only(sub._parser_class)
-    jobs.add_parsers(sub, only, command)
-    watch.add_parsers(sub, only, command)
-    report.add_parsers(sub, only)
-    remote.add_parsers(sub, only)
-    in_job.add_parsers(sub, only, command)
+    for module in ([MODULE[only]] if only else BY_MODULE):  # only the named command's module loaded
+        _module(module).add_parsers(sub, only, command)
     parser.commands = sub.choices  # for a mistake's message: the command's own parser
     if only is None:
         _group(parser, sub)

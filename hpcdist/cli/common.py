@@ -1,16 +1,14 @@
-"""What the ``hpcdist`` commands share: the one-message error, the job spec from flags and
-profiles, the command line for a script's header, following a job to its end."""
+"""What the ``hpcdist`` commands share: the job spec from flags and profiles, the command line
+for a script's header, following a job to its end (their one-message error is
+:class:`hpcdist.cli.commands.CommandError`)."""
 
 from __future__ import annotations
 
 import os
 import sys
 
+from hpcdist.cli.commands import CommandError
 from hpcdist.shell import words_to_line
-
-
-class CommandError(Exception):
-    """A user-facing failure: printed as one message, exit status 1."""
 
 
 def job_spec(args: Namespace, check_files: bool = True):

@@ -1,20 +1,17 @@
 """The commands that run inside a job: ``env``, ``hostfile``, ``supervise``, ``requeue``, the two
 every job script calls, ``job-setup`` and ``agents``, and ``restart`` (a job's with
-``--max-restarts``), whose arguments are read by hand (:data:`BY_HAND`: argparse alone costs more
-than their work, on every job).
+``--max-restarts``), whose arguments are read by hand (:data:`hpcdist.cli.commands.BY_HAND`:
+argparse alone costs more than their work, on every job).
 """
 
 from __future__ import annotations
 
 import sys
 
-from hpcdist.cli.common import CommandError, help_end, positive_int
+from hpcdist.cli.commands import CommandError
+from hpcdist.cli.common import help_end, positive_int
 from hpcdist.schedulers import QUEUED
 
-#: The commands here, in the order `hpcdist --help` lists them.
-COMMANDS = ("env", "hostfile", "supervise", "requeue", "job-setup", "agents", "restart")
-#: The commands whose arguments are read by hand, and the function that runs each.
-BY_HAND = ("job-setup", "agents", "restart")
 
 
 def run_by_hand(name: str, argv: list[str]) -> int:

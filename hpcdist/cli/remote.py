@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import sys
 
-#: The commands of this module, and those it may send to a cluster instead of running here.
-COMMANDS = ("connect", "disconnect")
-SENT = ("submit", "render", "status", "logs", "cancel", "watch", "stacks", "report")
+from hpcdist.cli.commands import BY_MODULE
+
+#: The commands of this module (those it may send to a cluster: hpcdist.cli.commands.SENT).
+COMMANDS = BY_MODULE["remote"]
 #: The flags of the sent commands that take a value (besides the job options').
 VALUED = ("--from", "--interval", "--timeout", "--index", "-o", "--output", "--format")
 HELP = {"connect": "open the ssh connection to a cluster that the other commands use (the only one that may prompt)",
@@ -24,19 +25,13 @@ HELP = {"connect": "open the ssh connection to a cluster that the other commands
 
 
 def wanted(argv: list[str]) -> bool:
-    """Whether ``hpcdist ARGV`` is this module's to run (cheap: `hpcdist status` asks it)."""
+    """Whether ``hpcdist ARGV``, one of :data:`hpcdist.cli.commands.SENT`, is this module's to run.
+    Asked by :func:`hpcdist.cli.sent` only: for a command but submit and render, once it has found
+    no ``--remote`` and a laptop's record of sent jobs (``hpcdist status`` loads no module here)."""
     command = argv[0]
-    if command not in SENT:
-        return False
     if command in ("submit", "render"):  # they read the job options anyway
         laptop, _ = _split(argv)
         return "remote" in laptop or bool(_profile(laptop.get("profile"), quiet=True).get("remote"))
-    # `hpcdist status` pays two string tests and a stat here, no import.
-    from hpcdist import STATE_DIR  # loaded already
-    if any(word == "--remote" or word.startswith("--remote=") for word in argv[1:]):
-        return True
-    if not os.path.exists(os.path.join(STATE_DIR, "remote", "jobs")):
-        return False
     from hpcdist.remote import records
 
     refs = _refs(argv)
@@ -318,7 +313,7 @@ def _answer(target, stdout: bytes, command: str):
 
 def _status(argv: list[str]) -> int:
     from hpcdist import remote
-    from hpcdist.cli.jobs import show_rows, status_rows
+    from hpcdist.cli.status import show_rows, status_rows
     from hpcdist.remote import records
 
     laptop, words = _split(argv)
@@ -484,7 +479,7 @@ def _report(argv: list[str]) -> int:
 
 # -- connect, disconnect ------------------------------------------------------------------------
 
-def add_parsers(sub, only: str | None) -> None:
+def add_parsers(sub, only: str | None, command: str | None = None) -> None:
     """``connect`` and ``disconnect``'s parsers on ``sub`` (all, or ``only`` that one)."""
     from hpcdist.cli.common import help_end  # the parser's, which `hpcdist status` builds none of
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from hpcdist.cli.common import CommandError
+from hpcdist.cli.commands import CommandError
 
-#: The commands here, in the order `hpcdist --help` lists them.
-COMMANDS = ("report",)
 DESCRIPTION = ("Write one self-contained HTML page of a job: its facts, the start-up per node, "
                "each rank's steps over the run as a heat map with stragglers, hangs and restarts "
                "marked, and tables of the same numbers; of a sweep: its sets by state. From a "
@@ -22,7 +20,7 @@ DESCRIPTION = ("Write one self-contained HTML page of a job: its facts, the star
                "and the page is written on the laptop.")
 
 
-def add_parsers(sub, only: str | None) -> None:
+def add_parsers(sub, only: str | None, command: str | None = None) -> None:
     from hpcdist.cli.common import help_end  # the parser's, which `hpcdist status` builds none of
 
     if only in (None, "report"):

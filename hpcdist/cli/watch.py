@@ -1,6 +1,7 @@
 """The commands that look inside a running job: ``watch`` and ``stacks`` (login side), and
 ``monitor``, which each submitted job script runs in its background (:mod:`hpcdist.progress.monitor`; its
-arguments read by hand, :data:`BY_HAND`). Also what ``status`` and ``logs`` show of the progress.
+arguments read by hand: :data:`hpcdist.cli.commands.BY_HAND`). Also what ``status`` and ``logs``
+show of the progress.
 """
 
 from __future__ import annotations
@@ -9,11 +10,8 @@ import os
 import sys
 import time
 
-from hpcdist.cli.common import CommandError
+from hpcdist.cli.commands import CommandError
 
-#: The commands here, in the order `hpcdist --help` lists them.
-COMMANDS = ("watch", "stacks", "monitor")
-BY_HAND = ("monitor",)
 
 
 def run_by_hand(name: str, argv: list[str]) -> int:

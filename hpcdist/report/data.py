@@ -2,7 +2,7 @@
 
 Where it runs: the login node (``hpcdist report``, and ``hpcdist report --data`` for a laptop's
 ``--remote``). Every number comes through the readers of ``status --json``
-(:func:`hpcdist.cli.jobs.status_rows`), ``watch --json`` (:func:`hpcdist.cli.watch.snapshot`) and
+(:func:`hpcdist.cli.status.status_rows`), ``watch --json`` (:func:`hpcdist.cli.watch.snapshot`) and
 a sweep's ``status --json`` (:mod:`hpcdist.sweeps.table`); the steps over the run from the
 monitor's timeline (:mod:`hpcdist.progress.timeline`).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from hpcdist.cli.common import CommandError
+from hpcdist.cli.commands import CommandError
 
 #: The bytes of a log's end searched for its last error line (as ``hpcdist logs`` reads it).
 ERROR_TAIL = 256 << 10
@@ -37,13 +37,13 @@ def gather(ref: str, index: int | None = None) -> dict:
 
 
 def _job(job, index: int | None) -> dict:
-    from hpcdist.cli import jobs as job_commands
+    from hpcdist.cli import status as status_command
     from hpcdist.cli import watch as watch_commands
     from hpcdist.jobs import ending, launch_restarts
     from hpcdist.progress import timeline
 
     index = watch_commands.subjob_index(job, index, "report")
-    (row,) = job_commands.with_startup(job_commands.status_rows([job.path]))
+    (row,) = status_command.with_startup(status_command.status_rows([job.path]))
     status, view = watch_commands.view_of(job, index)
     snapshot = watch_commands.snapshot(job, view, status, index)
     run, started = watch_commands.this_run(job, index)

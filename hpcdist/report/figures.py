@@ -29,7 +29,7 @@ def require() -> None:
         import matplotlib  # noqa: F401
         import numpy  # noqa: F401
     except ImportError as e:
-        from hpcdist.cli.common import CommandError
+        from hpcdist.cli.commands import CommandError
 
         raise CommandError(f"the report's figures need matplotlib ({e.name} is not installed): "
                            "pip install 'hpcdist[report]' here, where the page is drawn") from None

@@ -1,11 +1,11 @@
-"""The sweep's side of ``hpcdist submit`` and ``hpcdist status`` (:mod:`hpcdist.cli.jobs` calls
-these): submit a sweep, resubmit its failed sets, show it."""
+"""The sweep's side of ``hpcdist submit`` and ``hpcdist status`` (:mod:`hpcdist.cli.jobs` and
+:mod:`hpcdist.cli.status` call these): submit a sweep, resubmit its failed sets, show it."""
 
 from __future__ import annotations
 
 import sys
 
-from hpcdist.cli.common import CommandError
+from hpcdist.cli.commands import CommandError
 
 
 def submit(args, spec, command_line: str) -> int:
