@@ -205,7 +205,9 @@ GUIDE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("history", [False, True], ids=["history-off", "history-on"])
+# History on alone (the suite's time): on this cluster every signal force-exits a root job in
+# PBS's books (NOTES.md, "Test OpenPBS jobs run as root"), so the two rows proved the same path.
+@pytest.mark.parametrize("history", [True], ids=["history-on"])
 # ``_interrupt(timeout=True)``'s rows are out (NOTES.md): this cluster's moms see no process of a
 # job, so ``qsig`` ends the job in PBS's books while its script runs on and resubmits itself after
 # a job the server has already ended. Add "timed-out" here to run them.

@@ -158,6 +158,15 @@ def chunks(members: list) -> list[list]:
     return out if out[-1] else []
 
 
+def _record_cancel(job, cancelled: bool) -> str | None:
+    """``cancelled`` written into the job's record: None, or why it could not be (a full disk)."""
+    try:
+        job.update(cancelled=cancelled)
+    except (OSError, JobFolderError) as e:
+        return getattr(e, "strerror", None) or str(e)
+    return None
+
+
 def recorded_exit(job, ended: bool = True) -> JobStatus | None:
     """How the job ended by its own word, where the scheduler keeps none: the exit code the job
     script wrote into its folder (hpcdist/schedulers/job.sh.j2: 128+N when signal N stopped it);
@@ -392,17 +401,21 @@ class BatchScheduler(Scheduler):
         return "\n".join(lines)
 
     def cancel(self, job) -> None:
-        """The scheduler's cancel; once it took the job, the record says so: where the scheduler
-        keeps no finished jobs, the script's own exit code (143) is then read as CANCELLED. The
-        state is asked first: scancel of a completed job says nothing and exits 0, and the record
-        would then turn the job's exit 0 into CANCELLED."""
+        """The scheduler's cancel, the record saying so first: a follower (``logs -f``, ``--wait``)
+        that sees the end between the two must not record it as a failure (where the scheduler
+        keeps no finished jobs, the script's own exit code, 143, is read as CANCELLED by it). The
+        state is asked before: scancel of a completed job says nothing and exits 0, and the record
+        would then turn the job's exit 0 into CANCELLED. A cancel that fails takes its word back."""
         job_id = job.current_id
         state = self.status(job)
         if state.state in FINAL_STATES:
             raise AlreadyEnded(f"job {job_id} has already ended ({state.state.lower()}"
                                f"{'' if state.exit_code is None else f', exit {state.exit_code}'}): "
                                f"nothing to cancel")
+        unrecorded = _record_cancel(job, True)
         proc = run([self.cancel_command, job_id])
+        if proc.returncode != 0 and unrecorded is None:
+            _record_cancel(job, False)
         if proc.returncode != 0 and self.says_gone(proc.stderr):
             said = (proc.stderr.strip().splitlines() or [""])[0]
             raise AlreadyEnded(f"job {job_id} has already ended ({said}): nothing to cancel")
@@ -413,11 +426,9 @@ class BatchScheduler(Scheduler):
                 raise SubmitError(f"job {job_id} was not cancelled: {why}")
             raise SubmitError(f"{self.cancel_command} {job_id} failed: "
                               f"{proc.stderr.strip() or proc.stdout.strip()}")
-        try:
-            job.update(cancelled=True)
-        except (OSError, JobFolderError) as e:  # the job is cancelled: that is what counts
+        if unrecorded:  # the job is cancelled: that is what counts
             print(f"hpcdist: job {job_id} is cancelled, but its record could not say so "
-                  f"({getattr(e, 'strerror', None) or e})", file=sys.stderr)
+                  f"({unrecorded})", file=sys.stderr)
 
     @staticmethod
     def says_gone(stderr: str) -> bool:
