@@ -52,7 +52,9 @@ STATES = frozenset(
 
 #: The terminal states: a job in one of these will not run again by itself.
 FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY})
-#: The ends no requeue follows (a preempted job, or one whose node failed, may run again).
+#: The ends a record may keep for good: nothing runs the job again after them. A job preempted,
+#: or on a node that failed, may be requeued by Slurm itself (PreemptMode=REQUEUE, JobRequeue),
+#: so its recorded end is asked about again.
 FINAL_STATES = FINISHED_STATES - {PREEMPTED, NODE_FAIL}
 
 

@@ -57,6 +57,11 @@ class AlreadyEnded(SubmitError):
     """A cancel of a job that had ended: nothing was cancelled, and its record is left as it is
     (it ended by itself: recording a cancel would turn a completed job into a cancelled one)."""
 
+    @classmethod
+    def of(cls, job_id: str, state: JobStatus) -> "AlreadyEnded":
+        code = "" if state.exit_code is None else f", exit {state.exit_code}"
+        return cls(f"job {job_id} has already ended ({state.state.lower()}{code}): nothing to cancel")
+
 
 class CommandTimeout(SubmitError):
     """A scheduler command did not answer in time."""
@@ -409,9 +414,7 @@ class BatchScheduler(Scheduler):
         job_id = job.current_id
         state = self.status(job)
         if state.state in FINAL_STATES:
-            raise AlreadyEnded(f"job {job_id} has already ended ({state.state.lower()}"
-                               f"{'' if state.exit_code is None else f', exit {state.exit_code}'}): "
-                               f"nothing to cancel")
+            raise AlreadyEnded.of(job_id, state)
         unrecorded = _record_cancel(job, True)
         proc = run([self.cancel_command, job_id])
         if proc.returncode != 0 and unrecorded is None:

@@ -221,11 +221,6 @@ def statuses(jobs: list[Job]) -> list:
     return answers
 
 
-#: The ends a record may keep for good: nothing runs the job again after them. A job preempted,
-#: or on a node that failed, may be requeued by Slurm itself (PreemptMode=REQUEUE, JobRequeue),
-#: so its recorded end is asked about again.
-
-
 def recorded_end(job: Job):
     """How the job ended, as ``--wait`` recorded it once the scheduler said so (:func:`wait`), or
     None: then the scheduler is asked (always, for the local backend, which asks no one).

@@ -175,8 +175,7 @@ class Local(Scheduler):
             code = "" if state.exit_code is None else f", exit {state.exit_code}"
             left = job_processes(job)
             if not left:
-                raise AlreadyEnded(f"job {job.job_id} has already ended ({state.state.lower()}{code}): "
-                                   f"nothing to cancel")
+                raise AlreadyEnded.of(job.job_id, state)
             # Its runner ended (a killed torchrun agent's workers live on): its processes are ended.
             print(f"hpcdist cancel: job {job.job_id} has ended ({state.state.lower()}{code}), but {len(left)} of its "
                   f"processes still run: ending them", file=sys.stderr, flush=True)

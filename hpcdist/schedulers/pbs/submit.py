@@ -368,7 +368,7 @@ class Pbs(BatchScheduler):
         if found is not None:
             is_array = JobId(job_id, scheduler="pbs").is_array
             if found.finished and (found.exit_code is None or is_array):
-                return self._with_recorded_exit(job, job_id, found)
+                return self._with_recorded_exit(job, is_array, found)
             return found
         missing = self.not_configured(job, "qstat", proc)
         if missing is not None:
@@ -388,7 +388,7 @@ class Pbs(BatchScheduler):
         return JobStatus(state="UNKNOWN", exit_code=None, raw="", reason=f"qstat: {first}" if first else None)
 
     @staticmethod
-    def _with_recorded_exit(job, job_id, found):
+    def _with_recorded_exit(job, is_array: bool, found):
         """A finished job qstat gives no exit status for: Torque's (and Slurm's wrapper's) "C",
         whose exit_code file says how it ended; an array's parent, whose Exit_status is 0 when a
         subjob failed (PBS marks it failed) or was deleted alone (PBS does not): its subjobs' files
@@ -396,7 +396,7 @@ class Pbs(BatchScheduler):
         recorded = recorded_exit(job)
         if recorded is None:
             return found
-        if not JobId(job_id, scheduler="pbs").is_array:
+        if not is_array:
             return recorded
         if found.state == "COMPLETED" and recorded.state != "COMPLETED":  # never COMPLETED then
             return JobStatus(recorded.state, recorded.exit_code, recorded.raw,
