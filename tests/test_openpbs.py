@@ -268,21 +268,24 @@ def test_a_job_resubmits_itself_from_its_node_or_says_why_not(flatuid, pbs, tmp_
 
 
 def test_a_ddp_training_stopped_by_the_scripts_own_warning_goes_on_from_its_checkpoint(pbs, tmp_path):
-    """The DDP example on 2 nodes x 2 ranks, --requeue: the script's own timer warns it 30 s before
-    the walltime, every rank stops at one step after a checkpoint, the job resubmits itself from
-    pbsn1 (-W depend=afterany) and the new job goes on from that step to the end; job history on,
-    as sites that requeue keep it. (That the result equals an uninterrupted run bit for bit is
-    proven on the Slurm cluster: tests/test_preemption.py.)"""
+    """The DDP example on 2 nodes, --requeue: the script's own timer warns it 60 s before the
+    walltime, every rank stops at one step after a checkpoint, the job resubmits itself from pbsn1
+    (-W depend=afterany) and the new job goes on from that step to the end; job history on, as
+    sites that requeue keep it. (That the result equals an uninterrupted run bit for bit is proven
+    on the Slurm cluster: tests/test_preemption.py.)"""
     pbs.history(True)
-    # Restarts to spare: under the suite's load a run's start (torch, 4 ranks) can take most of its
-    # 30 s before the warning, and that run then makes a step or two (seen: 17, 1, 9 steps).
-    proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "--requeue", "6",
-                          "--walltime", "1m", "--signal-margin", "30s", str(ROOT / "examples" / "ddp" / "train.py"), "--steps", "40",
+    # The time before the warning (60 s) is what a run has for its start and its steps. Under the
+    # suite's load a start took 29-62 s with 4 ranks on the 2 cores (CI, 2026-11-29: 7 runs of a
+    # 30 s window made 25 of 40 steps): so one rank a node, a 60 s window, and restarts to spare.
+    # 60 steps of 1 s: an idle first run stops near step 45, and the second one ends the chain.
+    proc, job_id = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "1", "--requeue", "8",
+                          "--walltime", "2m", "--signal-margin", "60s",
+                          str(ROOT / "examples" / "ddp" / "train.py"), "--steps", "60",
                           "--save-every", "5", "--log-every", "1", "--deterministic", "--resume",
-                          "--step-delay", "0.5", "--checkpoint-dir", "ckpt", wait=False)
+                          "--step-delay", "1", "--checkpoint-dir", "ckpt", wait=False)
     assert proc.returncode == 0, proc.stderr
     row = wait_for(lambda: (r := row_of(pbs, tmp_path, job_id))["state"] not in ("PENDING", "RUNNING") and r,
-                   420, "the chain's end")
+                   1200, "the chain's end")
     log = pbs.hpcdist("logs", job_id, cwd=tmp_path).stdout
     assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), \
         f"{row}\n{testcluster.log_excerpt(log)}"
@@ -290,7 +293,7 @@ def test_a_ddp_training_stopped_by_the_scripts_own_warning_goes_on_from_its_chec
     assert "walltime warning (SIGUSR2)" in log and "resubmitted as job" in log, testcluster.log_excerpt(log)
     stopped = [int(s) for s in re.findall(r"(?m)^stopped at step (\d+) \(", log)]
     resumed = [int(s) for s in re.findall(r"(?m)^resumed from \S+ at step (\d+)$", log)]
-    assert stopped and resumed and resumed[0] == stopped[0] and 0 < resumed[-1] < 40, testcluster.log_excerpt(log)
+    assert stopped and resumed and resumed[0] == stopped[0] and 0 < resumed[-1] < 60, testcluster.log_excerpt(log)
 
 
 #: A training that takes no stop request: the warning by hand cannot end it, so the job's own
