@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what it needs, then runs pytest.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k hostlist).
-# Two test processes (pytest-xdist): the Slurm cluster's tests in one, one after the other, and the
-# rest beside them (the OpenPBS cluster's together); much of a cluster test is waiting for its jobs.
+# Three test processes (pytest-xdist, --dist loadgroup): the Slurm cluster's tests in one, one
+# after the other, the OpenPBS cluster's in another, and the rest in the third from the start
+# (with two, the rest waited for a cluster's group to end: the cluster tests wait on their jobs
+# for a quarter of their time, which the third uses).
 # What scripts/bootstrap.sh and the test cluster install during the run is recorded in a
 # temporary file (HPCDIST_INSTALL_RECORD), which pytest's closing summary prints.
 set -euo pipefail
@@ -11,4 +13,4 @@ HPCDIST_INSTALL_RECORD=$(mktemp "${TMPDIR:-/tmp}/hpcdist-installed.XXXXXX")
 export HPCDIST_INSTALL_RECORD
 trap 'rm -f "$HPCDIST_INSTALL_RECORD"' EXIT
 bash scripts/bootstrap.sh tests
-.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+.venv/bin/python -m pytest -n 3 --dist loadgroup "$@"

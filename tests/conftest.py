@@ -44,7 +44,7 @@ def _in_repo() -> set[str]:
 
 
 def _is_worker(config) -> bool:
-    """A pytest-xdist worker (scripts/test.sh runs two): the clone is checked by the controller,
+    """A pytest-xdist worker (scripts/test.sh runs three): the clone is checked by the controller,
     once all of them have ended, not by a worker while the other one's test runs."""
     return hasattr(config, "workerinput")
 
@@ -110,7 +110,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             "a machine running systemd starts; slurmctld and slurmd stay off without /etc/slurm/slurm.conf.")
 
 
-#: The tests on one cluster run in one test process, one after the other (scripts/test.sh runs two
+#: The tests on one cluster run in one test process, one after the other (scripts/test.sh runs three
 #: with pytest-xdist's --dist loadgroup): each cluster is one set of hosts that its tests share.
 CLUSTER_GROUPS = {"cluster": "slurm-cluster", "openpbs_cluster": "openpbs-cluster"}
 #: The mark of a row that asks for a cluster with request.getfixturevalue (a parametrized fixture).

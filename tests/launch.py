@@ -91,14 +91,18 @@ def env_json_per_process(launch: list[str], out_dir, env: dict[str, str], shell_
 
 
 def wait_for(predicate, timeout: float, what: str):
-    """``predicate()``'s first true value, asked every half second; an AssertionError naming
-    ``what`` after ``timeout`` seconds."""
+    """``predicate()``'s first true value, asked every half second at first, then less often (up
+    to every 2 s: many predicates run `hpcdist status`, and a 3-minute wait asking every half
+    second spent the CPU the jobs it waits for need); an AssertionError naming ``what`` after
+    ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
+    pause = 0.5
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(2.0, pause * 1.25)
     raise AssertionError(f"no {what} within {timeout:g} s")
 
 

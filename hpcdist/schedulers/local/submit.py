@@ -281,10 +281,25 @@ def end_processes(job, group: "int | None") -> None:
         deadline = time.monotonic() + 10
         while alive() and time.monotonic() < deadline:
             time.sleep(0.2)
+        if group is not None and not alive():
+            _killed_exit_code(job)
     left = alive()
     if left:
         print(f"hpcdist cancel: job {job.job_id}: processes {' '.join(map(str, left))} outlived SIGKILL "
               f"(stuck in the kernel: uninterruptible I/O?)", file=sys.stderr, flush=True)
+
+
+def _killed_exit_code(job) -> None:
+    """137 (128 + SIGKILL) into the exit_code file of a job whose runner was killed before it
+    could write one, as a shell would report it: `status` then shows how it ended, not a blank."""
+    if jobs.read_exit_code(job.path) is not None:
+        return
+    from hpcdist.jobs.atomic import write_text_atomic
+
+    try:
+        write_text_atomic(jobs.exit_code_file(job.path), "137\n", mode=0o644)
+    except OSError:  # a full disk: the record says cancelled all the same
+        pass
 
 
 def scheduler(dialect: str | None = None) -> Local:
