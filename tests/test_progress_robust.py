@@ -113,6 +113,22 @@ def test_a_step_count_that_is_no_whole_number_is_refused_where_it_is_given(tmp_p
     assert (strict(text)["step"], strict(text)["phase"]) == (3, "failed"), text
 
 
+def test_a_loop_started_directly_leaves_its_last_step_in_its_file(tmp_path):
+    """A 40-step loop that counts with hpcdist.env.step() and is started as ``python train.py``
+    (--launcher none: no hpcdist.rank to say when it ends), in well under the interval (2 s): its
+    file ends at step 40, written at the interpreter's exit, not at the write before."""
+    script = tmp_path / "train.py"
+    script.write_text("import time\nimport hpcdist.env as h\n"
+                      "for i in range(40):\n    h.step()\n    time.sleep(0.01)\n")
+    folder = tmp_path / "p"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          env=clean_env(RANK="0", HPCDIST_PROGRESS_DIR=str(folder)))
+    assert proc.returncode == 0, proc.stderr
+    state = strict((folder / "rank-0.json").read_text())
+    # The phase stays: how the script ended is not known at exit.
+    assert (state["step"], state["phase"]) == (40, "training"), state
+
+
 def test_the_recorder_writes_null_for_a_number_json_cannot_hold():
     from hpcdist.progress import _json
 

@@ -307,12 +307,25 @@ def run_watch(args) -> int:
 
 def snapshot(job, view, status, index: int | None = None) -> dict:
     """``watch --json``'s object (``hpcdist report`` reads the same): the job's state, how it
-    ended, the view's summary, and each rank's row under "ranks" (the summary's "ranks" is
+    ended (with "stopped", the ranks a hang's cause names as not answering, from the monitor's
+    record), the view's summary, and each rank's row under "ranks" (the summary's "ranks" is
     their count: len() says it)."""
-    how = {"exit_code": status.exit_code, "reason": status.reason} if status.finished else {}
+    how = {}
+    if status.finished:
+        how = {"exit_code": status.exit_code, "reason": status.reason,
+               "stopped": stopped_ranks(job, index)}
     subjob = {"index": index} if index is not None else {}
     return {"job_id": job.job_id, **subjob, "state": status.state, **how, "time": view.now, **view.summary(),
             "ranks": view.ranks, "restarts": restart_lines(job, index, status.finished)}
+
+
+def stopped_ranks(job, index: int | None = None) -> list[int]:
+    """The ranks the monitor named as not answering when it ended the job for a hang (its record,
+    :mod:`hpcdist.jobs.ending`); [] where it did not."""
+    from hpcdist.jobs import ending
+
+    named = (ending.read(job.path, index) or {}).get("stopped")
+    return sorted(r for r in named if type(r) is int) if isinstance(named, list) else []
 
 
 def view_of(job, index: int | None = None):

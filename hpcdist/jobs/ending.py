@@ -23,13 +23,16 @@ def path_of(folder: str, index: int | None = None) -> str:
     return os.path.join(folder, of_subjob(ENDED, index))
 
 
-def write(folder: str, by: str, cause: str, when: float, index: int | None = None) -> None:
+def write(folder: str, by: str, cause: str, when: float, index: int | None = None,
+          stopped: list[int] | None = None) -> None:
     """Record that ``by`` (``hang-timeout``, ``start-timeout``) ended the job: ``cause`` is the one
-    line the user sees (``ended by --hang-timeout after 30 s without a step; ...``). Best effort: a
-    full disk must not keep the monitor from ending the job."""
+    line the user sees (``ended by --hang-timeout after 30 s without a step; ...``), ``stopped``
+    the ranks it names as not answering (``hpcdist report`` marks them). Best effort: a full disk
+    must not keep the monitor from ending the job."""
     from hpcdist.jobs.atomic import write_text_atomic
 
-    text = json.dumps({"by": by, "cause": cause, "time": when}) + "\n"
+    record = {"by": by, "cause": cause, "time": when, **({"stopped": stopped} if stopped else {})}
+    text = json.dumps(record) + "\n"
     try:
         write_text_atomic(path_of(folder, index), text, 0o600)
     except OSError:
@@ -65,6 +68,8 @@ def _into_room(folder: str, text: str, index: int | None) -> None:
     if len(data) > ROOM_BYTES:
         found = json.loads(text)
         found["cause"] = found["cause"][:600] + " ..."  # json escapes a character in 12 bytes at most
+        if "stopped" in found:  # the first of thousands: the cause names a few
+            found["stopped"] = found["stopped"][:256]
         data = (json.dumps(found) + "\n").encode("utf-8")
     try:
         fd = os.open(room_of(folder, index), os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))

@@ -14,11 +14,12 @@ is doing: a rank that checkpoints is never taken for a hung one.
 
 Nothing here can block a rank: a step adds one to a counter and reads the clock. A daemon thread
 writes the rank's state (``rank-N.json``, about 250 bytes, replaced whole) every
-``$HPCDIST_PROGRESS_INTERVAL`` seconds (default 2); a file system that hangs holds that thread,
-never the training. The same thread answers a request for stacks: when ``stacks.request`` (a
-number) changes, it writes the main thread's Python stack into ``stacks-N.txt``. A thread can do
-so while the main thread waits in a collective (it waits in C, without the GIL); a stopped rank
-(SIGSTOP) cannot, and ``watch`` says it did not answer.
+``$HPCDIST_PROGRESS_INTERVAL`` seconds (default 2), and once more as the script ends (from
+``hpcdist.rank``, else at the interpreter's exit), so the file ends at its last step; a file
+system that hangs holds that thread, never the training. The same thread answers a request for
+stacks: when ``stacks.request`` (a number) changes, it writes the main thread's Python stack
+into ``stacks-N.txt``. A thread can do so while the main thread waits in a collective (it waits
+in C, without the GIL); a stopped rank (SIGSTOP) cannot, and ``watch`` says it did not answer.
 
 Why the job folder and not a node-local folder gathered by an agent: it is on the file system that
 the login node and every node of the job share already (the log and the exit code are there), so
@@ -89,6 +90,8 @@ class Recorder:
         self.started = time.time()
         self.samples = []
         self.answered = None  # the stacks request last answered (its file's mtime and inode)
+        self.exit = self.error = None  # how the script ended, once finish() says it
+        self.pid = os.getpid()
         # Seconds waited in torch.distributed's collectives, in all and at the last step: in
         # synchronous training every rank steps at the slowest one's rate, and the straggler is
         # the one that waits least (its own work takes longest).
@@ -150,6 +153,17 @@ class Recorder:
         last write, waited for at most a second. A restart reads both (:mod:`hpcdist.injob.restart`)."""
         self.exit, self.error = status, error
         self.set_phase("finished" if status == 0 else "failed")
+        self._done = True
+        self._wake_up()
+        self._ended.acquire(timeout=1.0)
+
+    def flush_at_exit(self) -> None:
+        """At the interpreter's exit (``atexit``), where nothing called :meth:`finish` (a script its
+        launcher started directly, ``--launcher none``, that counts with ``hpcdist.env.step()``):
+        the steps since the last write written, waited for at most a second. The phase stays:
+        how the script ended is not known here."""
+        if self._done or os.getpid() != self.pid:  # a forked child has no writing thread
+            return
         self._done = True
         self._wake_up()
         self._ended.acquire(timeout=1.0)
@@ -285,7 +299,7 @@ class Recorder:
                  "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval,
                  "world": self.world, "run": self.run, "proc_started": self.proc_started,
                  "rdzv_started": self.rdzv_started, "rdzv_ended": self.rdzv_ended}
-        if self._done:  # how the script ended: a restart tells a fault in the code from a lost peer
+        if self.exit is not None:  # how it ended: a restart tells a code fault from a lost peer
             state.update(exit=self.exit, error=self.error)
         _replace(rank_file(self.folder, self.rank), _json(state))
 
@@ -404,6 +418,9 @@ def start(environ=None):
     # os.uname(), not socket.gethostname(): the same name, without importing socket on every rank.
     RECORDER = Recorder(folder, int(rank), int(local) if (local or "").isdigit() else None,
                         os.uname().nodename, interval, int(world) if (world or "").isdigit() else None)
+    import atexit  # built into the interpreter: nothing to load
+
+    atexit.register(RECORDER.flush_at_exit)  # the last steps written (a no-op after finish())
     return RECORDER
 
 

@@ -40,7 +40,7 @@ import sys
 import time
 
 from hpcdist.injob.end_all import WARNINGS
-from hpcdist.progress import startup, timeline, watch
+from hpcdist.progress import process_start, startup, timeline, watch
 
 USAGE = ("usage: hpcdist monitor --dir PROGRESS_DIR --pid PID [--hang-floor S] [--hang-timeout S] [--start-timeout S]"
          " [--interval S] [--restarts]\n"
@@ -197,15 +197,12 @@ def alive(pid: int) -> bool:
 
 
 def run_start(pid: int) -> float:
-    """When the batch shell ``pid`` started (this run's start), from /proc; else now."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            ticks = int(f.read().rpartition(")")[2].split()[19])
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return time.time()
+    """When the batch shell ``pid`` started (this run's start), from /proc, to the clock tick, as
+    the start-up's breakdown has it (:func:`hpcdist.progress.process_start`); else now. Not from
+    /proc/stat's btime, a whole second: a local job's run then read as started before it was
+    submitted (by the fraction of a second btime drops)."""
+    started = process_start(pid)
+    return time.time() if started is None else started
 
 
 def start_limit(options: dict, job_folder: str) -> float | None:
@@ -333,13 +330,15 @@ def _end_the_job(pid: int, job_folder: str, index, view, stacks: list, slow_star
     the log's last lines, ``last_lines``: the cause and the start-up, for the job script to copy)."""
     from hpcdist.jobs import ending
 
+    stopped = None
     if slow_start:
         flag, cause = "--start-timeout", (f"ended by --start-timeout after {view.now - started:.0f} s without "
                                           f"a first step; {'; '.join(watch.not_started(view.ranks))}")
     else:
         flag, cause = "--hang-timeout", (f"ended by --hang-timeout after {view.stalled_s:.0f} s without a step"
                                          f"; {_who(view, stacks)}")
-    ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index)
+        stopped = [r["rank"] for r in view.not_answering]  # those _who names first
+    ending.write(job_folder, flag.lstrip("-"), cause, time.time(), index, stopped)
     _write_last_lines(last_lines, [f"hpcdist: the job was {cause}",
                                    *("hpcdist: " + line for line in startup.lines(boot))])
     say(f"ending the job: no rank has made its first step {view.now - started:.0f} s after the job's start "

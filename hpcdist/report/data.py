@@ -60,7 +60,8 @@ def _job(job, index: int | None) -> dict:
             "ended_at": _mtime(os.path.join(job.path, "exit_code")), "ended_by": ended_by,
             "status": row, "watch": snapshot, "restarts": launch_restarts.read(job.path),
             "timeline": timeline.read(watch_commands.progress_dir(job, index), run),
-            "error_line": _error_line(row.get("log")) if row.get("state") not in ("COMPLETED", "RUNNING") else None}
+            **(_log_end(row.get("log"), row.get("exit_code"))
+               if row.get("state") not in ("COMPLETED", "RUNNING") else {})}
 
 
 def _sweep(sweep: dict) -> dict:
@@ -72,22 +73,37 @@ def _sweep(sweep: dict) -> dict:
     rows = table.as_json(sweep, found)
     for row in rows:
         row["last_output"] = _mtime(row["log"]) if row.get("log") else None
-        row["error_line"] = _error_line(row.get("log")) if row["state"] in table.AGAIN else None
+        if row["state"] in table.AGAIN:  # its error line, else what its log says (never blank)
+            end = _log_end(row.get("log"), row["exit_code"])
+            row["error_line"] = end.get("error_line") or end["log_end"]
+        else:
+            row["error_line"] = None
     return {"kind": "sweep", "sweep": sweep["id"], "keys": sweep["keys"], "summary": table.summary(sweep, found),
             "sets": rows}
 
 
-def _error_line(log: str | None) -> str | None:
-    """The log's last error line, as ``hpcdist logs`` finds it."""
-    if not log:
-        return None
+def _log_end(log: str | None, exit_code) -> dict:
+    """``{"error_line": ...}``, the log's last error line as ``hpcdist logs`` finds it; else
+    ``{"log_end": ...}``, what is true instead: ``no error line; exit 3; the log's last line: ...``
+    (or ``the log is empty``), ``no log; exit 3`` (none written, or none recorded)."""
     from hpcdist.failures import error_line
     from hpcdist.jobs.logfiles import read_tail
 
+    code = "no exit code" if exit_code is None else f"exit {exit_code}"
     try:
-        return error_line(read_tail(log, ERROR_TAIL))
-    except OSError:
-        return None
+        text = read_tail(log, ERROR_TAIL) if log else None
+    except FileNotFoundError:
+        text = None
+    except OSError as e:
+        return {"log_end": f"its log not read ({log}: {e.strerror or e}); {code}"}
+    if text is None:
+        return {"log_end": f"no log; {code}"}
+    found = error_line(text)
+    if found:
+        return {"error_line": found}
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = f"the log's last line: {lines[-1][:300]}" if lines else "the log is empty"
+    return {"log_end": f"no error line; {code}; {last}"}
 
 
 def _read_json(path: str):

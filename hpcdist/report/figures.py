@@ -2,7 +2,8 @@
 SVG for the page or as PNG beside it.
 
 Where it runs: the login node or a laptop, for ``hpcdist report`` alone (matplotlib is imported
-here only, when a page is drawn). ``Figure`` directly, not pyplot: no window system, no backend
+here only, when a page is drawn; where it is not installed the page has its tables alone,
+:func:`missing`). ``Figure`` directly, not pyplot: no window system, no backend
 chosen from the environment.
 """
 
@@ -19,20 +20,36 @@ STARTUP_BARS = 16
 #: A sweep's set states and their colours (another state: grey).
 STATE_COLOURS = {"COMPLETED": "#4c9a2a", "RUNNING": "#2a6fb0", "PENDING": "#9ab8d6", "FAILED": "#c0392b",
                  "CANCELLED": "#e67e22", "TIMEOUT": "#e67e22", "ENDED": "#8e44ad", "NOT SUBMITTED": "#dddddd"}
+#: A rank that stopped answering: its row's outline, its last step and its name.
+STOPPED_COLOUR = "#ff00ff"
 SEGMENT_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#1f77b4", "#ff7f0e")
 
 
-def require() -> None:
-    """matplotlib (and numpy, which it brings) importable where the page is drawn; else a
-    CommandError that says how, before anything is gathered or asked of a login node."""
-    try:
-        import matplotlib  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError as e:
+#: What draws the figures where they are missing.
+INSTALL = "pip install 'hpcdist[report]'"
+
+
+def missing() -> str | None:
+    """The module the figures need and this Python lacks (matplotlib, or numpy, which it brings),
+    or None: without them the page is written with its tables alone."""
+    for name in ("matplotlib", "numpy"):
+        try:
+            __import__(name)
+        except ImportError:
+            return name
+    return None
+
+
+def require(flag: str) -> None:
+    """The figures drawable here, for ``flag`` (``--format png``), which asks for them alone;
+    else a CommandError that says how, before anything is gathered or asked of a login node."""
+    name = missing()
+    if name is not None:
         from hpcdist.cli.commands import CommandError
 
-        raise CommandError(f"the report's figures need matplotlib ({e.name} is not installed): "
-                           "pip install 'hpcdist[report]' here, where the page is drawn") from None
+        raise CommandError(f"{flag}: the figures need matplotlib ({name} is not installed): "
+                           f"{INSTALL} here, where the page is drawn (without {flag} the page is "
+                           "written with its tables)")
 
 
 def _figure(width: float, height: float):
@@ -101,12 +118,18 @@ def heat_map(grid: dict):
         ax.scatter(xs, [y + 0.5 for y in ys], marker="x", s=16, color="#ff3030", linewidths=1, label="straggler")
     for start, end in grid["hung"]:
         ax.axvspan(start, end, color="#ff3030", alpha=0.18, label="looks hung")
+    _stopped(ax, grid)
     for t, label in grid["lines"]:
         ax.axvline(t, color="#d62728", linestyle="--", linewidth=1.2)
         ax.annotate(label, (t, len(rows)), xytext=(2, 4), textcoords="offset points", fontsize="small",
                     color="#d62728", annotation_clip=False)
     if len(rows) <= NAMED_RANKS:
-        ax.set_yticks([k + 0.5 for k in range(len(rows))], [f"rank {r} ({n})" for r, n in rows], fontsize="small")
+        halted = {k for k, _ in grid["stopped"]}
+        names = [f"rank {r} ({n})" + (": stopped" if k in halted else "")
+                 for k, (r, n) in enumerate(rows)]
+        ax.set_yticks([k + 0.5 for k in range(len(rows))], names, fontsize="small")
+        for k in halted:
+            ax.get_yticklabels()[k].set(color=STOPPED_COLOUR, fontweight="bold")
     else:
         ticks, names, start = [], [], 0
         for k in range(1, len(rows) + 1):
@@ -126,6 +149,21 @@ def heat_map(grid: dict):
         kept = dict(zip(labels, handles))  # one entry per label
         ax.legend(kept.values(), kept.keys(), loc="upper left", fontsize="small", framealpha=0.8)
     return fig
+
+
+def _stopped(ax, grid: dict) -> None:
+    """Each rank that stopped answering (a hang's cause): its row outlined from its last step to
+    the run's last look, and its last step marked."""
+    from matplotlib.patches import Rectangle
+
+    end = grid["edges"][-1]
+    for row, last in grid["stopped"]:
+        start = grid["edges"][0] if last is None else min(max(last, grid["edges"][0]), end)
+        ax.add_patch(Rectangle((start, row + 0.05), end - start, 0.9, fill=False,
+                               edgecolor=STOPPED_COLOUR, linewidth=2, label="stopped answering"))
+        if last is not None:
+            ax.plot([start], [row + 0.5], marker=">", markersize=7, color=STOPPED_COLOUR,
+                    linestyle="none", label="its last step")
 
 
 def sweep_grid(sets: list[dict]):
