@@ -281,9 +281,9 @@ def end_processes(job, group: "int | None") -> None:
         deadline = time.monotonic() + 10
         while alive() and time.monotonic() < deadline:
             time.sleep(0.2)
-        if group is not None and not alive():
-            _killed_exit_code(job)
-    left = alive()
+    killed, left = bool(left), alive()
+    if killed and not left and group is not None:
+        _killed_exit_code(job)
     if left:
         print(f"hpcdist cancel: job {job.job_id}: processes {' '.join(map(str, left))} outlived SIGKILL "
               f"(stuck in the kernel: uninterruptible I/O?)", file=sys.stderr, flush=True)
