@@ -83,6 +83,22 @@ def test_a_cancel_from_another_shell_is_what_the_waiting_shell_and_status_say(tm
     assert _status(tmp_path, job_id)["state"] == "CANCELLED"
 
 
+def test_a_cancel_that_lands_while_the_follower_asks_the_scheduler_is_still_a_cancel(tmp_path):
+    """Seen in CI on the real OpenPBS (history off): `logs -f` read the record, then asked qstat;
+    meanwhile `hpcdist cancel` recorded its word and qdel ended the job (143). The follower's old
+    copy had no `cancelled`: it recorded FAILED, and `status` said so from then on. Here the two
+    shells' steps in that order (a stand-in: the real race cannot be timed)."""
+    from hpcdist.schedulers.batch import recorded_exit
+
+    (tmp_path / "record.json").write_text(json.dumps({"job_id": "7.server", "scheduler": "pbs",
+                                                      "dialect": "pro"}))
+    follower = jobs.Job(str(tmp_path))  # its copy, read before the cancel
+    jobs.Job(str(tmp_path)).update(cancelled=True)  # the other shell's cancel, then its qdel
+    (tmp_path / "exit_code").write_text("143\n")  # the job's script, stopped by that qdel
+    ended = recorded_exit(follower)
+    assert (ended.state, ended.exit_code) == ("CANCELLED", 143), ended
+
+
 # -- item 16: running the job's script again by hand records into nothing of the job -------------
 
 def test_running_the_job_script_again_by_hand_keeps_the_jobs_recorded_failure(tmp_path):

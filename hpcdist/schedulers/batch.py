@@ -181,9 +181,14 @@ def recorded_exit(job, ended: bool = True) -> JobStatus | None:
 
     ``ended``: the scheduler said the job ended (or forgot it). Then an array's subjob that wrote
     no file was ended from outside (a qdel of it alone, its node lost): the array FAILED, never
-    COMPLETED. Else such a subjob may still run, and the array's end is unknown (None)."""
-    cancelled = job.record.get("cancelled") is True
+    COMPLETED. Else such a subjob may still run, and the array's end is unknown (None).
+
+    The record is read again after the exit codes: a follower's copy may predate a cancel from
+    another shell, and an exit code written because of that cancel comes after its word."""
     codes = read_subjob_exit_codes(job.path)
+    code = None if codes else read_exit_code(job.path)
+    job.reload()
+    cancelled = job.record.get("cancelled") is True
     if codes:
         index, code = next(((i, c) for i, c in codes.items() if c != 0), (None, 0))
         missing = missing_exit_codes(job, codes) if code == 0 else []
@@ -197,7 +202,6 @@ def recorded_exit(job, ended: bool = True) -> JobStatus | None:
                              f"lost node); {len(codes)} subjob(s) exited 0")
         why = (f"subjob {index} exited {code}" if index is not None else f"{len(codes)} subjob(s) exited 0")
         return _ended(code, cancelled, f"{why}, from their exit_code files")
-    code = read_exit_code(job.path)
     if code is None:
         return JobStatus("CANCELLED", None, "cancelled", "hpcdist cancel") if cancelled else None
     return _ended(code, cancelled, "from the job's exit_code file")
