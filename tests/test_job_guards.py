@@ -96,6 +96,19 @@ def test_output_in_a_missing_folder_or_naming_a_folder_is_refused(tmp_path):
     assert hpcdist("render", "--scheduler", "slurm", "--output", "%x-%j.log", "s.py", cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.parametrize("dialect", ["pro", "torque"])
+def test_slurms_patterns_in_a_pbs_output_are_refused_before_the_queue(tmp_path, dialect):
+    """PBS writes `-o train-%j.log` as it reads: hpcdist used to record train-7.server.log, a file
+    that never came, and `logs` found no log."""
+    (tmp_path / "s.py").write_text("print(1)\n")
+    proc = hpcdist("render", "--scheduler", "pbs", "--dialect", dialect, "--output", "train-%j.log",
+                   "s.py", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert ("--output 'train-%j.log': PBS writes the log where the path says, as written: %j and %x "
+            "(Slurm's job id and name) would stay in the file's name. Give a name without them, or "
+            "leave --output out") in proc.stderr, proc.stderr
+
+
 def _site_template(tmp_path, body: str) -> None:
     """A ./hpcdist.toml, read without being asked for, whose template folder holds ``body``."""
     (tmp_path / "site").mkdir(parents=True)

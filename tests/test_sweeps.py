@@ -125,9 +125,9 @@ def test_the_caps_are_read_as_the_schedulers_print_them():
 
 def test_where_the_scheduler_cannot_be_asked_the_profile_key_or_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no qmgr, qstat, scontrol, sacctmgr
-    assert limits.array_cap("pbs", {"max_array_size": 500}) == limits.Limit(500, "profile key max_array_size")
+    assert limits.array_cap("pbs", {"max_array_size": 500}) == limits.Limit(500, "--max-array-size or profile key max_array_size")
     assert limits.array_cap("slurm") == limits.Limit(None, "no limit known")
-    assert limits.job_cap("slurm", {"max_submit_jobs": 8}).source == "profile key max_submit_jobs"
+    assert limits.job_cap("slurm", {"max_submit_jobs": 8}).source == "--max-submit-jobs or profile key max_submit_jobs"
     assert limits.array_cap("pbs").words() == "no limit known"
 
 
@@ -141,7 +141,7 @@ def test_the_lower_of_the_schedulers_cap_and_the_given_one_wins(tmp_path, monkey
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert limits.array_cap("pbs", {"max_array_size": 500}) == limits.Limit(10, "qmgr -c 'list server' max_array_size")
     # A cap given below the server's (a queue's) wins: the server's answer once hid it.
-    assert limits.array_cap("pbs", {"max_array_size": 2}) == limits.Limit(2, "profile key max_array_size")
+    assert limits.array_cap("pbs", {"max_array_size": 2}) == limits.Limit(2, "--max-array-size or profile key max_array_size")
     qmgr.write_text("#!/bin/sh\necho 'Server pbshead'\n")
     assert limits.array_cap("pbs") == limits.Limit(10000, "qmgr -c 'list server': max_array_size not set, PBS's default")
 
@@ -181,7 +181,7 @@ def test_slurm_arrays_take_max_running_and_write_a_log_per_task(tmp_path):
                    "--max-array-size", "2", "train.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --array=0-1%2" in proc.stdout and "3 set(s) in 2 array(s)" in proc.stderr
-    assert "(the array cap: 2 (profile key max_array_size)" in proc.stderr
+    assert "(the array cap: 2 (--max-array-size or profile key max_array_size)" in proc.stderr
 
 
 @pytest.mark.parametrize("scheduler, line", [("slurm", "#SBATCH --array=0-5%2"), ("pbs", "#PBS -J 0-5%2"),
@@ -352,7 +352,7 @@ def test_torque_reads_its_own_attribute_and_has_no_cap_unless_set(tmp_path, monk
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert limits.array_cap("pbs", dialect="torque") == limits.Limit(64, "qmgr -c 'list server' max_job_array_size")
     qmgr.write_text("#!/bin/sh\necho 'Server torque'\n")
-    assert limits.array_cap("torque", {"max_array_size": 9}) == limits.Limit(9, "profile key max_array_size")
+    assert limits.array_cap("torque", {"max_array_size": 9}) == limits.Limit(9, "--max-array-size or profile key max_array_size")
 
 
 def test_status_of_a_plain_job_is_its_row(tmp_path):

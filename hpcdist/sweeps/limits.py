@@ -88,7 +88,8 @@ def _profile(values: dict | None, key: str) -> Limit | None:
     if value < 1:
         raise ValueError(f"profile key {key} = {values[key]!r}: a limit is a whole number of 1 or more;"
                          f" set it to the site's limit, or remove it")
-    return Limit(value, f"profile key {key}")
+    # The spec holds the flag's value or the profile's: the two are not told apart there.
+    return Limit(value, f"--{key.replace('_', '-')} or profile key {key}")
 
 
 def array_cap(scheduler: str, values: dict | None = None, dialect: str | None = None) -> Limit:

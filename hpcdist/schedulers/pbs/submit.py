@@ -221,6 +221,12 @@ class Pbs(BatchScheduler):
         if values.get("mem_mb") == 0:
             raise v.ValidationError("--mem", "0", "is all of a node's memory to Slurm; PBS gives a job the memory it "
                                     "asks for, or the site's default.", "Give an amount (e.g. 380G), or leave --mem out.")
+        output = values.get("output") or ""
+        if "%j" in output or "%x" in output:
+            raise v.ValidationError("--output", output, "PBS writes the log where the path says, as written: "
+                                    "%j and %x (Slurm's job id and name) would stay in the file's name.",
+                                    "Give a name without them, or leave --output out: each job's log is then "
+                                    "job.log in its own folder.")
         # The spec's dialect, which need not be this instance's.
         pbs = scheduler(values["dialect"])
         pbs_request.check_request(values, given, torque=pbs.dialect.request == "nodes")
