@@ -106,6 +106,10 @@ def _stray_percent(p: Payload) -> bool:
     return "%" in p.value.replace("%j", "").replace("%x", "")
 
 
+def _slurm_pattern(p: Payload) -> bool:
+    return "%j" in p.value or "%x" in p.value
+
+
 def _pdsh_env(values: dict) -> bool:
     """DeepSpeed's pdsh runner re-exports variables inside double quotes (see spec.py)."""
     return (values.get("launcher") == "deepspeed" and not values.get("no_ssh")
@@ -174,11 +178,14 @@ FIELDS = [
           schedulers=("slurm", "pbs")),
     Field("directive-raw", "--directive", _add("directives"), schedulers=("slurm", "pbs")),
     # sbatch reads "double quotes" in #SBATCH lines: a '"' cannot be carried there.
-    # The local backend replaces %j and %x in it, and refuses any other %.
+    # The local backend replaces %j and %x in it, and refuses any other %; PBS writes the path as
+    # given, and refuses Slurm's %j and %x.
     Field("output", "--output", _set("output"),
           must_accept=lambda p, v: _line(p) and not (v.get("scheduler") == "slurm" and '"' in p.value)
-          and not (v.get("scheduler") == "local" and _stray_percent(p)),
-          must_refuse=lambda p, v: not _line(p) or (v.get("scheduler") == "local" and _stray_percent(p))),
+          and not (v.get("scheduler") == "local" and _stray_percent(p))
+          and not (v.get("scheduler") == "pbs" and _slurm_pattern(p)),
+          must_refuse=lambda p, v: not _line(p) or (v.get("scheduler") == "local" and _stray_percent(p))
+          or (v.get("scheduler") == "pbs" and _slurm_pattern(p))),
     Field("array", "--array", _set("array"), schedulers=("slurm", "pbs")),
     Field("dependency", "--dependency", _set("dependency"), schedulers=("slurm", "pbs")),
     Field("mail", "--mail", _set("mail_user"), schedulers=("slurm", "pbs")),
