@@ -238,8 +238,8 @@ def test_the_top_level_help_written_out_is_what_argparse_formats(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     text = build_parser(["--help"]).format_help()
     if os.environ.get("HPCDIST_UPDATE_GOLDEN"):
-        source = open(written.__file__).read()
-        open(written.__file__, "w").write(source.replace(as_written(written.TEXT), as_written(text)))
+        source = open(written.__file__).read().replace(as_written(written.TEXT), as_written(text))
+        open(written.__file__, "w").write(source)
     assert written.TEXT == text
     proc = subprocess.run([sys.executable, "-m", "hpcdist", "--help"], capture_output=True, text=True)
     assert (proc.returncode, proc.stdout) == (0, text)
