@@ -119,12 +119,13 @@ def main() -> int:
     line = "python -m hpcdist hostfile --format deepspeed --slots-per-node 8 -o FILE"
     print(f"## `hpcdist hostfile` over a PBS node file of {args.hosts:,} hosts x {args.lines} lines: "
           f"this checkout and {args.base} ({commit})\n")
-    print(f"`{' '.join(['bench/bench_hostfile.py', *sys.argv[1:]])}`: `{line}` with `PBS_NODEFILE` naming a node file of "
-          f"{lines:,} lines ({args.hosts:,} hosts named like `{example}`, {args.lines} lines each, together), "
-          f"beside `python -c pass`. Instructions: callgrind (Ir, whole process), each command twice, mean; each tree "
-          f"on its own PYTHONPATH (`{args.base}` exported with `git archive`, this working tree copied), bytecode "
-          f"cached. Each output checked in a warm-up run: {args.hosts:,} `host slots=8` lines, in order, from both "
-          f"trees. Target: at most {TARGET / 1e9:g}G instructions.\n")
+    print(f"`{' '.join(['bench/bench_hostfile.py', *sys.argv[1:]])}`: `{line}` with `PBS_NODEFILE` "
+          f"naming a node file of {lines:,} lines ({args.hosts:,} hosts named like `{example}`, "
+          f"{args.lines} lines each, together), beside `python -c pass`. Instructions: callgrind "
+          f"(Ir, whole process), each command twice, mean; each tree on its own PYTHONPATH "
+          f"(`{args.base}` exported with `git archive`, this working tree copied), bytecode "
+          f"cached. Each output checked in a warm-up run: {args.hosts:,} `host slots=8` lines, in "
+          f"order, from both trees. Target: at most {TARGET / 1e9:g}G instructions.\n")
     print(f"| command | base {commit} | this | this / base | this / `python -c pass` | target {TARGET / 1e9:g}G met |")
     print("|---|---|---|---|---|---|")
     labels = {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What starting a rank through ``python -m hpcdist.rank`` costs, in instructions and wall time, against plain ``python``, ``python -m mpi4py`` and an earlier commit.
+"""What starting a rank through ``python -m hpcdist.rank`` costs, in instructions and wall time,
+against plain ``python``, ``python -m mpi4py`` and an earlier commit.
 
 srun, mpirun and DeepSpeed's launcher start every rank as ``python -m
 hpcdist.rank SCRIPT`` (issue 17): it resolves the rank, exports torchrun's

@@ -142,11 +142,13 @@ def main(argv=None) -> int:
           f"client, broadcast fan-out {a.fanout}, {a.link / 1e9:.1f} GB/s per stream, "
           f"{a.fs_bandwidth / 1e9:.0f} GB/s from the shared file system in all. A model, not a measurement: "
           f"the module docstring says what it leaves out.\n")
-    print("| nodes | imports from the shared FS | --stage-env, sbcast (Slurm) | --stage-env, each node reads once (PBS) |")
+    print("| nodes | imports from the shared FS | --stage-env, sbcast (Slurm) "
+          "| --stage-env, each node reads once (PBS) |")
     print("|---:|---:|---:|---:|")
     for n in NODES:
         m = model(n, a)
-        print(f"| {n:,} | {m['unstaged']:.0f} s | {m['sbcast']:.0f} s (tree depth {m['depth']}) | {m['read_once']:.0f} s |")
+        print(f"| {n:,} | {m['unstaged']:.0f} s | {m['sbcast']:.0f} s (tree depth {m['depth']}) "
+              f"| {m['read_once']:.0f} s |")
     return 0
 
 

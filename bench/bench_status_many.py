@@ -161,8 +161,9 @@ def main() -> int:
           f"{args.delay * 1000:g} ms; median of {args.reps} interleaved runs after a warm-up; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}. Each job's state checked (`status --json` and the floor's "
           f"lines, in the warm-up).\n")
-    print(f"| run | each call | {small} jobs | {large:,} jobs | added by {large - small:,} jobs | {large:,} / {small} | "
-          f"target {TARGET:g}x met | calls for {small} jobs (squeue + sacct) | calls for {large:,} jobs |")
+    print(f"| run | each call | {small} jobs | {large:,} jobs | added by {large - small:,} jobs "
+          f"| {large:,} / {small} | target {TARGET:g}x met "
+          f"| calls for {small} jobs (squeue + sacct) | calls for {large:,} jobs |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in runners:
         label = f"base {args.base}" if name == "base" else "floor" if name == "floor" else "this"
@@ -174,11 +175,12 @@ def main() -> int:
                   f"{'yes' if b / a <= TARGET else '**no**'} | {few.get('squeue', 0)} + {few.get('sacct', 0)} | "
                   f"{many.get('squeue', 0)} + {many.get('sacct', 0)} |")
     this, floor = median["this", 0.0, small], median["floor", 0.0, large] - median["floor", 0.0, small]
-    print(f"\nAt once, under {TARGET:g}x the {large - small:,} jobs may add what hpcdist's {small}-job run costs in all, "
-          f"{this * 1000:.0f} ms; reading their folders and the two answers, with nothing else, adds "
-          f"{floor * 1000:.0f} ms (the floor).")
+    print(f"\nAt once, under {TARGET:g}x the {large - small:,} jobs may add what hpcdist's "
+          f"{small}-job run costs in all, {this * 1000:.0f} ms; reading their folders and the two "
+          f"answers, with nothing else, adds {floor * 1000:.0f} ms (the floor).")
     if "base" in trees:
-        print(f"\n{large:,} jobs at once: this / base = {median['this', 0.0, large] / median['base', 0.0, large]:.3f}x.")
+        ratio = median["this", 0.0, large] / median["base", 0.0, large]
+        print(f"\n{large:,} jobs at once: this / base = {ratio:.3f}x.")
     return 0
 
 

@@ -148,8 +148,10 @@ def worker(rank: int, args, port: int, out: str) -> None:
     for rep in range(args.reps):
         throughput = calibrate(probe, samples_per_step=probe_n, steps=args.calibrate_steps)
         weighted = {
-            "weights": WeightedDistributedBatchSampler(args.samples, given, args.global_batch, rank=rank, world_size=2),
-            "calibrated": WeightedDistributedBatchSampler(args.samples, throughput, args.global_batch, rank=rank, world_size=2),
+            "weights": WeightedDistributedBatchSampler(
+                args.samples, given, args.global_batch, rank=rank, world_size=2),
+            "calibrated": WeightedDistributedBatchSampler(
+                args.samples, throughput, args.global_batch, rank=rank, world_size=2),
         }
         times = {}
         for mode in MODES[rep % 3:] + MODES[: rep % 3]:  # rotate the order: no mode always runs first
@@ -216,9 +218,10 @@ def main(argv=None) -> int:
     tokens, dim, hidden = MODELS[args.work]
     params = sum(p.numel() for p in TokenMLP(dim, hidden).parameters())
     if args.work == "sleep":
-        work = (f"every sample costs {args.sample_ms:g} ms of simulated device time (a sleep) on rank "
-                f"{1 - args.slow_rank} and {args.sample_ms * args.slowdown:g} ms on rank {args.slow_rank}, next to the real "
-                f"model's forward and backward (`--work sleep`: GPUs' compute leaves the host CPU idle)")
+        work = (f"every sample costs {args.sample_ms:g} ms of simulated device time (a sleep) on "
+                f"rank {1 - args.slow_rank} and {args.sample_ms * args.slowdown:g} ms on rank "
+                f"{args.slow_rank}, next to the real model's forward and backward (`--work sleep`: "
+                f"GPUs' compute leaves the host CPU idle)")
     else:
         work = (f"the work is the CPU's: rank {args.slow_rank} runs each forward and backward {args.slowdown} times, "
                 f"the extra passes on a private copy of the model (`--work compute`)")
@@ -226,14 +229,15 @@ def main(argv=None) -> int:
     lines = [
         f"## Uneven per-rank batches: even split vs proportional (`--work {args.work}`)",
         "",
-        f"2 ranks on gloo (`torch.multiprocessing`, 1 thread each), DDP, rank {args.slow_rank} made {args.slowdown}x slower: "
-        f"{work}. Model: an MLP over {tokens} tokens x {dim} per sample ({params:,} parameters, all-reduced every "
-        f"step); {args.samples} samples per epoch, global batch {args.global_batch}. "
-        f"Median of {args.reps} repetitions; in each, `calibrate()` measures the ranks' throughput, then every split runs "
-        f"one epoch, in rotating order. Ideal: samples / (sum of the measured throughputs), no waiting, no all-reduce. "
-        f"Measured throughput (median): rank 0 {thr[0]:.0f}, rank 1 {thr[1]:.0f} samples/s "
-        f"({thr[0] / thr[1]:.2f}:1). Load average (1 min) before / after: {load_before:.2f} / {load_after:.2f} "
-        f"on {os.cpu_count()} CPUs.",
+        f"2 ranks on gloo (`torch.multiprocessing`, 1 thread each), DDP, rank {args.slow_rank} "
+        f"made {args.slowdown}x slower: {work}. Model: an MLP over {tokens} tokens x {dim} per "
+        f"sample ({params:,} parameters, all-reduced every step); {args.samples} samples per "
+        f"epoch, global batch {args.global_batch}. Median of {args.reps} repetitions; in each, "
+        f"`calibrate()` measures the ranks' throughput, then every split runs one epoch, in "
+        f"rotating order. Ideal: samples / (sum of the measured throughputs), no waiting, no "
+        f"all-reduce. Measured throughput (median): rank 0 {thr[0]:.0f}, rank 1 {thr[1]:.0f} "
+        f"samples/s ({thr[0] / thr[1]:.2f}:1). Load average (1 min) before / after: "
+        f"{load_before:.2f} / {load_after:.2f} on {os.cpu_count()} CPUs.",
         "",
         "| split | micro-batch rank 0 / rank 1 | steps | epoch time | vs even | vs ideal |",
         "|---|---|---|---|---|---|",
@@ -262,12 +266,14 @@ def main(argv=None) -> int:
     cpus = os.cpu_count() or 1
     busy = max(load_before, load_after) > cpus
     if gap >= 0 and busy and args.work == "compute":
-        lines += ["", f"Notes: the calibrated epoch is {ms(gap)} above the ideal, {gap / steps['calibrated'] * 1000:.1f} ms "
-                  f"per step, most of it waiting for a core (see below)."]
+        lines += ["", f"Notes: the calibrated epoch is {ms(gap)} above the ideal, "
+                      f"{gap / steps['calibrated'] * 1000:.1f} ms per step, most of it waiting for "
+                      f"a core (see below)."]
     elif gap >= 0:
-        lines += ["", f"Notes: the calibrated epoch is {ms(gap)} above the ideal, {gap / steps['calibrated'] * 1000:.1f} ms "
-                  f"per step: the all-reduce, the optimizer step and the loop, which the ideal leaves out, and the "
-                  f"rounding of micro-batches to whole samples."]
+        lines += ["", f"Notes: the calibrated epoch is {ms(gap)} above the ideal, "
+                      f"{gap / steps['calibrated'] * 1000:.1f} ms per step: the all-reduce, the "
+                      f"optimizer step and the loop, which the ideal leaves out, and the rounding "
+                      f"of micro-batches to whole samples."]
     else:
         lines += ["", f"Notes: the calibrated epoch is {ms(-gap)} below the \"ideal\": the throughputs were measured "
                   f"with both ranks computing at once, and in training the fast rank's waits leave the cores to the "
@@ -285,10 +291,11 @@ def main(argv=None) -> int:
         best = ideal / median["even"]
         if best > EVEN_AT_MOST:
             lines.append(
-                f"No split could reach {EVEN_AT_MOST}x of the even split here: the ideal itself is {best:.2f}x, because "
-                f"the ranks' measured speeds differ by {thr[0] / thr[1]:.2f}:1, not {args.slowdown}:1 (with more runnable "
-                f"processes than cores, the slow rank gets more CPU while the fast one waits). On {args.slowdown}:1 "
-                f"the ideal is {2 / (1 + args.slowdown):.2f}x of the even split.")
+                f"No split could reach {EVEN_AT_MOST}x of the even split here: the ideal itself is "
+                f"{best:.2f}x, because the ranks' measured speeds differ by "
+                f"{thr[0] / thr[1]:.2f}:1, not {args.slowdown}:1 (with more runnable processes "
+                f"than cores, the slow rank gets more CPU while the fast one waits). On "
+                f"{args.slowdown}:1 the ideal is {2 / (1 + args.slowdown):.2f}x of the even split.")
     print("\n".join(lines))
     return 0
 

@@ -83,6 +83,8 @@ def main() -> None:
     for loader in getattr(env.loader, "loaders", [env.loader]):
         for inner in ([loader] if not hasattr(loader, "mapping") else loader.mapping.values()):
             folders.append([str(p) for p in getattr(inner, "searchpath", [])])
+    settings = dict(trim_blocks=env.trim_blocks, lstrip_blocks=env.lstrip_blocks,
+                    keep_trailing_newline=env.keep_trailing_newline, autoescape=False)
     lines = [
         f"# Written by bench/capture_render.py from `hpcdist render {' '.join(args)}`.",
         "from types import SimpleNamespace as NS",
@@ -93,7 +95,7 @@ def main() -> None:
         f"TEMPLATE = {caught['template']!r}",
         f"SANDBOXED = {type(env).__name__ != 'Environment'}",
         f"FOLDERS = {folders!r}",
-        f"SETTINGS = {dict(trim_blocks=env.trim_blocks, lstrip_blocks=env.lstrip_blocks, keep_trailing_newline=env.keep_trailing_newline, autoescape=False)!r}",
+        f"SETTINGS = {settings!r}",
         f"FILTERS = {caught['filters']!r}",
         "CALLS = {" + ", ".join(f"{k!r}: {literal(v, raw)}" for k, v in caught.get("calls", {}).items()) + "}",
         "CONTEXT = {" + ", ".join(f"{k!r}: {literal(v, raw)}" for k, v in caught["context"].items()) + "}",

@@ -44,8 +44,9 @@ def read(environ=None, *, scheduler: "str | None" = None, step: "bool | None" = 
     """The job's allocation: from ``scheduler``'s variables alone when given (its name as
     ``--scheduler`` takes it; ``"local"``: this host), else from the first in :data:`ORDER` whose
     variables are set, then ``$HPCDIST_NODEFILE``; None when there is none. ``step``: an srun
-    task of the run reads its step's node list (None: whenever this process is an srun task). ``slots=False``: the hosts alone are wanted (the
-    rank resolver), one slot each where a count would have to be read from another variable.
+    task of the run reads its step's node list (None: whenever this process is an srun task).
+    ``slots=False``: the hosts alone are wanted (the rank resolver), one slot each where a count
+    would have to be read from another variable.
     AllocationError when it cannot be read. ``environ`` needs only ``.get(name)``."""
     import os
 

@@ -111,7 +111,8 @@ def submit_function(fn, *args, scheduler: str | None = None, nodes: int = 1, pro
         raise v.ValidationError("scheduler", scheduler, "submit_function runs on Slurm, PBS or locally.",
                                 "Use scheduler='slurm', 'pbs' or 'local', or hpcdist.submit() with a script.")
     executor = submitit.AutoExecutor(folder=folder, cluster=scheduler)
-    params = {"nodes": v.check_positive(nodes, "nodes"), "tasks_per_node": v.check_positive(procs_per_node, "procs_per_node")}
+    params = {"nodes": v.check_positive(nodes, "nodes"),
+              "tasks_per_node": v.check_positive(procs_per_node, "procs_per_node")}
     if gpus_per_node:
         params["gpus_per_node"] = v.check_positive(gpus_per_node, "gpus_per_node")
     if walltime:

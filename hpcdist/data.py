@@ -182,7 +182,8 @@ def parse_weights(text: str, world_size: int | None = None) -> list[float]:
         raise ValueError(f"weights {text!r}: give comma-separated positive numbers, one per rank, like 2,1") from None
     _weights_as_fractions(weights)
     if world_size is not None and len(weights) != world_size:
-        raise ValueError(f"weights {text!r} has {len(weights)} entries but the world size is {world_size}: give one per rank")
+        raise ValueError(f"weights {text!r} has {len(weights)} entries but the world size is "
+                         f"{world_size}: give one per rank")
     return weights
 
 

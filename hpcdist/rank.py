@@ -222,7 +222,8 @@ def main(argv: "list[str] | None" = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     whole_lines()
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m hpcdist.rank [--own-gpu] SCRIPT [ARGS...]\n" + __doc__.split("\n\n")[0].split(": ", 1)[1],
+        print("usage: python -m hpcdist.rank [--own-gpu] SCRIPT [ARGS...]\n"
+              + __doc__.split("\n\n")[0].split(": ", 1)[1],
               file=sys.stderr if not argv else sys.stdout)
         sys.exit(2 if not argv else 0)
     own = argv[:1] == ["--own-gpu"] or argv[0].startswith("--local_rank=") and argv[1:2] == ["--own-gpu"]

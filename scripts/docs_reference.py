@@ -137,7 +137,8 @@ def main(argv=None) -> int:
         if args.check:
             diff = differences(path, text)
             if diff:
-                print(f"{os.path.relpath(path, ROOT)} differs from the code; regenerate it with `{REGENERATE}`:\n{diff}")
+                print(f"{os.path.relpath(path, ROOT)} differs from the code; regenerate it with "
+                      f"`{REGENERATE}`:\n{diff}")
                 status = 1
         else:
             with open(path, "w") as f:

@@ -231,7 +231,8 @@ def expected_directive_lines(spec) -> list[str]:
                 + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else "")
                 + (f":mem={format_pbs_mem(spec.mem_mb)}" if spec.mem_mb else ""))
             model = [f"gpu_type={spec.gpu_type}"] if spec.gpu_type else []
-            select = spec.select or f"{spec.nodes}{counts}" + "".join(":" + r for r in model + list(spec.chunk_resources))
+            select = spec.select or f"{spec.nodes}{counts}" + "".join(
+                ":" + r for r in model + list(spec.chunk_resources))
             lines += [d + f"-l select={q(select)}",
                       d + "-l place=" + q(spec.place or "scatter") + (":excl" if spec.exclusive else "")]
         lines += [d + f"-l {q(r)}" for r in spec.job_resources]
@@ -319,7 +320,9 @@ env -0 > "$record.env"
 args=("$@")
 if [ "${args[*]:0:3}" = "-m hpcdist job-setup" ]; then  # a stub python: the job's set-up writes job.env
   for ((i = 3; i + 1 < ${#args[@]}; i++)); do [ "${args[i]}" = --dir ] && dir=${args[i+1]}; done
-  printf 'export MASTER_ADDR=n1 MASTER_PORT=29500 HPCDIST_JOB_ID=4242 HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\nmpi_env=()\n' "$dir" "$dir" > "$dir/job.env"
+  { printf 'export MASTER_ADDR=n1 MASTER_PORT=29500 HPCDIST_JOB_ID=4242 '
+    printf 'HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\nmpi_env=()\n' "$dir" "$dir"
+  } > "$dir/job.env"
   exit 0
 fi
 for ((i = 0; i + 2 < ${#args[@]}; i++)); do

@@ -45,12 +45,14 @@ def need(program: str) -> str:
 
 #: Python lines that leave an Open MPI rank with no rank variables, as a launcher that sets none
 #: would (PMIX_RANK stays: MPI_Init needs it): hpcdist.env then asks mpi4py discovery, which starts MPI.
-HIDE_OPENMPI_RANKS = ("import os\nfor _k in ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK',"
-                      " 'OMPI_COMM_WORLD_LOCAL_SIZE'):\n    os.environ.pop(_k, None)\n")
+HIDE_OPENMPI_RANKS = ("import os\nfor _k in ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', "
+                      "'OMPI_COMM_WORLD_LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_SIZE'):\n"
+                      "    os.environ.pop(_k, None)\n")
 
 
 def framework_views(out: str) -> list[dict]:
-    """The ``VIEW {json}`` lines of tests/jobs/framework_view.py: ranks share one output, so a line may run into another's."""
+    """The ``VIEW {json}`` lines of tests/jobs/framework_view.py: ranks share one output, so a line
+    may run into another's."""
     return [json.JSONDecoder().raw_decode(out, m.end())[0] for m in re.finditer(r"VIEW ", out)]
 
 

@@ -81,7 +81,8 @@ def pmix_server(rank: int, namespace: str, host: str) -> dict:
             "PMIX_SERVER_URI21": uri, "PMIX_SERVER_URI3": uri, "PMIX_SERVER_URI4": uri, "PMIX_SERVER_URI41": uri}
 
 
-_AURORA_HOSTS = ("x4102c5s2b0n0.hostmgmt2102.cm.aurora.alcf.anl.gov", "x4102c5s3b0n0.hostmgmt2102.cm.aurora.alcf.anl.gov")
+_AURORA_HOSTS = ("x4102c5s2b0n0.hostmgmt2102.cm.aurora.alcf.anl.gov",
+                 "x4102c5s3b0n0.hostmgmt2102.cm.aurora.alcf.anl.gov")
 _AURORA_SOURCE = (
     "Aurora `mpiexec --pmi=pmix -n 24 -ppn 12` (PALS): public Aurora job scripts read PALS_RANKID, "
     "PALS_LOCAL_RANKID, PALS_LOCAL_SIZE or PMIX_RANK there and compute WORLD_SIZE themselves "

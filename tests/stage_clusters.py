@@ -115,4 +115,5 @@ def pbs_holders(pbs) -> list[int]:
 
 def leftovers(job_id: str) -> list[str]:
     """Staged copies of this job still on the nodes' /tmp (the test clusters' nodes share it)."""
-    return sorted(str(p) for p in pathlib.Path("/tmp").glob("hpcdist-env-*") if p.name.startswith(f"hpcdist-env-{job_id}"))
+    return sorted(str(p) for p in pathlib.Path("/tmp").glob("hpcdist-env-*")
+                  if p.name.startswith(f"hpcdist-env-{job_id}"))

@@ -221,6 +221,13 @@ def test_the_in_job_commands_are_listed_by_their_modules_own_first_lines():
                       for name, module in (("job-setup", job_setup), ("agents", agents), ("restart", restart))}
 
 
+def as_written(text: str) -> str:
+    """top_help.py's TEXT as its source spells it: the help's own lines in a triple-quoted string
+    (one source line each, within the linter's line length)."""
+    assert "\\" not in text and '"""' not in text and text.endswith("\n"), repr(text)
+    return f'TEXT = """\\\n{text}"""\n'
+
+
 def test_the_top_level_help_written_out_is_what_argparse_formats(monkeypatch):
     """`hpcdist --help` prints hpcdist/cli/top_help.py's text (building every parser for it cost
     three times `python -c pass`): the text is argparse's own, at 80 columns. After a change to
@@ -231,8 +238,8 @@ def test_the_top_level_help_written_out_is_what_argparse_formats(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     text = build_parser(["--help"]).format_help()
     if os.environ.get("HPCDIST_UPDATE_GOLDEN"):
-        source = open(written.__file__).read()
-        open(written.__file__, "w").write(source.replace(repr(written.TEXT), repr(text)))
+        source = open(written.__file__).read().replace(as_written(written.TEXT), as_written(text))
+        open(written.__file__, "w").write(source)
     assert written.TEXT == text
     proc = subprocess.run([sys.executable, "-m", "hpcdist", "--help"], capture_output=True, text=True)
     assert (proc.returncode, proc.stdout) == (0, text)

@@ -161,7 +161,8 @@ def test_ending_a_failed_deepspeed_launch_spares_other_deepspeed_launchers(clust
         python = f.readline()[2:].strip()  # the interpreter DeepSpeed's runner starts its launchers with
     same_shape = base64.urlsafe_b64encode(json.dumps({"node1": [0, 1], "node2": [0, 1]}).encode()).decode()
     decoy = subprocess.Popen(["bash", "-c", f'exec -a "{python} -u -m deepspeed.launcher.launch '
-                              f'--world_info={same_shape} --node_rank=0 --master_addr=node1 --master_port=1" sleep 300'])
+                              f'--world_info={same_shape} --node_rank=0 --master_addr=node1 '
+                              f'--master_port=1" sleep 300'])
     try:
         shutil.copy(ROOT / "tests" / "jobs" / "failing_training.py", tmp_path)
         proc = subprocess.run(

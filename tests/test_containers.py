@@ -52,7 +52,8 @@ def test_torchrun_runs_inside_apptainer_spread_by_srun():
     assert words[0] == "srun" and "torchrun" not in words[:at]
     assert words[at:at + 4] == ["apptainer", "exec", "--nv", IMAGE]
     assert words[at + 4] == "torchrun"
-    assert "\nexport HPCDIST_IMAGE=/images/pt.sif\n" in render(spec(container_image="/images/pt.sif", gpus_per_node=4), workdir="/tmp")
+    assert "\nexport HPCDIST_IMAGE=/images/pt.sif\n" in render(
+        spec(container_image="/images/pt.sif", gpus_per_node=4), workdir="/tmp")
 
 
 def test_gpu_auto_is_none_without_gpus_and_rocm_when_asked():
@@ -216,7 +217,8 @@ def test_a_hostile_image_name_stays_one_word(runtime, tmp_path):
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     # Set once, as one word; every command names it.
     (line,) = [line for line in script.splitlines() if line.startswith("export HPCDIST_IMAGE=")]
-    shown = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$HPCDIST_IMAGE"'], cwd=tmp_path, capture_output=True, text=True)
+    shown = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$HPCDIST_IMAGE"'], cwd=tmp_path,
+                           capture_output=True, text=True)
     assert shown.stdout == hostile
     assert all(IMAGE in words_of(line) for line in launch_lines(s))
     assert not (tmp_path / "pwned").exists()

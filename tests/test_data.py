@@ -383,7 +383,8 @@ def tolerance(engine):
     return dict(rtol=1e-10, atol=1e-12) if engine == "ddp" else dict(rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("engine, case", [("ddp", c) for c in CASES] + [("deepspeed", c) for c in {**CASES, **DEEPSPEED_ONLY}])
+@pytest.mark.parametrize("engine, case", [("ddp", c) for c in CASES]
+                         + [("deepspeed", c) for c in {**CASES, **DEEPSPEED_ONLY}])
 def test_uneven_shares_give_the_global_batch_update(distributed_results, engine, case):
     n, batch, epochs, scaled, _, clip = {**CASES, **DEEPSPEED_ONLY}[case]
     got = distributed_results(engine)[case]

@@ -269,7 +269,8 @@ def test_errors_name_variables_and_values(environ, needles):
 # what the environment does not say is unknown, each field alone; the rest is answered.
 UNKNOWNS = [
     ("torchrun without LOCAL_RANK", {k: v for k, v in torchrun(0, 0, 2, 2, 0).items() if k != "LOCAL_RANK"},
-     {"local_rank": ["torchrun", "LOCAL_RANK", "not set"]}, {"rank": 0, "world_size": 2, "master_addr": "node1.cluster"}),
+     {"local_rank": ["torchrun", "LOCAL_RANK", "not set"]},
+     {"rank": 0, "world_size": 2, "master_addr": "node1.cluster"}),
     # Multi-node MPI run: the master cannot be guessed; a mapping is never sent to mpi4py.
     ("multi-node openmpi without a master", openmpi(5, 1, 8, 4),
      {"master_addr": ["openmpi run spans nodes", "8 ranks, 4 on this node", "MASTER_ADDR", "mpi4py"],
@@ -475,7 +476,8 @@ _NAMES = sorted(
     | {"MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_GTIDS",
        "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_DISTRIBUTION",
        "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NUM_NODES", "SLURM_NODELIST",
-       "GROUP_RANK", "PALS_NODEID", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "PBS_JOBID", "PBS_NODEFILE", "LSB_DJOB_RANKFILE", "FLUX_JOB_NNODES",
+       "GROUP_RANK", "PALS_NODEID", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "PBS_JOBID",
+       "PBS_NODEFILE", "LSB_DJOB_RANKFILE", "FLUX_JOB_NNODES",
        "HPCDIST_LAUNCHER", "SUBMITIT_EXECUTOR"}
 )
 _VALUES = st.one_of(

@@ -58,7 +58,8 @@ def scheduler(argv):
 
 
 def local_command(script: str, config: str | None = None) -> list[str]:
-    found = [c for c in readme_commands() if scheduler(c) == "local" and script in c and (config is None or config in c)]
+    found = [c for c in readme_commands()
+             if scheduler(c) == "local" and script in c and (config is None or config in c)]
     assert len(found) == 1, f"examples/README.md should have one local command for {script} {config or ''}: {found}"
     return found[0]
 

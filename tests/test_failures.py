@@ -62,8 +62,11 @@ YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)
 PALS_SIGNAL = "x4213c4s7b0n0.hsn.cm.aurora.alcf.anl.gov: rank 27 died from signal 6\n"
 PALS_EXIT = "node2: rank 3 exited with code 1\n"
 DEEPSPEED_KILLED = """\
-node2: [2026-11-22 13:55:37,697] [INFO] [launch.py:169:main] global_rank_mapping=defaultdict(<class 'list'>, {'node1': [0, 1], 'node2': [2, 3]})
-node2: [2026-11-22 13:55:47,763] [ERROR] [launch.py:259:sigkill_handler] ['/work/main/.venv/bin/python3', '-u', 'failing_training.py', '--local_rank=1', '--fail-rank', '3'] exits with return code = -9
+node2: [2026-11-22 13:55:37,697] [INFO] [launch.py:169:main] global_rank_mapping=defaultdict(\
+<class 'list'>, {'node1': [0, 1], 'node2': [2, 3]})
+node2: [2026-11-22 13:55:47,763] [ERROR] [launch.py:259:sigkill_handler] \
+['/work/main/.venv/bin/python3', '-u', 'failing_training.py', '--local_rank=1', \
+'--fail-rank', '3'] exits with return code = -9
 """
 #: Open MPI 4.1's refusal as root (a job submitted without the two variables), as the local backend logged it.
 OPENMPI_ROOT = """\
@@ -85,9 +88,12 @@ hpcdist: /usr/bin/python3 on node1 cannot import hpcdist; give the job a python 
 --conda ENV, --module NAME or --python PATH
 """
 REPORTS = """\
-node1: hpcdist: rank 0/4 (local rank 0 on node1) failed at 2026-11-22T13:55:24.930+00:00: RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.12]:19128
-node2: hpcdist: rank 3/4 (local rank 1 on node2) failed at 2026-11-22T13:55:24.020+00:00: ValueError: injected failure at step 5
-node1: hpcdist: rank 1/4 (local rank 1 on node1) failed at 2026-11-22T13:55:24.001+00:00: RuntimeError: Connection reset by peer
+node1: hpcdist: rank 0/4 (local rank 0 on node1) failed at 2026-11-22T13:55:24.930+00:00: \
+RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.12]:19128
+node2: hpcdist: rank 3/4 (local rank 1 on node2) failed at 2026-11-22T13:55:24.020+00:00: \
+ValueError: injected failure at step 5
+node1: hpcdist: rank 1/4 (local rank 1 on node1) failed at 2026-11-22T13:55:24.001+00:00: \
+RuntimeError: Connection reset by peer
 """
 
 
@@ -120,8 +126,9 @@ node1: hpcdist: rank 1/4 (local rank 1 on node1) failed at 2026-11-22T13:55:24.0
     (OPENMPI_ROOT, True, "Open MPI's mpirun: it refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT=1 and "
                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; set both, e.g. --env OMPI_ALLOW_RUN_AS_ROOT=1 --env "
                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, or submit as another user [from mpirun]"),
-    (NO_HPCDIST, False, "the job's set-up on node1: /usr/bin/python3 cannot import hpcdist; give the job a python that "
-                        "has it: --venv PATH, --conda ENV, --module NAME or --python PATH [from the job script's check]"),
+    (NO_HPCDIST, False, "the job's set-up on node1: /usr/bin/python3 cannot import hpcdist; give "
+                        "the job a python that has it: --venv PATH, --conda ENV, --module NAME or "
+                        "--python PATH [from the job script's check]"),
     ("nothing went wrong\n", False, None),
 ], ids=["torchrun", "srun", "openmpi-signal", "openmpi-exit", "mpich", "deepspeed", "agents", "agents-torchrun",
          "deepspeed-one-host", "pals-signal", "pals-exit", "pals-agents", "openmpi-root", "openmpi-root-agents",

@@ -25,7 +25,8 @@ def test_no_function_in_the_in_job_folders_is_over_80_lines():
     long = []
     for folder in FOLDERS:
         for path in sorted(glob.glob(os.path.join(PACKAGE, folder, "*.py"))):
-            long += [f"{os.path.relpath(path, PACKAGE)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+            long += [f"{os.path.relpath(path, PACKAGE)}:{node.lineno} {node.name}: "
+                     f"{node.end_lineno - node.lineno + 1} lines"
                      for node in functions(path) if node.end_lineno - node.lineno + 1 > MOST_LINES]
     assert long == []
 

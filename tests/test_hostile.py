@@ -159,7 +159,8 @@ FIELDS = [
     Field("container-image", "--container-image", _set("container_image"), must_accept=lambda p, v: _word(p),
           must_refuse=lambda p, v: not _word(p), launch=True, launchers=("torchrun", "mpirun", "none")),
     Field("container-bind", "--container-bind", lambda v, x: {**v, "container_image": "img", "container_binds": [x]},
-          must_refuse=lambda p, v: not (_word(p) and p.value.startswith("/") and not any(c in p.value for c in ',$`"\\')),
+          must_refuse=lambda p, v: not (_word(p) and p.value.startswith("/")
+                                        and not any(c in p.value for c in ',$`"\\')),
           launch=True, launchers=("torchrun", "mpirun", "none")),
     Field("module", "--module", _add("modules"), must_accept=lambda p, v: _word(p),
           must_refuse=lambda p, v: not _word(p)),
@@ -228,7 +229,8 @@ FIELDS = [
     # --env-expand is written in double quotes, so only what cannot run a command is carried.
     Field("constraint", "--constraint", _set("constraint"), schedulers=("slurm",)),
     Field("hint", "--hint", _set("hint"), must_refuse=lambda p, v: True, schedulers=("slurm",)),
-    Field("cpu-bind", "--cpu-bind", _set("cpu_bind"), launch=True, launchers=("mpirun-openmpi", "mpirun-mpich", "srun")),
+    Field("cpu-bind", "--cpu-bind", _set("cpu_bind"), launch=True,
+          launchers=("mpirun-openmpi", "mpirun-mpich", "srun")),
     Field("gpu-bind", "--gpu-bind", _set("gpu_bind"), launch=True, launchers=("srun",), schedulers=("slurm",)),
     Field("gpu-map", "--gpu-map", _set("gpu_map"), must_refuse=lambda p, v: True, launch=True,
           launchers=("mpirun-openmpi", "srun")),
@@ -400,7 +402,11 @@ STUBBED = ("srun", "mpirun", "mpiexec", "mpiexec.hydra", "torchrun", "deepspeed"
 HPCDIST_STUB = r"""#!/bin/bash
 case "$1" in
   job-setup) while [ $# -gt 0 ]; do [ "$1" = --dir ] && dir=$2; shift; done
-             printf 'export MASTER_ADDR=n1 MASTER_PORT=%s HPCDIST_JOB_ID=4242 HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\nmpi_env=()\n' "$((20000 + RANDOM % 30000))" "$dir" "$dir" > "$dir/job.env" ;;
+             port=$((20000 + RANDOM % 30000))
+             { printf 'export MASTER_ADDR=n1 MASTER_PORT=%s HPCDIST_JOB_ID=4242 ' "$port"
+               printf 'HPCDIST_NODEFILE=%s/nodes HPCDIST_HOSTFILE=%s/hostfile\n' "$dir" "$dir"
+               echo 'mpi_env=()'
+             } > "$dir/job.env" ;;
   hostfile) out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
             printf 'n1 slots=2\nn2 slots=2\n' > "$out" ;;
   env) echo 29500 ;;
@@ -716,8 +722,9 @@ def test_dataclass_fields_are_all_in_the_matrix():
     covered = {"job_name", "script", "script_args", "env", "propagate", "modules", "sources", "conda", "venv",
                "queue", "account", "qos", "directives", "output", "array", "dependency", "mail_user", "python",
                "mpiexec", "deepspeed_config", "walltime_s", "mem_mb", "nodes", "ssh_port", "launcher", "mpi",
-               "pbs_spread", "dialect", "template_dir", "signal_margin_s", "hang_timeout_s", "hang_floor_s", "start_timeout_s", "requeue", "max_restarts", "min_nodes",
-               "spare_nodes", "exclude_nodes", "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
+               "pbs_spread", "dialect", "template_dir", "signal_margin_s", "hang_timeout_s", "hang_floor_s",
+               "start_timeout_s", "requeue", "max_restarts", "min_nodes", "spare_nodes", "exclude_nodes",
+               "project", "request", "select", "place", "chunk_resources", "job_resources", "gpu_type",
                "mem_per_gpu_mb", "constraint", "hint", "cpu_bind", "gpu_bind", "gpu_map", "env_expand", "setup_on",
                "container_image", "container_binds"}
     no_text = {"scheduler", "gpus_per_node", "procs_per_node", "cpus_per_proc", "exclusive", "no_ssh", "bare_select",

@@ -58,7 +58,8 @@ def test_the_guides_hydra_sweep_runs_as_one_pbs_array(openpbs_cluster, tmp_path)
         line = next(line for line in text.splitlines() if "[__main__]" in line)  # submitit logs there too
         words = dict(w.split("=", 1) for w in line.split() if "=" in w)
         logs[k] = (words["lr"], words["batch"], line.split()[-1])
-    assert [v[:2] for v in logs.values()] == [("0.001", "16"), ("0.001", "32"), ("0.0003", "16"), ("0.0003", "32")], logs
+    assert [v[:2] for v in logs.values()] == [("0.001", "16"), ("0.001", "32"),
+                                              ("0.0003", "16"), ("0.0003", "32")], logs
     assert {v[2] for v in logs.values()} <= {"pbsn1", "pbsn2"}, logs
     # One PBS array job of four (submitit's ids 123_0 .. 123_3), its script hpcdist's (-J 0-3).
     ids = sorted(p.name for p in (sweep / ".submitit").iterdir() if p.name[:1].isdigit())

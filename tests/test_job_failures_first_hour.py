@@ -81,9 +81,10 @@ def test_mpirun_as_root_says_open_mpis_refusal_and_the_two_variables(tmp_path):
     proc = hpcdist(*job_args, "train.py", cwd=tmp_path, env=env)
     assert proc.returncode != 0 and "mpirun has detected an attempt to run as root" in proc.stdout, proc.stdout
     job = proc.stdout.split()[0]
-    summary = (f"hpcdist: job {job} failed; the first to fail: Open MPI's mpirun: it refuses to run as root without "
-               f"OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; set both, e.g. --env "
-               f"OMPI_ALLOW_RUN_AS_ROOT=1 --env OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, or submit as another user [from mpirun]")
+    summary = (f"hpcdist: job {job} failed; the first to fail: Open MPI's mpirun: it refuses to "
+               f"run as root without OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; "
+               f"set both, e.g. --env OMPI_ALLOW_RUN_AS_ROOT=1 --env OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, "
+               f"or submit as another user [from mpirun]")
     assert proc.stderr.splitlines()[-1] == summary, proc.stderr
     assert hpcdist("logs", job, cwd=tmp_path, env=env).stderr.splitlines() == [summary]
     fixed = hpcdist(*job_args, "--env", "OMPI_ALLOW_RUN_AS_ROOT=1", "--env", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
@@ -105,7 +106,8 @@ os.write(1, f"stopped at step {step} ({stop.reason}): checkpoint saved\\n".encod
 
 
 def fold_line(log: str) -> str:
-    return (r"hpcdist: the job was cancelled \(hpcdist cancel\); torchrun got SIGTERM(?: at \d\d:\d\d:\d\d)? and stopped "
+    return (r"hpcdist: the job was cancelled \(hpcdist cancel\); torchrun got SIGTERM"
+            r"(?: at \d\d:\d\d:\d\d)? and stopped "
             rf"the ranks \[its teardown, \d+ tracebacks? in (?P<lines>\d+) lines, folded; whole in {re.escape(log)}\]")
 
 
@@ -192,7 +194,8 @@ def test_the_fold_is_the_same_however_the_log_is_cut_into_reads_and_loses_nothin
     within = text.replace("During handling", "Traceback (most recent call last):\n  File \"l.py\", line 1\n"
                           "KeyError: 30\n\nDuring handling", 1)
     fold = TeardownFold(log)
-    assert (fold.feed(within) + fold.end()).splitlines()[1].endswith(f"3 tracebacks in 30 lines, folded; whole in {log}]")
+    assert (fold.feed(within) + fold.end()).splitlines()[1].endswith(
+        f"3 tracebacks in 30 lines, folded; whole in {log}]")
     # A rank's own traceback, or any other exception that ends a chain, is shown as it is.
     crash = "Traceback (most recent call last):\n  File \"train.py\", line 1\nValueError: boom\n"
     for shown in (crash, text.replace("after\n", crash)):

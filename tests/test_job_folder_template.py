@@ -83,7 +83,8 @@ def test_a_job_through_a_users_template_records_its_end_and_refuses_a_run_by_han
 
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "local.sh.j2").write_text(
-        '{% extends "hpcdist/local.sh.j2" %}\n{% block launch %}echo "site launch"\n{{ super() | raw }}{% endblock %}\n')
+        '{% extends "hpcdist/local.sh.j2" %}\n{% block launch %}echo "site launch"\n'
+        '{{ super() | raw }}{% endblock %}\n')
     job_id = _submit(tmp_path, "import sys\nprint('ran')\nsys.exit(3)\n", "--template-dir", "site")
     _wait_for(lambda: _status(tmp_path, job_id)["state"] not in ("PENDING", "RUNNING"), "the job's end")
     row = _status(tmp_path, job_id)

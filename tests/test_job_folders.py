@@ -48,7 +48,8 @@ BROKEN_RECORDS = {
     "latin1": (b'{"job_id": "12", "job_name": "\xe9t\xe9"}', "is not UTF-8 text (byte 0xe9 at offset 30)"),
     "array": (b"[]", "holds a JSON list, not the object hpcdist writes"),
     "object": (b"{}", "has no 'job_id'"),
-    "null-name": (b'{"job_id": "12", "scheduler": "local", "job_name": null}', "holds null as 'job_name', not a string"),
+    "null-name": (b'{"job_id": "12", "scheduler": "local", "job_name": null}',
+                  "holds null as 'job_name', not a string"),
     "option-id": (b'{"job_id": "--me", "scheduler": "slurm"}', "holds the job id '--me', which is not a slurm job id"),
 }
 
@@ -84,7 +85,8 @@ def test_a_broken_job_folder_is_one_row_of_status_and_the_other_jobs_still_work(
         assert f"-            broken-{name} " in table[1 + sorted(rows).index(f"broken-{name}")]
     good_row = rows[os.path.basename(good)]
     assert (good_row["job_id"], good_row["state"], good_row["exit_code"]) == (job_id, "COMPLETED", 0)
-    assert (rows["odd-exit"]["state"], rows["odd-exit"]["reason"]) == ("FAILED", "the runner ended without an exit code")
+    assert (rows["odd-exit"]["state"], rows["odd-exit"]["reason"]) == (
+        "FAILED", "the runner ended without an exit code")
 
     # The broken job itself: one line, exit 1; the good one as before.
     for command in ("logs", "cancel", "status"):
@@ -101,7 +103,8 @@ def test_a_broken_job_folder_is_one_row_of_status_and_the_other_jobs_still_work(
 
 FOLDER_FAULTS = {
     # the fault, set up in the working folder; what every command says
-    "dangling-jobs-link": (lambda cwd: (os.mkdir(cwd / ".hpcdist"), os.symlink("/nonexistent/jobs", cwd / ".hpcdist" / "jobs")),
+    "dangling-jobs-link": (lambda cwd: (os.mkdir(cwd / ".hpcdist"),
+                                        os.symlink("/nonexistent/jobs", cwd / ".hpcdist" / "jobs")),
                            ".hpcdist/jobs is a link to /nonexistent/jobs, which does not exist: create that folder "
                            "(mkdir -m 700 -p /nonexistent/jobs), or remove the link (rm .hpcdist/jobs) and hpcdist "
                            "makes a folder of its own there"),
@@ -138,7 +141,8 @@ def test_submit_from_a_folder_the_user_cannot_write_is_one_line():
         os.chown(cwd, NOBODY, NOBODY)
         env = {"PATH": os.environ["PATH"], "HOME": cwd, "LANG": "C.UTF-8"}
         proc = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search",
-                               sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local", "--launcher", "none", "s.py"],
+                               sys.executable, "-m", "hpcdist", "submit", "--scheduler", "local",
+                               "--launcher", "none", "s.py"],
                               cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
         assert _one_line_error(proc, "submit") == (
             "hpcdist submit: error: cannot create .hpcdist: Permission denied; submit from a folder you can write "

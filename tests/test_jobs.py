@@ -56,7 +56,8 @@ def test_the_runs_file_lines_written_here_and_by_the_script_are_read_back(tmp_pa
     second = jobs.restart_log("/l b/job.log", 1)
     jobs.record_resubmission(str(tmp_path), "8", second)
     history = jobs.Job(str(tmp_path)).history()
-    assert history == jobs.History(restarts=0, current_id="8", logs=[("7", "/l/job.log"), ("8", "/l b/job.restart1.log")])
+    assert history == jobs.History(restarts=0, current_id="8",
+                                   logs=[("7", "/l/job.log"), ("8", "/l b/job.restart1.log")])
     assert jobs.recorded_log(str(tmp_path)) == "/l/job.log" and jobs.recorded_log(str(tmp_path / "no")) is None
 
 

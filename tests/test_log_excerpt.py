@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import testcluster
 
-CHATTER = "\n".join(f"node1: [2026-11-24 10:00:0{i % 10},000] [INFO] [engine.py:{i}:step] chatter {i}" for i in range(300))
+CHATTER = "\n".join(f"node1: [2026-11-24 10:00:0{i % 10},000] [INFO] [engine.py:{i}:step] "
+                    f"chatter {i}" for i in range(300))
 
 
 def test_it_names_each_run_and_shows_the_first_error_of_the_run_that_had_it():

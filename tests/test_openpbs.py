@@ -261,7 +261,9 @@ def test_a_job_resubmits_itself_from_its_node_or_says_why_not(flatuid, pbs, tmp_
             assert "Bad UID for job execution" in log, log
             assert "flatuid" in log and "hosts.equiv" in log and "from a login node" in log, log
             (tmp_path / "doctor.py").write_text(
-                "import subprocess, sys\nsys.exit(subprocess.run([sys.executable, '-m', 'hpcdist', 'doctor']).returncode)\n")
+                "import subprocess, sys\n"
+                "sys.exit(subprocess.run([sys.executable, '-m', 'hpcdist', 'doctor'])"
+                ".returncode)\n")
             proc, _ = submit(pbs, tmp_path, "--launcher", "none", "doctor.py", timeout=120)
             assert "--requeue resubmits the job from here, and qsub from this node fails" in proc.stdout, proc.stdout
             assert "flatuid" in proc.stdout, proc.stdout

@@ -46,7 +46,8 @@ def section(name: str, heading: str) -> dict:
     title, lines = next(chunk for chunk in chunks if chunk[0].startswith(heading))
     rc = int(lines[0].removeprefix("rc="))
     out, err = lines.index("--stdout"), lines.index("--stderr")
-    return {"rc": rc, "stdout": "\n".join(lines[out + 1:err]) + "\n", "stderr": "\n".join(lines[err + 1:]).strip() + "\n"}
+    return {"rc": rc, "stdout": "\n".join(lines[out + 1:err]) + "\n",
+            "stderr": "\n".join(lines[err + 1:]).strip() + "\n"}
 
 
 def replay(tmp_path, plan: dict) -> dict:
@@ -225,7 +226,8 @@ def test_each_subjob_writes_its_own_log_and_exit_code(tmp_path):
     logs = hpcdist("logs", "12[].pbshead", cwd=tmp_path, env=env)
     assert logs.returncode == 0, logs.stderr
     for index in (1, 2, 3):
-        assert f"subjob {index}\n" in logs.stdout and f"==> hpcdist: job 12[].pbshead subjob {index}, log" in logs.stdout
+        assert f"subjob {index}\n" in logs.stdout
+        assert f"==> hpcdist: job 12[].pbshead subjob {index}, log" in logs.stdout
 
 
 def test_torque_appends_the_index_to_each_subjobs_log(tmp_path):

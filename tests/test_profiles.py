@@ -222,7 +222,8 @@ def test_a_cluster_profile_holds_its_remote_settings_which_the_job_never_sees(tm
     from hpcdist.submission.profiles import build
 
     path = write(tmp_path / "hpcdist.toml", '[profiles.c]\nremote = "me@login"\nremote-folder = "$SCRATCH/hpcdist"\n'
-                 'remote_hpcdist = "~/venv/bin/hpcdist"\ninclude = ["data/vocab.txt"]\nscheduler = "slurm"\nqueue = "gpu"\n')
+                 'remote_hpcdist = "~/venv/bin/hpcdist"\ninclude = ["data/vocab.txt"]\n'
+                 'scheduler = "slurm"\nqueue = "gpu"\n')
     profile = load_profile("c", [path])
     assert profile["remote"] == "me@login" and profile["remote_folder"] == "$SCRATCH/hpcdist"
     spec = build(profile, {"script": "train.py"}, check_files=False)

@@ -174,7 +174,8 @@ def test_nan_in_one_rank_file_does_not_turn_hang_detection_off(job):
 
 
 def limited_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # the link to /dev/zero: a MemoryError, not the machine's
+    # the link to /dev/zero: a MemoryError, not the machine's
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "link to a rank file"])

@@ -41,7 +41,8 @@ def test_prepare_exports_torchruns_variables_and_drops_a_batch_steps():
     assert not [k for k in environ if k in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS",
                                             "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE") or k.startswith("SLURM_STEP_")]
     # The job's own variables stay: they are true for every rank.
-    assert (environ["SLURM_JOB_ID"], environ["SLURM_JOB_NODELIST"], environ["SLURM_NNODES"]) == ("812", "localhost", "1")
+    assert (environ["SLURM_JOB_ID"], environ["SLURM_JOB_NODELIST"], environ["SLURM_NNODES"]) == (
+        "812", "localhost", "1")
 
 
 def test_prepare_keeps_an_srun_tasks_own_slurm_variables():
@@ -105,7 +106,8 @@ def test_a_rank_imports_nothing_slow(ending, tmp_path):
     script = tmp_path / "script.py"
     script.write_text("" if ending == "well" else "raise SystemExit(3)\n")
     env = clean_env(OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="4", OMPI_COMM_WORLD_LOCAL_RANK="1",
-                    OMPI_COMM_WORLD_LOCAL_SIZE="2", SLURM_JOB_ID="4242", SLURM_JOB_NODELIST=f"{socket.gethostname()},node2",
+                    OMPI_COMM_WORLD_LOCAL_SIZE="2", SLURM_JOB_ID="4242",
+                    SLURM_JOB_NODELIST=f"{socket.gethostname()},node2",
                     SLURM_PROCID="0", SLURM_NTASKS="4", SLURM_STEP_ID="4294967291", MASTER_ADDR="node1")
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hpcdist.rank", str(script)], env=env,
                           capture_output=True, text=True, timeout=60)
@@ -140,7 +142,8 @@ import hpcdist.env
 env = hpcdist.env.resolve()          # discovery: hpcdist starts MPI
 from mpi4py import MPI               # what Lightning's MPIEnvironment and DeepSpeed do next
 import sys
-sys.stdout.write(f"{env.sources['world_size']}: size={MPI.COMM_WORLD.Get_size()} sum={MPI.COMM_WORLD.allreduce(env.rank)}\\n")
+sys.stdout.write(f"{env.sources['world_size']}: size={MPI.COMM_WORLD.Get_size()} "
+                 f"sum={MPI.COMM_WORLD.allreduce(env.rank)}\\n")
 """
 
 
@@ -180,7 +183,8 @@ def test_an_exception_with_mpi_running_ends_every_rank(start, tmp_path):
                           env=clean_env(), capture_output=True, text=True, timeout=100)
     assert proc.returncode != 0
     assert "RuntimeError: rank 1 ran out of data" in proc.stderr and "aborting MPI" in proc.stderr, proc.stderr
-    assert ("world size from MPI COMM_WORLD (mpi4py)" if start == "python" else "world size from WORLD_SIZE=") in proc.stderr, proc.stderr
+    assert ("world size from MPI COMM_WORLD (mpi4py)" if start == "python"
+            else "world size from WORLD_SIZE=") in proc.stderr, proc.stderr
     assert time.monotonic() - started < 60
 
 

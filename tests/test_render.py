@@ -174,7 +174,8 @@ def test_a_template_may_use_another_schedulers_filters(tmp_path):
     """Each scheduler's filters are registered when a render first asks for them; the script
     runs twice in fresh processes (the template compiled, then read from the bytecode cache)."""
     own = tmp_path / "mine.sh.j2"
-    own.write_text('{% extends "hpcdist/slurm.sh.j2" %}\n{% block workdir %}# pbs: {{ spec.walltime_s | pbs_walltime }}\n'
+    own.write_text('{% extends "hpcdist/slurm.sh.j2" %}\n'
+                   '{% block workdir %}# pbs: {{ spec.walltime_s | pbs_walltime }}\n'
                    '{{ super() | raw }}{% endblock %}\n')
     code = ("import sys; from hpcdist.submission.render import render; from hpcdist.submission.spec import build_spec\n"
             "plain = render(build_spec(dict(scheduler='slurm', script='t.py', walltime='90m'), check_files=False))\n"

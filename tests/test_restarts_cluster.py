@@ -141,7 +141,8 @@ def preflight_took(row: dict, log: str, cluster: str) -> None:
     text = open(log).read()
     assert (row["state"], row["exit_code"]) == ("COMPLETED", 0), testcluster.log_excerpt(text)
     (said,) = lines_of(log, "hpcdist: preflight: ")
-    took = float(re.fullmatch(r"hpcdist: preflight: every node answered and took part in an all-reduce \(3, in ([\d.]+) s\)", said)[1])
+    took = float(re.fullmatch(r"hpcdist: preflight: every node answered and took part in an "
+                              r"all-reduce \(3, in ([\d.]+) s\)", said)[1])
     figure(f"{cluster}: --preflight at 3 nodes", took)
 
 

@@ -3,8 +3,8 @@
 What a user sees in each case: a non-zero exit, a message naming the command,
 the scheduler's own words and the fix, and no job recorded: no folder left
 under .hpcdist/jobs when the scheduler refused the job, its folder listed as
-"submission interrupted" when the scheduler may have queued it anyway. Transient controller errors are retried, a bounded
-number of times, saying so.
+"submission interrupted" when the scheduler may have queued it anyway. Transient controller
+errors are retried, a bounded number of times, saying so.
 
 Two kinds of tests:
 
@@ -82,7 +82,8 @@ def script(tmp_path):
     ("slurm", "HPCDIST_FAKE_SBATCH", "hang-child"),  # a site wrapper whose sbatch hangs
     ("pbs", "HPCDIST_FAKE_QSUB", "hang"),
 ])
-def test_a_hanging_submit_command_times_out_and_keeps_the_folder_as_interrupted(scheduler, variable, mode, script, tmp_path):
+def test_a_hanging_submit_command_times_out_and_keeps_the_folder_as_interrupted(
+        scheduler, variable, mode, script, tmp_path):
     """FAKE sbatch/qsub: a real one cannot be made to hang on demand (slurmctld down makes it fail
     after ~9 s, tested on the cluster below)."""
     env = fake_env(tmp_path, HPCDIST_SUBMIT_TIMEOUT="2", **{variable: mode})

@@ -174,8 +174,8 @@ def _in_pid_namespace(tmp_path, name: str, script: str, then_sleep: int, *flags:
     """`hpcdist submit` of a local job in a new pid namespace, as in a container that restarted:
     its pids start at 1 again, so two such submissions get the same job id (a real collision).
     The namespace lives while its first process (sh) does: ``then_sleep`` seconds after the submit."""
-    submit = (f"{sys.executable} -m hpcdist submit --scheduler local --launcher none --job-name {name} {' '.join(flags)} {script}; "
-              f"exec sleep {then_sleep}")
+    submit = (f"{sys.executable} -m hpcdist submit --scheduler local --launcher none "
+              f"--job-name {name} {' '.join(flags)} {script}; exec sleep {then_sleep}")
     return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", submit], cwd=tmp_path,
                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)

@@ -178,7 +178,8 @@ def check_exports(site: str, text: str, documented: str, names: list) -> None:
     """The variables the guide exports, exported with the guide's values."""
     guide, ours = exports(documented), exports(text)
     for name in names:
-        assert ours.get(name) == guide[name], f"{site}: {name}: the guide sets {guide[name]!r}, hpcdist {ours.get(name)!r}"
+        assert ours.get(name) == guide[name], (f"{site}: {name}: the guide sets {guide[name]!r}, "
+                                               f"hpcdist {ours.get(name)!r}")
 
 
 def mpiexec_options(line: str) -> set[tuple[str, str]]:
@@ -250,7 +251,9 @@ def test_hpcdist_profiles_lists_the_presets_and_shows_one_with_its_sources(tmp_p
                            "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60).stdout
     assert "#PBS -q prod\n" in text and "#PBS -l select=10:system=polaris\n" in text
     unknown = subprocess.run(hpcdist + ["nosuch"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert unknown.returncode == 1 and "site presets: aurora, derecho, frontier, gadi, jeanzay, lumi, perlmutter, polaris, torque, university" in unknown.stderr
+    assert unknown.returncode == 1
+    assert ("site presets: aurora, derecho, frontier, gadi, jeanzay, lumi, perlmutter, polaris, "
+            "torque, university") in unknown.stderr
 
 
 def test_a_gadi_shaped_job_wide_request_runs_through_qsub(cluster, tmp_path):

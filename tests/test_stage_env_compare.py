@@ -120,8 +120,9 @@ def _local_disk(name, submit, cwd, monkeypatch):
             figures.setdefault(how, []).append(got)
     best = {k: min(x["first_step_s"] for x in v) for k, v in figures.items()}
     figures["extra_s"] = {k: round(best[k] - best["unstaged"], 1) for k in ("image", "tar")}
-    print(f"\n{name}, no slow share: first step {best['unstaged']:.1f} s unstaged, {best['image']:.1f} s staged as an "
-          f"image (+{figures['extra_s']['image']} s), {best['tar']:.1f} s staged as a tar (+{figures['extra_s']['tar']} s)")
+    print(f"\n{name}, no slow share: first step {best['unstaged']:.1f} s unstaged, "
+          f"{best['image']:.1f} s staged as an image (+{figures['extra_s']['image']} s), "
+          f"{best['tar']:.1f} s staged as a tar (+{figures['extra_s']['tar']} s)")
     for how in ("unstaged", "image", "tar"):
         for got in figures[how]:
             print(f"  {how} job {got['job_id']}:")

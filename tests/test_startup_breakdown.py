@@ -40,7 +40,8 @@ def test_each_nodes_segments_add_up_to_its_total_and_the_slowest_is_named():
 
 def test_the_log_lines_are_pinned():
     assert startup.lines(startup.breakdown(RANKS, RECORDS)) == [
-        "start-up: 25.0 s from the job's start to the first step; slowest node: node2; the broadcast (sbcast) took 3.0 s",
+        "start-up: 25.0 s from the job's start to the first step; slowest node: node2; "
+        "the broadcast (sbcast) took 3.0 s",
         "  node         set-up    staging   launcher rank start    imports rendezvous first step    total",
         "  node1           1.0        8.0        4.1        0.5        6.9        1.5        1.5     23.5",
         "  node2           1.0       11.0        0.5        0.5        8.0        1.0        3.0     25.0",

@@ -92,7 +92,8 @@ def test_slurm_status_asks_once_per_chunk_and_not_about_jobs_that_ended_for_good
     rows = {row["job_id"]: row for row in json.loads(proc.stdout)}
     assert sorted(rows) == sorted(ids)
     for job_id in ids:
-        expected = ("COMPLETED", 0) if job_id in gone + ended else ("FAILED", 3) if job_id in lost else ("RUNNING", None)
+        expected = (("COMPLETED", 0) if job_id in gone + ended else ("FAILED", 3) if job_id in lost
+                    else ("RUNNING", None))
         assert (rows[job_id]["state"], rows[job_id]["exit_code"]) == expected, job_id
     assert "exit_code file" in rows[lost[0]]["reason"]
     squeue, sacct = calls_of(tmp_path, "squeue"), calls_of(tmp_path, "sacct")

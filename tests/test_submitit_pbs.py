@@ -52,10 +52,13 @@ def test_submitits_parameters_become_hpcdists_options():
                              "account": "proj", "options": {"exclusive": True, "env": {"A": "1"}}},
                             task="/t/task.py", folder="/f", python="/py")
     assert options["launcher"] == "torchrun"
-    assert (options["nodes"], options["procs_per_node"], options["cpus_per_proc"], options["gpus_per_node"]) == (2, 4, 8, 4)
-    assert (options["mem"], options["walltime"], options["queue"], options["account"]) == ("1536M", "30m", "debug", "proj")
+    assert (options["nodes"], options["procs_per_node"], options["cpus_per_proc"],
+            options["gpus_per_node"]) == (2, 4, 8, 4)
+    assert (options["mem"], options["walltime"], options["queue"], options["account"]) == (
+        "1536M", "30m", "debug", "proj")
     assert options["exclusive"] is True and "A=1" in options["env"] and "SUBMITIT_EXECUTOR=pbs" in options["env"]
-    assert (options["script"], options["script_args"], options["python"], options["job_name"]) == ("/t/task.py", ["/f"], "/py", "sq")
+    assert (options["script"], options["script_args"], options["python"], options["job_name"]) == (
+        "/t/task.py", ["/f"], "/py", "sq")
     # A single job gets the walltime warning and submitit's 3 restarts; a quarter of a short walltime.
     assert (options["requeue"], options["signal_margin"]) == (3, "90s")
     assert P.job_options({"timeout_min": 1}, task="t", folder="f", python="p")["signal_margin"] == "15s"
@@ -195,7 +198,8 @@ STOPPED = textwrap.dedent("""
 
 @pytest.mark.parametrize("reason,which,expected", [
     ("walltime warning (SIGUSR2)", "checkpointable", ["exit 0", True, True]),
-    ("walltime warning (SIGUSR2)", "plain", ["Job not requeued because: timed-out and not checkpointable.", False, False]),
+    ("walltime warning (SIGUSR2)", "plain",
+     ["Job not requeued because: timed-out and not checkpointable.", False, False]),
     ("walltime warning by hand (SIGWINCH)", "checkpointable", ["exit 0", True, True]),
     ("SIGTERM", "checkpointable", ["went on", False, False]),
 ], ids=["checkpointed", "not-checkpointable", "by-hand-checkpointed", "sigterm-bypassed"])
@@ -327,7 +331,8 @@ def test_submitits_readme_a_traceback_and_a_map_over_the_array_cap(history, pbs,
     try:
         out = results_of(run_python(pbs, tmp_path, MANY, timeout=600))
     finally:
-        old = [line.split("=", 1)[1].strip() for line in before.splitlines() if line.strip().startswith("max_array_size")]
+        old = [line.split("=", 1)[1].strip() for line in before.splitlines()
+               if line.strip().startswith("max_array_size")]
         pbs.qmgr(f"set server max_array_size = {old[0]}" if old else "unset server max_array_size")
     # The job's own traceback (a function of __main__ travels by value: no source line, as on Slurm).
     assert "ZeroDivisionError: division by zero" in out["exception"] and ", in divide" in out["exception"], out

@@ -179,7 +179,8 @@ def test_a_map_over_the_profiles_array_cap_through_the_torque_stand_in(cluster, 
     (tmp_path / "hpcdist.toml").write_text(TORQUE_SITE + "max_array_size = 10\n")
     proc = run_on_slurm(cluster, tmp_path, TORQUE_MAP, timeout=400)
     out = results_of(proc)
-    assert "map_array of 25: 3 arrays, at most 10 (--max-array-size or profile key max_array_size) subjobs each" in proc.stdout, proc.stdout
+    assert ("map_array of 25: 3 arrays, at most 10 (--max-array-size or profile key "
+            "max_array_size) subjobs each") in proc.stdout, proc.stdout
     arrays = {}
     for job_id in out["ids"]:
         seq, index = job_id.split("_")

@@ -125,7 +125,8 @@ def test_the_caps_are_read_as_the_schedulers_print_them():
 
 def test_where_the_scheduler_cannot_be_asked_the_profile_key_or_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no qmgr, qstat, scontrol, sacctmgr
-    assert limits.array_cap("pbs", {"max_array_size": 500}) == limits.Limit(500, "--max-array-size or profile key max_array_size")
+    assert limits.array_cap("pbs", {"max_array_size": 500}) == limits.Limit(
+        500, "--max-array-size or profile key max_array_size")
     assert limits.array_cap("slurm") == limits.Limit(None, "no limit known")
     assert limits.job_cap("slurm", {"max_submit_jobs": 8}).source == "--max-submit-jobs or profile key max_submit_jobs"
     assert limits.array_cap("pbs").words() == "no limit known"
@@ -141,9 +142,11 @@ def test_the_lower_of_the_schedulers_cap_and_the_given_one_wins(tmp_path, monkey
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert limits.array_cap("pbs", {"max_array_size": 500}) == limits.Limit(10, "qmgr -c 'list server' max_array_size")
     # A cap given below the server's (a queue's) wins: the server's answer once hid it.
-    assert limits.array_cap("pbs", {"max_array_size": 2}) == limits.Limit(2, "--max-array-size or profile key max_array_size")
+    assert limits.array_cap("pbs", {"max_array_size": 2}) == limits.Limit(
+        2, "--max-array-size or profile key max_array_size")
     qmgr.write_text("#!/bin/sh\necho 'Server pbshead'\n")
-    assert limits.array_cap("pbs") == limits.Limit(10000, "qmgr -c 'list server': max_array_size not set, PBS's default")
+    assert limits.array_cap("pbs") == limits.Limit(
+        10000, "qmgr -c 'list server': max_array_size not set, PBS's default")
 
 
 def test_limits_is_light():
@@ -168,7 +171,8 @@ def test_a_sweep_renders_one_array_whose_subjob_reads_its_set_by_index(tmp_path)
     assert "4 set(s) in 1 array(s)" in proc.stderr
     # The case block runs as written: subjob 2 gets set 2, its value with a space one word.
     case = script[script.index("case "):script.index("esac") + 4]
-    out = subprocess.run(["bash", "-c", f"set -u; PBS_ARRAY_INDEX=2; {case}; printf '%s|' \"$sweep_lr\" \"$sweep_name\""],
+    out = subprocess.run(["bash", "-c", f"set -u; PBS_ARRAY_INDEX=2; {case}; "
+                          f"printf '%s|' \"$sweep_lr\" \"$sweep_name\""],
                          capture_output=True, text=True)
     assert out.stdout == "3e-4|a b|"
     bad = subprocess.run(["bash", "-c", f"PBS_ARRAY_INDEX=9; {case}"], capture_output=True, text=True)
@@ -284,7 +288,8 @@ def test_a_sweep_over_the_cap_is_split_and_waits_for_room_under_the_job_cap(tmp_
     looks = []
     out = open(tmp_path / "said", "w")
     sets = product(["lr=" + ",".join(map(str, range(5))), "b=1,2,3,4,5"])
-    caps = (limits.Limit(10, "qmgr -c 'list server' max_array_size"), limits.Limit(12, "qmgr -c 'list server' max_queued"))
+    caps = (limits.Limit(10, "qmgr -c 'list server' max_array_size"),
+            limits.Limit(12, "qmgr -c 'list server' max_queued"))
     done = arrays.submit_sweep(spec, sets, submit=stub, limits_found=caps, out=out,
                                count_queued=lambda s: looks.append(1) or next(queue))
     out.close()
@@ -352,7 +357,8 @@ def test_torque_reads_its_own_attribute_and_has_no_cap_unless_set(tmp_path, monk
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert limits.array_cap("pbs", dialect="torque") == limits.Limit(64, "qmgr -c 'list server' max_job_array_size")
     qmgr.write_text("#!/bin/sh\necho 'Server torque'\n")
-    assert limits.array_cap("torque", {"max_array_size": 9}) == limits.Limit(9, "--max-array-size or profile key max_array_size")
+    assert limits.array_cap("torque", {"max_array_size": 9}) == limits.Limit(
+        9, "--max-array-size or profile key max_array_size")
 
 
 def test_status_of_a_plain_job_is_its_row(tmp_path):
@@ -381,7 +387,8 @@ def test_a_refusal_for_the_array_size_or_a_job_limit_that_never_fits_names_the_c
         return submit
 
     with pytest.raises(SubmitError) as e:
-        arrays.submit_sweep(spec, sets, submit=refuse("Array job exceeds server or queue size limit"), limits_found=caps)
+        arrays.submit_sweep(spec, sets, limits_found=caps,
+                            submit=refuse("Array job exceeds server or queue size limit"))
     assert "the array cap hpcdist read is 10000 (qmgr -c 'list server' max_array_size)" in str(e.value)
     assert "--max-array-size N" in str(e.value)
     with pytest.raises(SubmitError) as e:

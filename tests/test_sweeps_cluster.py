@@ -34,7 +34,8 @@ p = argparse.ArgumentParser()
 p.add_argument("--lr"); p.add_argument("--batch"); p.add_argument("--sleep", type=float, default=0)
 a = p.parse_args()
 start = time.time(); time.sleep(a.sleep)
-print(f"set={os.environ['HPCDIST_SWEEP_SET']} lr={a.lr} batch={a.batch} start={start:.3f} end={time.time():.3f}", flush=True)
+print(f"set={os.environ['HPCDIST_SWEEP_SET']} lr={a.lr} batch={a.batch} start={start:.3f} "
+      f"end={time.time():.3f}", flush=True)
 sys.exit(3 if os.path.exists(f"fail-{a.lr}-{a.batch}") else 0)
 """
 SWEEP = ["--launcher", "none", "--sweep", "lr=1e-3,3e-4", "--sweep", "batch=16,32,64"]
@@ -86,7 +87,8 @@ def sweep_status(where, job_id, cwd) -> dict:
 
 
 def ended(where, job_id, cwd, timeout=240) -> dict:
-    return wait_for(lambda: (s := sweep_status(where, job_id, cwd)) and all(r["state"] in FINAL for r in s["sets"]) and s,
+    return wait_for(lambda: (s := sweep_status(where, job_id, cwd))
+                    and all(r["state"] in FINAL for r in s["sets"]) and s,
                     timeout, f"the end of sweep {job_id}")
 
 
@@ -98,8 +100,9 @@ def test_a_failed_set_shows_in_status_and_runs_again_alone(where, tmp_path):
     job_id = json.loads(proc.stdout)["job_id"]
     sweep = ended(where, job_id, tmp_path)
     states = [(r["params"]["lr"], r["params"]["batch"], r["state"], r["exit_code"]) for r in sweep["sets"]]
-    assert states == [("1e-3", "16", "COMPLETED", 0), ("1e-3", "32", "COMPLETED", 0), ("1e-3", "64", "COMPLETED", 0),
-                      ("3e-4", "16", "COMPLETED", 0), ("3e-4", "32", "FAILED", 3), ("3e-4", "64", "COMPLETED", 0)], sweep
+    assert states == [("1e-3", "16", "COMPLETED", 0), ("1e-3", "32", "COMPLETED", 0),
+                      ("1e-3", "64", "COMPLETED", 0), ("3e-4", "16", "COMPLETED", 0),
+                      ("3e-4", "32", "FAILED", 3), ("3e-4", "64", "COMPLETED", 0)], sweep
     # Each set's own log holds its own parameters.
     for row in sweep["sets"]:
         with open(row["log"]) as f:

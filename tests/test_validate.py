@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcdist import validate as v
-from hpcdist.schedulers.registry import check_dialect, check_directive, check_gpu_directives, check_job_name, suggest_job_name
+from hpcdist.schedulers.registry import (check_dialect, check_directive, check_gpu_directives,
+                                         check_job_name, suggest_job_name)
 from hpcdist.schedulers.pbs.submit import format_pbs_mem, format_pbs_walltime
 from hpcdist.schedulers.slurm.submit import format_slurm_mem, format_slurm_time
 from hpcdist.validate import (
@@ -71,7 +72,8 @@ def test_the_example_message_exactly():
 
 
 def test_import_is_cheap():
-    code = "import sys, hpcdist.validate; print(sorted(m for m in ('difflib', 'fractions', 'decimal', 'shlex') if m in sys.modules))"
+    code = ("import sys, hpcdist.validate; print(sorted(m for m in "
+            "('difflib', 'fractions', 'decimal', 'shlex') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -44,7 +44,8 @@ class Net(nn.Module):
 
 def main() -> None:
     p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--accum", type=int, default=1, help="gradient accumulation: slices per batch, one all-reduce per step")
+    p.add_argument("--accum", type=int, default=1,
+                   help="gradient accumulation: slices per batch, one all-reduce per step")
     p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="autocast dtype (fp16: GPUs only)")
     p.add_argument("--sync-bn", action="store_true", help="BatchNorm statistics over all ranks (GPUs only)")
     args = p.parse_args()
@@ -152,7 +153,8 @@ def train(args, env, device) -> None:
             time.sleep(args.step_delay)
 
     loss, acc = evaluate(model, test_set, env, device)
-    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {common.ranks(env.world_size)}")
+    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples "
+               f"from {common.ranks(env.world_size)}")
     if args.save_final and env.rank == 0:
         common.atomic_save(model.module.state_dict(), args.save_final)  # loads into a plain Net()
 

@@ -44,7 +44,8 @@ def main() -> None:
     p = common.parser(__doc__.splitlines()[0])
     p.set_defaults(batch=None, lr=None)  # the config's, unless given
     p.add_argument("--bf16", action="store_true", help="turn the config's bf16 on")
-    p.add_argument("--fp16", action="store_true", help="turn the config's fp16 on (GPUs only: loss scaling, fp16 kernels)")
+    p.add_argument("--fp16", action="store_true",
+                   help="turn the config's fp16 on (GPUs only: loss scaling, fp16 kernels)")
     deepspeed.add_config_arguments(p)  # --deepspeed, --deepspeed_config
     args = p.parse_args()
 
@@ -60,8 +61,9 @@ def main() -> None:
         # training uses the gloo group. Mark it unavailable so nothing is compiled.
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     config = load_config(args, device)
-    common.log(f"DeepSpeed ZeRO-{config.get('zero_optimization', {}).get('stage', 0)} on {common.ranks(env.world_size)} "
-               f"({env.launcher}, {dist.get_backend()}, {device.type}, config {args.deepspeed_config})")
+    common.log(f"DeepSpeed ZeRO-{config.get('zero_optimization', {}).get('stage', 0)} on "
+               f"{common.ranks(env.world_size)} ({env.launcher}, {dist.get_backend()}, "
+               f"{device.type}, config {args.deepspeed_config})")
     train(args, config, env)
     gc.collect()  # the engine is gone: the group can go (gloo aborts otherwise)
     dist.barrier()
@@ -144,7 +146,8 @@ def train(args, config, env) -> None:
             time.sleep(args.step_delay)
 
     loss, acc = evaluate(engine, test_set, env, dtype)
-    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {common.ranks(env.world_size)}")
+    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples "
+               f"from {common.ranks(env.world_size)}")
     if args.save_final:
         # ZeRO-3 keeps a shard of each weight per rank: gather them for the plain copy
         # (a no-op under stages 1 and 2). With bf16/fp16 these are the 16-bit weights.

@@ -21,7 +21,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                     get_state_dict, set_state_dict)
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -57,7 +58,8 @@ class Net(nn.Module):
 def main() -> None:
     p = common.parser(__doc__.splitlines()[0], lr=1e-3)
     p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off",
-                   help="dtype of the gathered weights and the compute (fp16: GPUs only); gradients are reduced in float32")
+                   help="dtype of the gathered weights and the compute (fp16: GPUs only); "
+                        "gradients are reduced in float32")
     args = p.parse_args()
 
     env = hpcdist.env.init_distributed(timeout=120)
@@ -113,7 +115,8 @@ def train(args, env, device) -> None:
                 break
 
     loss, acc = evaluate(model, test_set, env, device)
-    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples from {common.ranks(env.world_size)}")
+    common.log(f"eval loss {loss:.4f} accuracy {acc:.3f} on {len(test_set)} test samples "
+               f"from {common.ranks(env.world_size)}")
     if args.save_final:
         # Every rank takes part in the gather; rank 0 receives the full tensors.
         full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

@@ -102,7 +102,8 @@ def train(args, comm, env, device) -> None:
     mine = torch.tensor([F.cross_entropy(out, y, reduction="sum").item(), (out.argmax(1) == y).sum().item(), len(y)],
                         dtype=torch.float64)
     loss, correct, n = comm.allreduce(mine.numpy())
-    common.log(f"eval loss {loss / n:.4f} accuracy {correct / n:.3f} on {int(n)} test samples from {common.ranks(comm.Get_size())}")
+    common.log(f"eval loss {loss / n:.4f} accuracy {correct / n:.3f} on {int(n)} test samples "
+               f"from {common.ranks(comm.Get_size())}")
     if args.save_final and env.rank == 0:
         common.atomic_save(model.module.state_dict(), args.save_final)
 

@@ -41,8 +41,10 @@ from hpcdist.data import WeightedDistributedBatchSampler, calibrate, parse_weigh
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     share = p.add_mutually_exclusive_group()
-    share.add_argument("--weights", help="relative speed of each rank, comma-separated (2,1: rank 0 twice as fast); default equal")
-    share.add_argument("--calibrate", action="store_true", help="measure each rank's throughput first and use it as the weights")
+    share.add_argument("--weights", help="relative speed of each rank, comma-separated "
+                                         "(2,1: rank 0 twice as fast); default equal")
+    share.add_argument("--calibrate", action="store_true",
+                       help="measure each rank's throughput first and use it as the weights")
     p.add_argument("--global-batch", type=int, default=96, help="samples per optimizer step over all ranks")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--lr", type=float, default=0.1)
@@ -59,7 +61,8 @@ def main() -> None:
 
     env = hpcdist.env.init_distributed(timeout=120)  # ranks from whichever launcher started us
     device = common.settle(env, deterministic=False)
-    common.log(f"{'DeepSpeed' if args.engine == 'deepspeed' else 'DDP'} on {common.ranks(env.world_size)} ({env.launcher}, {device.type})")
+    common.log(f"{'DeepSpeed' if args.engine == 'deepspeed' else 'DDP'} on "
+               f"{common.ranks(env.world_size)} ({env.launcher}, {device.type})")
     train(args, env, device)
     # Leave together: gloo can abort at exit when one rank tears the group down
     # while another still uses it; train() has returned, so its model is gone.
@@ -185,8 +188,8 @@ def train(args, env, device) -> None:
     dist.all_gather(gathered, after)
     same = all(torch.equal(g, gathered[0]) for g in gathered)
     accuracy = test_accuracy(net, test_set, device)
-    common.log(f"loss {before:.4f} -> {after.item():.4f} on {common.ranks(env.world_size)}; identical on all ranks: {same}; "
-               f"test accuracy {accuracy:.3f}")
+    common.log(f"loss {before:.4f} -> {after.item():.4f} on {common.ranks(env.world_size)}; "
+               f"identical on all ranks: {same}; test accuracy {accuracy:.3f}")
 
 
 @torch.no_grad()

@@ -12,7 +12,8 @@ from hpcdist.shell import words_to_line
 
 
 def job_spec(args: Namespace, check_files: bool = True):
-    from hpcdist.submission.profiles import KEYS, REMOTE_KEYS, ProfileError, build, load_profile  # not `status`'s to pay
+    # not at the top: not `status`'s to pay
+    from hpcdist.submission.profiles import KEYS, REMOTE_KEYS, ProfileError, build, load_profile
 
     given = next((key for key in REMOTE_KEYS if getattr(args, key, None) is not None), None)
     if given == "remote":  # submit and render with one are hpcdist.cli.remote's; doctor runs here

@@ -96,7 +96,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         supervise = sub.add_parser(
             "supervise", **help_end("supervise"),
             help="run a pdsh-based launcher; end it on every node when one node fails (in job scripts)",
-            description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end the launch everywhere.")
+            description="Run COMMAND (DeepSpeed over pdsh); when pdsh reports a failed node, end "
+                        "the launch everywhere.")
         supervise.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
         supervise.set_defaults(run=run_supervise)
     if only in (None, "requeue"):

@@ -35,16 +35,20 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
     # allow_abbrev=False: the script's own flags (--deepspeed) must never be taken for an
     # abbreviation of ours (--deepspeed-config).
     if only in (None, "render"):
-        render = sub.add_parser("render", **help_end("render"), help="print the job script for a training script", allow_abbrev=False,
-                                description="Render the job script `hpcdist submit` would submit.")
+        render = sub.add_parser(
+            "render", **help_end("render"), help="print the job script for a training script",
+            allow_abbrev=False, description="Render the job script `hpcdist submit` would submit.")
         job_flags(render)
         render.set_defaults(run=run_render, parser=render)
     if only in (None, "submit"):
-        submit = sub.add_parser("submit", **help_end("submit"), help="write the job script and submit it", allow_abbrev=False,
-                                description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
+        submit = sub.add_parser(
+            "submit", **help_end("submit"), help="write the job script and submit it",
+            allow_abbrev=False,
+            description="Render the job script into .hpcdist/jobs/<name>-<time>/ and submit it.")
         job_flags(submit)
         dry_run, wait, as_json, resubmit, failed = OWN_FLAGS["submit"]
-        submit.add_argument(dry_run, action="store_true", help="print the script and the submit command; submit nothing")
+        submit.add_argument(dry_run, action="store_true",
+                            help="print the script and the submit command; submit nothing")
         submit.add_argument(wait, action="store_true", help="follow the job to its end; exit with its exit code")
         submit.add_argument(as_json, action="store_true",
                             help="print a JSON object (job_id, scheduler, job_name, script, folder, log)")
@@ -75,7 +79,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         cancel.set_defaults(run=run_cancel)
     if only in (None, "doctor"):
         doctor = sub.add_parser(
-            "doctor", **help_end("doctor"), help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
+            "doctor", **help_end("doctor"),
+            help="check every node of the allocation: ssh, launchers, versions, GPUs, master port",
             allow_abbrev=False,
             description="Inside a job: check every node of the allocation and print what to fix. "
             "With --scheduler slurm|pbs (and --nodes ...): submit a job that runs this check, and show its answer.")
@@ -84,7 +89,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
         job_flags(doctor, script=False)
         doctor.set_defaults(run=run_doctor)
     if only in (None, "profiles"):
-        profiles = sub.add_parser("profiles", **help_end("profiles"), help="list the profiles and site presets; show one",
+        profiles = sub.add_parser("profiles", **help_end("profiles"),
+                                  help="list the profiles and site presets; show one",
                                   description="Your profiles (./hpcdist.toml, ~/.config/hpcdist/config.toml) and "
                                   "the site presets hpcdist ships, or what one of them sets.")
         profiles.add_argument("name", nargs="?", metavar="NAME")
@@ -92,7 +98,8 @@ def add_parsers(sub, only: str | None, command: str | None) -> None:
 
 
 def run_render(args: Namespace) -> int:
-    from hpcdist.submission.render import render  # not at the top: every command, status and agents too, imports this module
+    # not at the top: every command, status and agents too, imports this module
+    from hpcdist.submission.render import render
 
     _check_flags_after_script(args)
     spec = job_spec(args)

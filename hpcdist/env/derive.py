@@ -206,11 +206,13 @@ def unknown_reason(env: EnvReader, reading: "D.Reading", field: str, real: bool)
                 f"mpirun.")
     mpi = launcher == "mpi4py" or env.has_any(*D.MPI_MARKERS)
     note = " (mpi4py discovery runs only for the process's own environment)" if mpi and not real else ""
-    install = ", or install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so hpcdist can ask MPI" if mpi else ""
+    install = (", or install mpi4py in the job's environment (pip install 'hpcdist[mpi]') so "
+               "hpcdist can ask MPI") if mpi else ""
     if field in ("node_rank", "master_addr") and "local_world_size" in values and "world_size" in values:
         variable = {"master_addr": "MASTER_ADDR (the host of rank 0)", "node_rank": "NODE_RANK"}[field]
-        return (f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, {values['local_world_size'][0]} on "
-                f"this node) and nothing says its {D.MEANING.get(field, 'master address')}{note}: set {variable} for every "
+        return (f"this {launcher} run spans nodes ({values['world_size'][0]} ranks, "
+                f"{values['local_world_size'][0]} on this node) and nothing says its "
+                f"{D.MEANING.get(field, 'master address')}{note}: set {variable} for every "
                 f"rank (mpirun -x, srun --export=ALL){install}.")
     if field in ("node_rank", "master_addr"):
         return (f"the world size or the number of processes on this node is unknown, so whether this {launcher} "

@@ -386,7 +386,9 @@ class PbsExecutor(core.PicklingExecutor):
             script.symlink_to(record.script)
         return found
 
-    def _internal_process_submissions(self, delayed_submissions: tp.List[utils.DelayedSubmission]) -> tp.List[core.Job[tp.Any]]:
+    def _internal_process_submissions(
+            self, delayed_submissions: tp.List[utils.DelayedSubmission]
+    ) -> tp.List[core.Job[tp.Any]]:
         if len(delayed_submissions) == 1:
             return super()._internal_process_submissions(delayed_submissions)
         folder = utils.JobPaths.get_first_id_independent_folder(self.folder)

@@ -23,7 +23,8 @@ def _own_logs(folder: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     out = os.open(paths.stdout, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    err = out if os.environ.get(STDERR_VARIABLE) else os.open(paths.stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    err = out if os.environ.get(STDERR_VARIABLE) else os.open(
+        paths.stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     print(f"hpcdist: task {env.global_rank} of job {env.job_id} on {env.hostname}: its output is in "
           f"{paths.stdout}", file=sys.stderr, flush=True)
     os.dup2(out, 1)

@@ -9,9 +9,10 @@ Where neither can, the job script hands the agent's command to this command, in 
 
 How each way starts its agents is its scheduler's (``--pbsdsh``: :mod:`hpcdist.schedulers.pbs.pbsdsh`;
 ``--elastic``: :mod:`hpcdist.schedulers.slurm.job`; ``--local``: :mod:`hpcdist.schedulers.local.job`;
-the command picks one: :func:`hpcdist.cli.in_job.run_by_hand`); what they share is here: :func:`watch` follows the agents, and when one ends badly it says which
-node and why, ends the others (:mod:`hpcdist.injob.end_all`'s rule) and exits with that
-status. SIGTERM, SIGINT and SIGHUP (a cancel, the walltime) are passed on to every agent.
+the command picks one: :func:`hpcdist.cli.in_job.run_by_hand`); what they share is here:
+:func:`watch` follows the agents, and when one ends badly it says which node and why, ends the
+others (:mod:`hpcdist.injob.end_all`'s rule) and exits with that status. SIGTERM, SIGINT and
+SIGHUP (a cancel, the walltime) are passed on to every agent.
 ``--node`` is one node's own agent, for a way of starting that cannot tell how its command ended
 (PBS Pro's pbsdsh exits 0 whatever its task did): it runs the command, passes signals on, and
 leaves the command's status in ``--status FILE``. ``--reap`` becomes the command (exec) and leaves
@@ -247,5 +248,6 @@ def parse(argv: list) -> "tuple[dict, list]":
             raise SystemExit(f"hpcdist agents: error: unexpected {word!r}\n{USAGE}")
     command = argv[split + 1:]
     if "by" not in options or not command:
-        raise SystemExit(f"hpcdist agents: error: say how (--pbsdsh, --elastic, --local, --reap) and what to run\n{USAGE}")
+        raise SystemExit(f"hpcdist agents: error: say how (--pbsdsh, --elastic, --local, --reap) "
+                         f"and what to run\n{USAGE}")
     return options, command

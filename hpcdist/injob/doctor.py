@@ -98,8 +98,8 @@ def _ssh(port: int | None, timeout: int = 10) -> list[str]:
 
 def ssh_problem(host: str, port: int | None = None, timeout: int = 10) -> str | None:
     try:
-        proc = subprocess.run(_ssh(port, timeout) + ["--", host, "true"], capture_output=True, text=True, timeout=timeout + 5,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(_ssh(port, timeout) + ["--", host, "true"], capture_output=True,
+                              text=True, timeout=timeout + 5, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         return "no ssh client here"
     except subprocess.TimeoutExpired:
@@ -145,8 +145,9 @@ def probe_nodes(hosts: list[str], ssh_port: int | None = None) -> dict[str, dict
             found[host] = probe()
             continue
         try:
-            proc = subprocess.run(_ssh(ssh_port) + ["--", host, " ".join(_probe_argv())], capture_output=True, text=True,
-                                  timeout=60, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(_ssh(ssh_port) + ["--", host, " ".join(_probe_argv())],
+                                  capture_output=True, text=True, timeout=60,
+                                  stdin=subprocess.DEVNULL)
             found[host] = json.loads(proc.stdout) if proc.returncode == 0 else (
                 proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         except (subprocess.TimeoutExpired, ValueError, FileNotFoundError) as e:

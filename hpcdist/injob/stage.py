@@ -319,10 +319,11 @@ def main(argv: list) -> int:
         return 1
     if command == "unpack":
         if record.get("image_failed"):
-            print(f"hpcdist: {host}: the environment's image did not mount, unpacking instead: {record['image_failed']}",
-                  file=sys.stderr, flush=True)
+            print(f"hpcdist: {host}: the environment's image did not mount, unpacking instead: "
+                  f"{record['image_failed']}", file=sys.stderr, flush=True)
         what = "an image, mounted by the launch" if record["how"] == "image" else "unpacked"
-        print(f"hpcdist: {host}: environment staged into {record['dir']} in {record['ended'] - record['started']:.1f} s "
+        print(f"hpcdist: {host}: environment staged into {record['dir']} in "
+              f"{record['ended'] - record['started']:.1f} s "
               f"({record['bytes'] / 1e6:.0f} MB read once; {what})", file=sys.stderr, flush=True)
     return 0
 

@@ -38,8 +38,8 @@ from collections import namedtuple
 from stat import S_ISREG
 
 from hpcdist import STATE_DIR
-from hpcdist.jobs.folders import (JobFolderError, cannot_create, check_ours, looks_like_id, read_bytes, record_problem, shown,
-                             unreadable, usable_root, word)
+from hpcdist.jobs.folders import (JobFolderError, cannot_create, check_ours, looks_like_id,
+                                  read_bytes, record_problem, shown, unreadable, usable_root, word)
 from hpcdist.schedulers import QUEUED
 from hpcdist.jobs.subjobs import indexed, logs_of
 
@@ -278,8 +278,8 @@ def _record_text(record: dict) -> str:
 def _read_record(path: str) -> dict:
     """The checked record of the job folder ``path``: the folder and the record ours alone (the
     record checked on the file opened: it cannot be swapped in between), of the shape hpcdist
-    writes, and a local job's runner file ours too. FileNotFoundError (or NotADirectoryError, IsADirectoryError) when the folder holds
-    no record file; JobFolderError otherwise."""
+    writes, and a local job's runner file ours too. FileNotFoundError (or NotADirectoryError,
+    IsADirectoryError) when the folder holds no record file; JobFolderError otherwise."""
     import json  # not at the top: see above
 
     record = f"{path}/{RECORD}"

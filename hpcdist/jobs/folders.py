@@ -128,7 +128,8 @@ def check_ours(path: str, what: str, st: os.stat_result | None = None) -> None:
         fix = (f"check that no one changed it, then chmod go-w {word(path)}" if st.st_uid == me
                else "remove the job folder if the job is not yours or not needed")
     elif os.path.islink(path):
-        fix = f"keep jobs in a folder only you can write to: remove the link (rm {word(path)}) and hpcdist makes its own"
+        fix = (f"keep jobs in a folder only you can write to: remove the link (rm {word(path)}) "
+               "and hpcdist makes its own")
     elif st.st_uid != me:  # another user's jobs, in a shared project folder (or a uid no one has now)
         fix = (f"submit from a folder of your own (the jobs there are that user's), or, once they no longer need "
                f"them, move it away (mv {word(path)} {word(path + '.old')}) and hpcdist makes its own")

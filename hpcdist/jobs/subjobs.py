@@ -31,7 +31,8 @@ def indexed(prefix: str, suffix: str = "") -> list[tuple[int, str]]:
     for name in names:
         index = name[len(start):len(name) - len(suffix)] if name.startswith(start) and name.endswith(suffix) else ""
         # ASCII digits only, and few: an index, not some other file that shares the prefix.
-        if index.isascii() and index.isdigit() and len(index) <= 9 and len(name) == len(start) + len(index) + len(suffix):
+        if (index.isascii() and index.isdigit() and len(index) <= 9
+                and len(name) == len(start) + len(index) + len(suffix)):
             found.append((int(index), os.path.join(folder, name)))
     return sorted(found)
 

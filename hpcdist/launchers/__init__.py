@@ -51,7 +51,8 @@ def get(name: str) -> "Launcher":
     return _LOADED[name]
 
 
-# ``spec`` below and in every launcher is a hpcdist.submission.spec.JobSpec, not imported: the spec imports this package.
+# ``spec`` below and in every launcher is a hpcdist.submission.spec.JobSpec, not imported: the
+# spec imports this package.
 
 
 #: A SCRIPT of these names is a shell script: every launcher but ``none`` starts SCRIPT with python

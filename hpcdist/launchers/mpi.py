@@ -208,7 +208,8 @@ class Pals(Flavour):
     hostfile_flag, count_flag, hostfile_format = "--hostfile", "-n", "nodes"
     # One agent per host: its rank is its host's index, which PALS_NODEID says outright.
     rank_variable = "PALS_NODEID"
-    RANK_FAILED = r"^(?P<host>[^\s:]+): rank (?P<rank>\d+) (?:exited with code (?P<code>\d+)|died from (?P<sig>signal \d+))"
+    RANK_FAILED = (r"^(?P<host>[^\s:]+): rank (?P<rank>\d+) "
+                   r"(?:exited with code (?P<code>\d+)|died from (?P<sig>signal \d+))")
 
     def placement(self, per_node, agents):
         return ["--ppn", str(per_node)]

@@ -295,8 +295,9 @@ class Recorder:
 
     def _write(self, now: float) -> None:
         state = {"rank": self.rank, "local_rank": self.local_rank, "node": self.node, "pid": os.getpid(),
-                 "step": self.steps, "first_step": self.first_step, "last_step": self.last_step, "phase": self.phase,
-                 "rate": self.rate(), "work": self.work_per_step(), "started": self.started, "written": now, "interval": self.interval,
+                 "step": self.steps, "first_step": self.first_step, "last_step": self.last_step,
+                 "phase": self.phase, "rate": self.rate(), "work": self.work_per_step(),
+                 "started": self.started, "written": now, "interval": self.interval,
                  "world": self.world, "run": self.run, "proc_started": self.proc_started,
                  "rdzv_started": self.rdzv_started, "rdzv_ended": self.rdzv_ended}
         if self.exit is not None:  # how it ended: a restart tells a code fault from a lost peer

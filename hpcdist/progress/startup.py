@@ -113,7 +113,8 @@ def breakdown(ranks: list[dict], found: dict, job_started: float | None = None) 
         last = max(stepped, key=lambda r: r["first_step"]) if stepped and len(stepped) == len(node_ranks) else None
         r = last or (max(node_ranks, key=lambda r: r.get("started") or 0) if node_ranks else {})
         proc, begun = _number(r.get("proc_started")), _number(r.get("started"))
-        rdzv, rdzv_end, first = _number(r.get("rdzv_started")), _number(r.get("rdzv_ended")), _number(r.get("first_step"))
+        rdzv, rdzv_end, first = (_number(r.get("rdzv_started")), _number(r.get("rdzv_ended")),
+                                 _number(r.get("first_step")))
         before_launch = stage_end if stage_end is not None else setup_end
         row = {"setup": _span(setup_end, start), "staging": _span(stage_end, setup_end),
                "launcher": _span(proc, before_launch), "rank_start": _span(begun, proc),
@@ -174,7 +175,8 @@ def lines(result: dict | None) -> list[str]:
     shown = sorted(nodes) if len(nodes) <= LISTED else order[:LISTED]
     for n in shown:
         row = nodes[n]
-        table.append(f"{n:<{width}} " + " ".join(f"{_cell(row[k]):>10}" for k, _ in SEGMENTS) + f" {_cell(row['total']):>8}")
+        table.append(f"{n:<{width}} " + " ".join(f"{_cell(row[k]):>10}" for k, _ in SEGMENTS)
+                     + f" {_cell(row['total']):>8}")
     if len(nodes) > LISTED:
         known = sorted(row["total"] for row in nodes.values() if row["total"] is not None)
         median = f"{known[len(known) // 2]:.1f} s" if known else "-"

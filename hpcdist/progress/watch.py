@@ -442,6 +442,7 @@ def end_line(ranks: list[dict]) -> str | None:
     if not trails:
         return head + "none trails the median"
     node = next(r.get("node", "?") for r in ranks if r["rank"] == slowest)
-    work = f", {works[slowest] * 1000:.0f} ms of its own work per step (median {median_work * 1000:.0f} ms)" if works else ""
+    work = (f", {works[slowest] * 1000:.0f} ms of its own work per step "
+            f"(median {median_work * 1000:.0f} ms)") if works else ""
     rate = f"{rates[slowest]:.2f} steps/s" if slowest in rates else "no step rate"
     return f"{head}rank {slowest} on {node} at {rate}{work}"

@@ -65,7 +65,8 @@ def facts(data: dict) -> str:
              ("ranks", snap["ranks"] and len(snap["ranks"]), None),
              ("steps", f"{snap['step_min']}-{snap['step_max']}", None),
              ("median steps/s", snap["median_rate"] or None, "median_rate"),  # 0: no step yet
-             ("submitted", _when(data.get("submitted_at")), None), ("run started", _when(data.get("run_started")), None),
+             ("submitted", _when(data.get("submitted_at")), None),
+             ("run started", _when(data.get("run_started")), None),
              ("ended", _when(ended.get("time") or data.get("ended_at")), None),
              ("restarts of the launch", len(data.get("restarts") or []) or None, None),
              ("log", row.get("log"), None)]

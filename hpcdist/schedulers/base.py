@@ -3,10 +3,10 @@ and the :class:`Scheduler` interface each scheduler module implements.
 
 Nothing here knows one scheduler from another: a scheduler's own grammar (its job names, its
 directives) is data or a method of its class in its own module, its job ids' grammar is in
-its folder (``<name>/ids.py``, an :class:`~hpcdist.schedulers.job_ids.IdGrammar`), and what a message says of the others is in the package's
-names (:mod:`hpcdist.schedulers`). This module loads no scheduler: they import it
-(:mod:`hpcdist.schedulers.registry` finds one by name). Running the commands is
-:mod:`~hpcdist.schedulers.batch`'s.
+its folder (``<name>/ids.py``, an :class:`~hpcdist.schedulers.job_ids.IdGrammar`), and what a
+message says of the others is in the package's names (:mod:`hpcdist.schedulers`). This module
+loads no scheduler: they import it (:mod:`hpcdist.schedulers.registry` finds one by name).
+Running the commands is :mod:`~hpcdist.schedulers.batch`'s.
 
 States
 ------

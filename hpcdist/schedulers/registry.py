@@ -1,5 +1,6 @@
-"""The schedulers by name: :func:`get` loads a scheduler's submit side (``<name>/submit.py``) when it is first asked for, and
-the job spec's checks that take a scheduler's name (``--scheduler``) ask it.
+"""The schedulers by name: :func:`get` loads a scheduler's submit side (``<name>/submit.py``)
+when it is first asked for, and the job spec's checks that take a scheduler's name
+(``--scheduler``) ask it.
 
 Where it runs: on the login node (render, submit, status) and in a job's requeue.
 

@@ -114,7 +114,8 @@ def directive_line(scheduler, line: str) -> str:
                                     f"Give the bare option ({example}) or a full line ({prefix} {example}).")
         found = next(name for name, its in DIRECTIVE_PREFIXES.items() if its[1:] == m.group(1).upper())
         if found != scheduler.name:
-            raise v.ValidationError(field, line, f"is a {TITLES[found]} directive, but --scheduler is {scheduler.name}.",
+            raise v.ValidationError(field, line, f"is a {TITLES[found]} directive, but --scheduler "
+                                    f"is {scheduler.name}.",
                                     f"Write the {scheduler.title} option instead (e.g. {example}), "
                                     f"or submit with --scheduler {found}.")
         s = s[m.end():].strip()

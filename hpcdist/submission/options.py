@@ -137,7 +137,8 @@ OPTIONS = (
     Option("array", str, None, WHERE, check=_array, metavar="INDICES",
            help="a job array, one job per index: 0-15, 1,3,5, 0-15:2 (every second), 0-15%4 (4 at a time); "
                 "Slurm --array, PBS -J (Torque -t)"),
-    # A sweep: one array whose subjob i runs set i; the site's caps where its scheduler does not say them (hpcdist.sweeps).
+    # A sweep: one array whose subjob i runs set i; the site's caps where its scheduler does not say
+    # them (hpcdist.sweeps).
     Option("sweep", list, None, WHERE, check=Elsewhere("hpcdist.sweeps.sets:option_check"), metavar="KEY=V1,V2",
            help="run the script once per value as one job array (repeated: every combination), --KEY VALUE appended"),
     Option("sweep_file", str, None, WHERE, check=_word, metavar="FILE",
@@ -202,7 +203,8 @@ OPTIONS = (
     # Containers (hpcdist.containers): where each launcher runs, and each runtime's words.
     Option("container_image", str, None, ENVIRONMENT, check=_word, metavar="IMAGE",
            help="run the training inside this image (a .sif file, docker://..., a podman image)"),
-    Option("container_runtime", str, "apptainer", ENVIRONMENT, check=_one_of, choices=CONTAINER_RUNTIMES, owner="container",
+    Option("container_runtime", str, "apptainer", ENVIRONMENT, check=_one_of,
+           choices=CONTAINER_RUNTIMES, owner="container",
            help="what runs the image (default: apptainer)"),
     Option("container_gpu", str, "auto", ENVIRONMENT, check=_one_of, choices=CONTAINER_GPUS, owner="container",
            help="the GPUs in the container: nv, rocm, none (default auto: nv with --gpus-per-node)"),

@@ -155,8 +155,9 @@ def user_setup(spec: JobSpec) -> dict:
     every = bool(lines) and spec.setup_on == "every-node"
     spread = []
     if every:
-        spread = schedulers.get(spec.scheduler, spec.dialect).spread(spec, ["bash", "-e", Shell('"$run_dir/setup.sh"')],
-                                                                     launchers.hpcdist_command(spec), FLAVOURS[spec.mpi])
+        spread = schedulers.get(spec.scheduler, spec.dialect).spread(
+            spec, ["bash", "-e", Shell('"$run_dir/setup.sh"')], launchers.hpcdist_command(spec),
+            FLAVOURS[spec.mpi])
     return dict(source=source, end=SETUP_END, batch=[] if every else lines, every_node=lines if every else [],
                 spread=[Shell(line) for line in spread])
 
@@ -315,7 +316,8 @@ def _check_folder(path: str, what: str) -> str:
     try:
         return validate.check_text(path, what)
     except validate.ValidationError as e:
-        raise validate.ValidationError(e.field, e.value, e.rule, "Rename the folder, or submit from another one.") from None
+        raise validate.ValidationError(e.field, e.value, e.rule,
+                                       "Rename the folder, or submit from another one.") from None
 
 
 def _job_files(job_dir: str | None, spec, scheduler):
@@ -360,7 +362,7 @@ def render(spec: JobSpec, *, command_line: str | None = None, workdir: str | Non
     launcher = launchers.get(spec.launcher)
     import jinja2  # imported by environment() already
 
-    if sweep is not None:  # one array of a sweep (hpcdist.sweeps.arrays.Part): each subjob's set after the script's arguments
+    if sweep is not None:  # a sweep's array (sweeps.arrays.Part): subjob i's set after the args
         spec = sweep.apply(spec)
     context = _context(spec, scheduler, launcher, command_line, workdir, job_dir)
     context["sweep"] = sweep and sweep.context()
@@ -392,7 +394,8 @@ def _template_error(error, env, name: str) -> validate.ValidationError:
     else:
         rule = f"{type(error).__name__}: {getattr(error, 'message', None) or error}."
     return validate.ValidationError("template", f"{where}:{line}" if line else where, rule,
-                                    "Fix the template (hpcdist/schedulers/TEMPLATES.md says what it gets), or use hpcdist's own.")
+                                    "Fix the template (hpcdist/schedulers/TEMPLATES.md says what "
+                                    "it gets), or use hpcdist's own.")
 
 
 def _template_file(env, name: str) -> str:

@@ -316,13 +316,15 @@ def _check_output(out: dict) -> None:
     fix = "Name a new file for the log (e.g. --output logs/train.log), or leave --output out."
     for name, field in (("script", "SCRIPT"), ("deepspeed_config", "--deepspeed-config"), ("template", "--template")):
         if name in out and os.path.exists(log) and os.path.exists(out[name]) and os.path.samefile(log, out[name]):
-            raise v.ValidationError("--output", log, f"is {field} {out[name]!r}: the job's log would overwrite it.", fix)
+            raise v.ValidationError("--output", log, f"is {field} {out[name]!r}: the job's log "
+                                    "would overwrite it.", fix)
     if os.path.isdir(log):
         raise v.ValidationError("--output", log, "is a folder; the log is a file.", fix)
     folder = os.path.dirname(log) or "."
     if not os.path.isdir(folder):
-        raise v.ValidationError("--output", log, f"is in {folder!r}, which does not exist: the scheduler would not "
-                                "create it, and the job would have no log.", f"Create it first (mkdir -p {quote(folder)}).")
+        raise v.ValidationError("--output", log, f"is in {folder!r}, which does not exist: the "
+                                "scheduler would not create it, and the job would have no log.",
+                                f"Create it first (mkdir -p {quote(folder)}).")
 
 
 def _check_program(out: dict) -> None:

@@ -84,13 +84,16 @@ def environment(spec, environ=None) -> tuple[str, str]:
     elif sys.prefix != sys.base_prefix:
         path, kind, flag = sys.prefix, "venv", "the venv hpcdist runs in"
     else:
-        raise validate.ValidationError("--stage-env", "on", "needs a Python environment to stage, and none is given "
-                                       "or active.", "Give --venv DIR or --conda ENV, or activate one before submitting.")
+        raise validate.ValidationError(
+            "--stage-env", "on", "needs a Python environment to stage, and none is given or "
+            "active.",
+            "Give --venv DIR or --conda ENV, or activate one before submitting.")
     path = os.path.abspath(os.path.expanduser(path))
     marker = "pyvenv.cfg" if kind == "venv" else "conda-meta"
     if not os.path.exists(os.path.join(path, marker)):
-        raise validate.ValidationError(flag, path, f"is not a {kind} environment (no {marker} in it): --stage-env "
-                                       "packs a whole environment.", f"Give the {kind}'s own folder, or leave --stage-env out.")
+        raise validate.ValidationError(
+            flag, path, f"is not a {kind} environment (no {marker} in it): --stage-env packs a "
+            "whole environment.", f"Give the {kind}'s own folder, or leave --stage-env out.")
     return path, kind
 
 
@@ -256,9 +259,10 @@ def _pack_tar(p: Plan) -> None:
     # tar 1: a file changed while it was read (a pip run beside it): the next submit packs it again.
     if squeeze.returncode or tar_status not in (0, 1):
         os.unlink(temporary)
-        raise validate.ValidationError("--stage-env", p.origin, f"could not be packed (tar {tar_status}, "
-                                       f"{command[0]} {squeeze.returncode}).", "Check that every file of the "
-                                       "environment is readable and the submit folder has room, or leave --stage-env out.")
+        raise validate.ValidationError(
+            "--stage-env", p.origin, f"could not be packed (tar {tar_status}, {command[0]} "
+            f"{squeeze.returncode}).", "Check that every file of the environment is readable and "
+            "the submit folder has room, or leave --stage-env out.")
     os.replace(temporary, p.archive)
 
 
@@ -269,14 +273,16 @@ def wrapper_text(p: Plan) -> str:
     return (f"#!/bin/sh\n"
             f"# Written by hpcdist --stage-env: runs a command from this node's own copy of\n"
             f"# {p.origin}, unpacked into {p.root} at the job's start (hpcdist.injob.stage).\n"
-            f'env_dir={root}/{NODE_DIR}-"${{HPCDIST_JOB_ID:?hpcdist --stage-env: HPCDIST_JOB_ID is not set}}"-"$(uname -n)"\n'
+            f'env_dir={root}/{NODE_DIR}-'
+            f'"${{HPCDIST_JOB_ID:?hpcdist --stage-env: HPCDIST_JOB_ID is not set}}"-"$(uname -n)"\n'
             f'if [ ! -x "$env_dir/bin/python" ]; then\n'
             f'  echo "hpcdist: $(uname -n): no staged environment in $env_dir (--stage-env): its staging failed or '
             f'was removed" >&2\n'
             f"  exit 1\n"
             f"fi\n"
             f'if [ -f "$env_dir/{MOUNT_SCRIPT}" ] && ! sh "$env_dir/{MOUNT_SCRIPT}"; then\n'
-            f'  echo "hpcdist: $(uname -n): cannot mount the staged environment\'s image in $env_dir (--stage-env)" >&2\n'
+            f'  echo "hpcdist: $(uname -n): cannot mount the staged environment\'s image in '
+            f'$env_dir (--stage-env)" >&2\n'
             f"  exit 1\n"
             f"fi\n"
             f'{prefix}=$env_dir HPCDIST_PYTHON=$env_dir/bin/python PATH=$env_dir/bin:$PATH\n'
@@ -317,9 +323,10 @@ def refuse(spec, launcher, scheduler) -> None:
     """The launches whose ranks a per-node wrapper cannot reach: DeepSpeed's runners start the other
     nodes' ranks themselves, by the first node's interpreter path."""
     if launcher.name == "deepspeed" and not launcher.per_node(spec) and spec.nodes > 1 and not scheduler.one_host:
-        raise validate.ValidationError("--stage-env", "on", f"cannot reach the ranks DeepSpeed's {spec.deepspeed_runner} "
-                                       "runner starts on the other nodes (it names the first node's python).",
-                                       "Add --no-ssh (one DeepSpeed launcher per node), or use --launcher torchrun.")
+        raise validate.ValidationError(
+            "--stage-env", "on", f"cannot reach the ranks DeepSpeed's {spec.deepspeed_runner} "
+            "runner starts on the other nodes (it names the first node's python).",
+            "Add --no-ssh (one DeepSpeed launcher per node), or use --launcher torchrun.")
 
 
 def script(spec, scheduler, p: Plan, mpi) -> dict:

@@ -433,4 +433,5 @@ class _LogFollower:
                 raise JobFolderError(f"cannot read the log {path!r}: {e}") from None
 
 
-__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "exit_status", "log_text", "write_logs", "first_failure", "SubmitError"]
+__all__ = ["submit", "status", "statuses", "recorded_end", "cancel", "wait", "exit_status",
+           "log_text", "write_logs", "first_failure", "SubmitError"]

@@ -51,7 +51,8 @@ class Part:
         """The template's ``sweep``: ``lines``, each set's assignments as shell (its values quoted),
         by array index; written here, not in Jinja, as a 10,000-set sweep's script costs less so."""
         names = [variable(k) for k in self.keys]
-        lines = [Shell(" ".join([f"{SET_VARIABLE}={number}", *(f"{n}={quote(one[k])}" for n, k in zip(names, self.keys))]))
+        lines = [Shell(" ".join([f"{SET_VARIABLE}={number}",
+                                 *(f"{n}={quote(one[k])}" for n, k in zip(names, self.keys))]))
                  for number, one in self.sets]
         index = self.index_variable if self.is_array else None
         return {"index": index, "index_ref": Shell(f"${{{index}:-}}") if index else None, "lines": lines,
@@ -180,7 +181,8 @@ def _submit_waiting(submit, spec, part, command_line, root, caps, count_queued, 
             if queued == 0:
                 raise SubmitError(f"{e}\nThe array of {count} sets was refused for a per-user job limit with none of "
                                   f"your jobs queued: the limit is below {count}; hpcdist read {job_cap.words()}. Give "
-                                  f"--max-submit-jobs N (or the profile key max_submit_jobs) with the site's limit.") from None
+                                  f"--max-submit-jobs N (or the profile key max_submit_jobs) with "
+                                  f"the site's limit.") from None
             print(f"hpcdist submit: the scheduler holds no more of your jobs now ({said}); array {part.part + 1} of "
                   f"{part.parts} waits {POLL_S:g} s for room", file=out, flush=True)
             time.sleep(POLL_S)

@@ -68,7 +68,8 @@ def render_first(spec, command_line: str, sets: list | None = None, dry_run: boo
     first = ranges[0]
     part = arrays.Part("<sweep>", list(sets[0]), [(n, sets[n]) for n in first], scheduler.array_index_variable,
                        0, len(ranges))
-    part_spec = dataclasses.replace(spec, sweep=(), sweep_file=None, array=arrays.array_of(len(first), spec.max_running))
+    part_spec = dataclasses.replace(spec, sweep=(), sweep_file=None,
+                                    array=arrays.array_of(len(first), spec.max_running))
     sys.stdout.write(render(part_spec, command_line=command_line, sweep=part))
     said = "hpcdist submit: dry run, nothing submitted; " if dry_run else "hpcdist render: "
     if here:

@@ -72,7 +72,8 @@ def product(sweeps: list[str]) -> list[dict]:
     for text in sweeps:
         key, values = parse_sweep(text)
         if key in seen or variable(key) in {variable(k) for k in seen}:
-            raise ValidationError(SWEEP, text, f"the key {key} is swept twice (also in {SWEEP} {seen.get(key) or '...'!r}).",
+            raise ValidationError(SWEEP, text, f"the key {key} is swept twice "
+                                  f"(also in {SWEEP} {seen.get(key) or '...'!r}).",
                                   f"Give each key once, with all its values: {key}=A,B,C.")
         seen[key] = text
         parsed.append((key, values))
@@ -106,7 +107,8 @@ def read_file(path: str) -> list[dict]:
         try:
             items = json.loads(text)
         except ValueError as e:
-            raise ValidationError(SWEEP_FILE, path, f"is not JSON: {e}.", 'Write a list of objects: [{"lr": 0.001}].') from None
+            raise ValidationError(SWEEP_FILE, path, f"is not JSON: {e}.",
+                                  'Write a list of objects: [{"lr": 0.001}].') from None
         return checked_sets(items, path)
     if path.endswith((".yaml", ".yml")):
         try:
@@ -168,7 +170,8 @@ def checked_sets(items, where: str) -> list[dict]:
         elif sorted(one) != sorted(keys):
             missing = sorted(set(keys) - set(one)) or sorted(set(one) - set(keys))
             raise ValidationError(SWEEP_FILE, here, f"names {', '.join(sorted(one))}, the first set "
-                                  f"{', '.join(keys)}: every set must name the same keys (differs in {', '.join(missing)}).",
+                                  f"{', '.join(keys)}: every set must name the same keys "
+                                  f"(differs in {', '.join(missing)}).",
                                   "Give every set every key.")
         sets.append({key: one[key] for key in keys})
     _no_twins(sets, where)

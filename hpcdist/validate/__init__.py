@@ -28,8 +28,9 @@ from hpcdist.validate.quantities import (  # noqa: F401
     positive_int
 )
 from hpcdist.validate.words import (  # noqa: F401
-    BASH_KEYWORDS, BASH_READONLY, MAX_COUNT, check_array, check_binding, check_choice, check_constraint, check_dependency,
-    check_env_name, check_env_settable, check_mail, check_name, check_positive, check_program,
+    BASH_KEYWORDS, BASH_READONLY, MAX_COUNT, check_array, check_binding, check_choice,
+    check_constraint, check_dependency, check_env_name, check_env_settable, check_mail, check_name,
+    check_positive, check_program,
     check_remote_folder, check_ssh_destination, check_text, check_utf8, check_word,
     parse_env_assignment
 )

@@ -70,9 +70,10 @@ class Local(Scheduler):
         nodes, procs = values.get("nodes", 1), values["procs_per_node"]
         if nodes * procs > MAX_LOCAL_PROCESSES:
             flag, value = ("--procs-per-node", procs) if procs > MAX_LOCAL_PROCESSES else ("--nodes", nodes)
-            raise v.ValidationError(flag, str(value), f"the local backend would start {nodes * procs} processes "
-                                    f"on this host ({nodes} node(s) x {procs}); it starts at most {MAX_LOCAL_PROCESSES}.",
-                                    "Ask for fewer, or submit with --scheduler slurm or pbs.")
+            raise v.ValidationError(
+                flag, str(value), f"the local backend would start {nodes * procs} processes on "
+                f"this host ({nodes} node(s) x {procs}); it starts at most {MAX_LOCAL_PROCESSES}.",
+                "Ask for fewer, or submit with --scheduler slurm or pbs.")
         for key, flag, why in UNSUPPORTED:
             if given.get(key) not in (None, False, "", [], ()):
                 raise v.NotHere(flag, str(given[key]), f"the local backend {why}.",

@@ -1,9 +1,8 @@
 """What PBS's qstat prints, into a :class:`~hpcdist.schedulers.base.JobStatus`.
 
-Pure functions on text, for PBS Pro/OpenPBS and Torque (the caller runs ``qstat``): the
-JSON of ``qstat -f -F json -x`` (repaired, or read line by line, where PBS got it wrong),
-the ``qstat -f`` text, and "no such job" on stderr.  The regular expressions are compiled on
-first use.
+Pure functions on text, for PBS Pro/OpenPBS and Torque (the caller runs ``qstat``): the JSON of
+``qstat -f -F json -x`` (repaired, or read line by line, where PBS got it wrong), the ``qstat -f``
+text, and "no such job" on stderr.  The regular expressions are compiled on first use.
 """
 
 from __future__ import annotations
@@ -13,11 +12,12 @@ import re
 
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
-    CANCELLED, COMPLETED, FAILED, NEVER_RUNS, NODE_FAIL, OUT_OF_MEMORY, PENDING, RUNNING, TIMEOUT, UNKNOWN, JobId, JobStatus,
-    SchedulerOutputError, output_lines, output_text)
+    CANCELLED, COMPLETED, FAILED, NEVER_RUNS, NODE_FAIL, OUT_OF_MEMORY, PENDING, RUNNING, TIMEOUT,
+    UNKNOWN, JobId, JobStatus, SchedulerOutputError, output_lines, output_text)
 
-__all__ = ["parse_qstat_pro_json", "parse_qstat_jobs_json", "parse_qstat_full_text", "parse_qstat_jobs_text", "parse_qstat_unknown",
-           "parse_qstat_unknown_ids", "parse_qstat_no_history", "EXEC_CODES"]
+__all__ = ["parse_qstat_pro_json", "parse_qstat_jobs_json", "parse_qstat_full_text",
+           "parse_qstat_jobs_text", "parse_qstat_unknown", "parse_qstat_unknown_ids",
+           "parse_qstat_no_history", "EXEC_CODES"]
 
 # job_state letters.  PBS Pro/OpenPBS: B E F H M Q R S T U W X; Torque:
 # C E H Q R T W S.  No letter means different things in the two.

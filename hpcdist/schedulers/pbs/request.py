@@ -200,7 +200,8 @@ def request(spec, torque: bool, format_mem) -> list[str]:
     """The ``-l`` resources, in order: the node request, then the site's own (``job_resources``)."""
     if torque:
         # A GPU model is a node property after gpus= (TORQUE's nodes grammar: [:gpus=<gpu>][:<property>...]).
-        gpus = f":gpus={spec.gpus_per_node}" + (f":{spec.gpu_type}" if spec.gpu_type else "") if spec.gpus_per_node else ""
+        gpus = (f":gpus={spec.gpus_per_node}" + (f":{spec.gpu_type}" if spec.gpu_type else "")
+                if spec.gpus_per_node else "")
         lines = [f"nodes={spec.allocated_nodes}:ppn={spec.cpus_per_node}{gpus}"]
         if spec.mem_mb:  # Torque's mem is the whole job's
             lines.append(f"mem={format_mem(spec.mem_mb * spec.allocated_nodes)}")

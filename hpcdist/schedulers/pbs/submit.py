@@ -219,8 +219,9 @@ class Pbs(BatchScheduler):
         if "qos" in values:
             raise v.ValidationError("--qos", values["qos"], "PBS has no QOS; it uses queues.", "Use --queue instead.")
         if values.get("mem_mb") == 0:
-            raise v.ValidationError("--mem", "0", "is all of a node's memory to Slurm; PBS gives a job the memory it "
-                                    "asks for, or the site's default.", "Give an amount (e.g. 380G), or leave --mem out.")
+            raise v.ValidationError("--mem", "0", "is all of a node's memory to Slurm; PBS gives a "
+                                    "job the memory it asks for, or the site's default.",
+                                    "Give an amount (e.g. 380G), or leave --mem out.")
         output = values.get("output") or ""
         if "%j" in output or "%x" in output:
             raise v.ValidationError("--output", output, "PBS writes the log where the path says, as written: "
@@ -239,7 +240,8 @@ class Pbs(BatchScheduler):
         seen = SimpleNamespace(no_ssh=values.get("no_ssh", False), nodes=values.get("nodes", 1), one_host=self.one_host)
         if not launcher.per_node(seen):
             raise v.ValidationError("--pbs-spread", "pbsdsh", f"starts one agent per node, but --launcher "
-                                    f"{values['launcher']} runs once, from the first node{'' if seen.nodes > 1 else ' (one node)'}.",
+                                    f"{values['launcher']} runs once, from the first node"
+                                    f"{'' if seen.nodes > 1 else ' (one node)'}.",
                                     "Leave --pbs-spread out, or use a launcher with an agent per node (torchrun, "
                                     "accelerate, deepspeed --no-ssh).")
 
@@ -380,9 +382,10 @@ class Pbs(BatchScheduler):
         if missing is not None:
             return missing
         if parse_qstat_unknown(proc.stderr) if unknown is None else job_id in unknown:
-            why = "" if history else (" (this PBS server keeps no finished jobs: job_history_enable is off), and "
-                                      "the job left no exit_code file in its folder: it never started (deleted while queued, e.g. "
-                                      "by qdel) or was killed before its script could write one")
+            why = "" if history else (
+                " (this PBS server keeps no finished jobs: job_history_enable is off), and the job "
+                "left no exit_code file in its folder: it never started (deleted while queued, "
+                "e.g. by qdel) or was killed before its script could write one")
             return recorded_exit(job) or JobStatus(
                 state="UNKNOWN", exit_code=None, raw="", reason=f"qstat no longer knows the job{why}")
         down = retry.unreachable(proc.stdout + "\n" + proc.stderr)

@@ -12,8 +12,9 @@ import re
 
 from hpcdist.patterns import Pattern
 from hpcdist.schedulers.base import (
-    CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NEVER_RUNS, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, REQUEUED, RUNNING,
-    TIMEOUT, UNKNOWN, JobStatus, SchedulerOutputError, output_lines, output_text)
+    CANCELLED, COMPLETED, FAILED, FINISHED_STATES, NEVER_RUNS, NODE_FAIL, OUT_OF_MEMORY, PENDING,
+    PREEMPTED, REQUEUED, RUNNING, TIMEOUT, UNKNOWN, JobStatus, SchedulerOutputError, output_lines,
+    output_text)
 
 __all__ = ["parse_squeue", "parse_squeue_jobs", "parse_sacct", "parse_sacct_jobs", "parse_squeue_unknown",
            "parse_sacct_disabled"]

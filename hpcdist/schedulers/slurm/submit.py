@@ -244,7 +244,8 @@ class Slurm(BatchScheduler):
 
     def spread(self, spec, words, hpcdist, mpi):
         """srun, one task per node; --kill-on-bad-exit ends the job when one agent fails. An elastic
-        job's agents are started by ``hpcdist agents --elastic`` (:func:`~hpcdist.schedulers.slurm.job.start_elastic`)."""
+        job's agents are started by ``hpcdist agents --elastic``
+        (:func:`~hpcdist.schedulers.slurm.job.start_elastic`)."""
         # The agent's one task gets every CPU the node's processes were given;
         # by default a step's task has one CPU, and all workers would share it.
         # pyxis: srun's flags put each agent in the image (the agent's words are then not wrapped).
