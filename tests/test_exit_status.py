@@ -109,6 +109,41 @@ def test_local_cancel_is_cancelled_and_a_term_is_not_completed(tmp_path):
     assert waited.returncode == 143, waited.stdout + waited.stderr
 
 
+#: A training that leaves its job's run folder busy (a tmpfs mounted in it, as a mount or an NFS
+#: file held open would on a cluster), then ends.
+BUSY = """import glob, os, subprocess
+(run_dir,) = glob.glob(".hpcdist-run.*")
+os.mkdir(run_dir + "/busy")
+subprocess.run(["mount", "-t", "tmpfs", "tmpfs", run_dir + "/busy"], check=True)
+print("done", flush=True)
+"""
+
+
+def _unmount_below(folder) -> None:
+    for line in open("/proc/self/mounts").read().splitlines():
+        point = line.split()[1]
+        if point.startswith(str(folder)):
+            subprocess.run(["umount", point], check=False)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: root only (CI runs as root)")
+def test_a_clean_up_that_fails_does_not_lose_the_jobs_end(tmp_path):
+    """The job script's EXIT trap removes its run folder first; `set -e` holds in traps, so a
+    folder that cannot be removed (here a mount in it: EBUSY, for real; on a cluster, NFS keeping
+    a file open) ended the trap before the exit code was written, and the script left with rm's
+    status: a training that ended well read FAILED 1."""
+    env = clean_env()
+    (tmp_path / "busy.py").write_text(BUSY)
+    try:
+        done = hpcdist("submit", "--launcher", "none", "--json", "--wait", "busy.py", cwd=tmp_path, env=env)
+        job = json.loads(done.stdout.splitlines()[0])
+        found = row(job, tmp_path, env)
+        assert (found["state"], found["exit_code"]) == ("COMPLETED", 0), (found, done.stderr)
+        assert "Device or resource busy" in open(job["log"]).read()  # the clean-up did fail
+    finally:
+        _unmount_below(tmp_path)
+
+
 # --------------------------------------------------------------------------------------- the cluster
 
 #: The cluster's schedulers: Slurm (no accounting), and PBS's personality.

@@ -25,7 +25,7 @@ exit_file="$job_dir/exit_code"
 record_exit() { echo "$status" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; }
 # Why hpcdist ended the job (a hang), if it did: the log's last lines, after the launcher's.
 log_end() { local lines="$job_dir/progress"/last_lines; [ ! -s "$lines" ] || cat "$lines" >&2; }
-trap 'status=$?; rm -rf "$run_dir"; log_end; [ -z "$exit_file" ] || record_exit' EXIT
+trap 'status=$?; set +e; rm -rf "$run_dir"; log_end; [ -z "$exit_file" ] || record_exit' EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 # Each rank's progress, for `hpcdist watch`, in the job folder, which the login node sees too.
 export HPCDIST_PROGRESS_DIR="$job_dir/progress"
