@@ -129,3 +129,19 @@ def test_a_pbs_job_resubmits_with_its_own_pbs_qsub_not_the_first_on_path(tmp_pat
     assert own_command("qsub", {"PBS_CONF_FILE": str(tmp_path / "none.conf")}) == "qsub"
     conf.write_text(f"PBS_EXEC={tmp_path / 'elsewhere'}\n")  # no qsub there: PATH's
     assert own_command("qsub", {"PBS_CONF_FILE": str(conf)}) == "qsub"
+
+
+def test_slurms_requeue_ending_this_job_does_not_cut_the_line_that_says_so(tmp_path):
+    """`scontrol requeue` ends the running job: slurmd sends SIGTERM to all of its processes,
+    `hpcdist requeue` among them, before it could say the job was requeued (CI of 1f76284: the
+    log had no such line). A stand-in scontrol sends that SIGTERM at once, so the race is lost
+    every time instead of now and then."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text("#!/bin/sh\nkill -TERM $PPID\nsleep 1\n")
+    (fake / "scontrol").chmod(0o755)
+    env = clean_env(SLURM_JOB_ID="812", SLURM_RESTART_COUNT="0", PATH=f"{fake}:/usr/bin:/bin")
+    proc = subprocess.run([sys.executable, "-m", "hpcdist", "requeue", "--scheduler", "slurm", "--max", "2",
+                           "--script", "job.sh"], env=env, capture_output=True, text=True, timeout=60)
+    assert "the job was requeued (restart 1 of at most 2)" in proc.stderr, (proc.returncode, proc.stderr)
+    assert proc.returncode == 0

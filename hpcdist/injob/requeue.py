@@ -21,6 +21,7 @@ follows the job to its newest id and counts its restarts.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 #: The exit status of a run that stopped on the warning and may not go back to the queue.
@@ -81,6 +82,10 @@ def _next_log(job_dir: str | None, restart: int) -> str:
 
 
 def main(scheduler: str, max_restarts: int, script: str, job_dir: str | None) -> int:
+    # Slurm's requeue ends this very job: its SIGTERM reaches this process too, often before the
+    # line below is written (the log then read as if the job had never asked). Slurm's SIGKILL
+    # still comes after KillWait.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         new_id, restart = requeue(scheduler, max_restarts, script, job_dir)
     except RequeueError as e:
