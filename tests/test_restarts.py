@@ -50,6 +50,9 @@ for step in range(6):
         if how == "no-restart":
             sys.exit(hpcdist.env.NO_RESTART)
     time.sleep(0.1)
+if how == "holds-gil" and on in (-1, restart):
+    import ctypes
+    ctypes.PyDLL(None).sleep(14)  # a C call that keeps the GIL: the progress thread writes nothing
 print(f"rank {env.rank} done, restart {restart}", flush=True)
 dist.destroy_process_group()
 """
@@ -117,6 +120,17 @@ def test_a_killed_rank_is_restarted_and_the_training_goes_on(tmp_path):
     row = status(tmp_path)
     assert (row["state"], row["exit_code"], row["reason"]) == ("COMPLETED", 0, "restart 1 of 2")
     assert [r["restart"] for r in row["launch_restarts"]] == [1]
+
+
+def test_ranks_this_node_sees_alive_but_silent_after_their_last_step_are_not_a_lost_node(tmp_path):
+    """Both ranks hold the GIL for 14 s after their last step (their progress unwritten, no step):
+    with --max-restarts the monitor took that for a lost node and restarted a training that had
+    finished (CI of 92f9984, at the end of a DDP run under load). Ranks whose processes the
+    monitor's own node sees alive are busy, not lost: no restart."""
+    proc = submit(tmp_path, "holds-gil", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not [line for line in said(proc) if "restart" in line], said(proc)
+    assert (status(tmp_path)["state"], status(tmp_path)["reason"]) == ("COMPLETED", None)
 
 
 def watch_once(tmp_path) -> str:

@@ -51,6 +51,10 @@ SUMMARY = "summary.json"
 LAUNCH_ENDED, RESTARTING = "launch-ended", "restarting"
 #: Seconds without a step, with ranks that do not answer, after which a launch that restarts is ended.
 LOST_AFTER_S = 10.0
+#: A silent rank whose process this host sees alive (its own node's: running, sleeping, waiting on
+#: a disk) is busy or blocked, not on a lost node: only a hang timeout may end it (CI of 92f9984:
+#: 2 ranks held the GIL 12 s after their last step, and a job that had trained to its end restarted).
+ALIVE = frozenset(watch.PROCESS_STATES[state] for state in "RSD")
 #: Seconds an ended launch has after TERM before what is left of it gets KILL (a launcher that
 #: waits for a node that does not answer would wait for ever).
 LAUNCH_GRACE_S = 10.0
@@ -205,6 +209,11 @@ def run_start(pid: int) -> float:
     return time.time() if started is None else started
 
 
+def _lost(silent: list[dict]) -> list[dict]:
+    """The silent ranks that may be on a lost node: all but those this host sees alive."""
+    return [r for r in silent if watch.process_state(r) not in ALIVE]
+
+
 def start_limit(options: dict, job_folder: str) -> float | None:
     """The start-up limit: --start-timeout, else the job's (its spec), else the default with a
     --hang-timeout; None: a slow start is never ended."""
@@ -270,9 +279,9 @@ def run(options: dict) -> int:
             stacks = _say_stuck(folder, view, slow_start, started)
         elif view.hung is None:
             hang_told = False
-        lost = options["restarts"] and view.not_answering and view.stalled_beyond(LOST_AFTER_S)
+        lost = options["restarts"] and view.stalled_beyond(LOST_AFTER_S) and _lost(view.not_answering)
         if options["restarts"] and (ending_now or slow_start or lost):
-            cause = (watch.silent_line(view.not_answering) + f", and no rank has made a step for {view.stalled_s:.0f} s"
+            cause = (watch.silent_line(lost) + f", and no rank has made a step for {view.stalled_s:.0f} s"
                      if lost and not (ending_now or slow_start) else
                      f"no rank has made its first step {view.now - started:.0f} s after the job's start" if slow_start
                      else f"no rank has made a step for {view.stalled_s:.0f} s (--hang-timeout {timeout:.0f} s)")
