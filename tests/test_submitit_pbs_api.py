@@ -208,9 +208,9 @@ GUIDE = textwrap.dedent("""
 # History on alone (the suite's time): on this cluster every signal force-exits a root job in
 # PBS's books (NOTES.md, "Test OpenPBS jobs run as root"), so the two rows proved the same path.
 @pytest.mark.parametrize("history", [True], ids=["history-on"])
-# ``_interrupt(timeout=True)``'s rows are out (NOTES.md): this cluster's moms see no process of a
-# job, so ``qsig`` ends the job in PBS's books while its script runs on and resubmits itself after
-# a job the server has already ended. Add "timed-out" here to run them.
+# ``_interrupt(timeout=True)``'s row runs the guide as a user (tests/test_openpbs_as_user.py): this
+# cluster's moms see no process of a root job, so ``qsig`` would end it in PBS's books while its
+# script runs on and resubmits itself after a job the server has already ended.
 @pytest.mark.parametrize("timeout", [False], ids=["preempted"])
 def test_submitits_checkpointing_guide_interrupts_a_pbs_job(timeout, history, pbs, tmp_path):
     """The guide's recipe: ``_interrupt()`` (PBS's preemption: SIGTERM, then ``qrerun`` requeues
