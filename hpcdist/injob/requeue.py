@@ -82,10 +82,14 @@ def _next_log(job_dir: str | None, restart: int) -> str:
 
 
 def main(scheduler: str, max_restarts: int, script: str, job_dir: str | None) -> int:
-    # Slurm's requeue ends this very job: its SIGTERM reaches this process too, often before the
-    # line below is written (the log then read as if the job had never asked). Slurm's SIGKILL
-    # still comes after KillWait.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from hpcdist.schedulers import registry as schedulers
+
+    if not schedulers.get(scheduler).resubmits:
+        # A requeue in place (Slurm's) ends this very job: its SIGTERM reaches this process too,
+        # often before the line below is written (the log then read as if the job had never
+        # asked). Slurm's SIGKILL still comes after KillWait. (A resubmission leaves this job be:
+        # a SIGTERM then is a cancel, and ends this process as before.)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         new_id, restart = requeue(scheduler, max_restarts, script, job_dir)
     except RequeueError as e:
