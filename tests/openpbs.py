@@ -137,6 +137,12 @@ def on(host: str, line: str, cwd: str | os.PathLike | None = None, timeout: floa
     return _script("exec", host, "bash", "-c", f"export {exports}; {where}{line}", timeout=timeout, check=False)
 
 
+def as_user(host: str, line: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """A shell line run on HOST as the cluster's user (pbsuser), from their home, with PBS's
+    commands first on PATH (openpbs.sh user)."""
+    return _script("user", host, line, timeout=timeout, check=False)
+
+
 def hpcdist(*args: str, cwd, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     """``python -m hpcdist ARGS`` as a user on the head would type it."""
     words = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "hpcdist", *args))

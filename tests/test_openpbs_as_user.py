@@ -49,15 +49,15 @@ def _copy_package(name: str, into: pathlib.Path) -> None:
 class User:
     """The user's venv and folder (in their home, which every host sees), removed at the end."""
 
-    def __init__(self, cluster, top: pathlib.Path, home: pathlib.Path):
-        self.cluster, self.top, self.home = cluster, top, home
+    def __init__(self, cluster, top: pathlib.Path):
+        self.cluster, self.top = cluster, top
         self.venv, self.folder = top / "venv", top / "job"
         self.python = str(self.venv / "bin" / "python")
 
     def shell(self, words: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """A shell line run as the user on the head, in their folder."""
-        line = f"runuser -u {USER} -- env HOME={shlex.quote(str(self.home))} bash -c {shlex.quote(words)}"
-        return self.cluster.on(self.cluster.HEAD, line, cwd=self.folder, timeout=timeout)
+        return self.cluster.as_user(self.cluster.HEAD, f"cd {shlex.quote(str(self.folder))} && {words}",
+                                    timeout=timeout)
 
     def hpcdist(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return self.shell(" ".join(shlex.quote(a) for a in (self.python, "-m", "hpcdist", *args)),
@@ -71,7 +71,7 @@ def user(openpbs_cluster):
     openpbs_cluster.history(False)
     home = pathlib.Path(subprocess.run(["getent", "passwd", USER], capture_output=True, text=True,
                                        check=True).stdout.split(":")[5])
-    made = User(openpbs_cluster, home / f"hpcdist-test-{uuid.uuid4().hex[:8]}", home)
+    made = User(openpbs_cluster, home / f"hpcdist-test-{uuid.uuid4().hex[:8]}")
     subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(made.venv)], check=True)
     (site,) = made.venv.glob("lib/python3*/site-packages")
     shutil.copytree(testcluster.ROOT / "hpcdist", site / "hpcdist",

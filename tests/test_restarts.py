@@ -130,7 +130,8 @@ def test_ranks_this_node_sees_alive_but_silent_after_their_last_step_are_not_a_l
     proc = submit(tmp_path, "holds-gil", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not [line for line in said(proc) if "restart" in line], said(proc)
-    assert (status(tmp_path)["state"], status(tmp_path)["reason"]) == ("COMPLETED", None)
+    row = status(tmp_path)
+    assert (row["state"], row["reason"]) == ("COMPLETED", None)
 
 
 def watch_once(tmp_path) -> str:
