@@ -21,12 +21,12 @@ summary="$out/summary.txt"
 [ "$gpus" -ge 1 ] || { echo "no GPU seen by torch" | tee -a "$summary"; exit 1; }
 
 work=$(mktemp -d)
-run() {  # NAME SCRIPT ARGS...: one job, its exit status and the log's figures
-  local name=$1
-  shift
+run() {  # NAME LAUNCHER SCRIPT ARGS...: one job, its exit status and the log's figures
+  local name=$1 launcher=$2
+  shift 2
   local started=$SECONDS
   (cd "$work" && "$PY" -m hpcdist submit --scheduler local --nodes 1 --procs-per-node "$gpus" \
-    --gpus-per-node "$gpus" --launcher torchrun --python "$PY" --job-name "$name" --wait \
+    --gpus-per-node "$gpus" --launcher "$launcher" --python "$PY" --job-name "$name" --wait \
     "$@") >"$out/$name.txt" 2>&1
   local status=$?
   cat "$work"/.hpcdist/jobs/"$name"-*/job.log >>"$out/$name.txt" 2>/dev/null
@@ -36,10 +36,15 @@ run() {  # NAME SCRIPT ARGS...: one job, its exit status and the log's figures
     "$out/$name.txt" | awk '!seen[$0]++' | tee -a "$summary"
 }
 examples=$PWD/examples
-run quickstart "$examples/quickstart.py"
-run ddp "$examples/ddp/train.py" --steps 200 --amp bf16 --checkpoint-dir "$work/ckpt-ddp"
-run fsdp2 "$examples/fsdp2/train.py" --steps 100 --checkpoint-dir "$work/ckpt-fsdp2"
-run uneven "$examples/uneven/train.py"
+run quickstart torchrun "$examples/quickstart.py"
+run ddp torchrun "$examples/ddp/train.py" --steps 200 --amp bf16 --checkpoint-dir "$work/ckpt-ddp"
+run fsdp2 torchrun "$examples/fsdp2/train.py" --steps 100 --checkpoint-dir "$work/ckpt-fsdp2"
+run uneven torchrun "$examples/uneven/train.py"
+if command -v mpirun >/dev/null && "$PY" -c 'import mpi4py' 2>/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # where it runs as root
+  run quickstart-mpirun mpirun "$examples/quickstart.py"
+  run mpi mpirun "$examples/mpi/train.py" --steps 100 --checkpoint-dir "$work/ckpt-mpi"
+fi
 
 # The health check's all-reduce (--preflight) over nccl, one process per GPU on this host.
 echo "== all-reduce (hpcdist.injob.allreduce, nccl)" | tee -a "$summary"

@@ -49,29 +49,33 @@ def main() -> None:
 
 
 def train(env, args) -> None:
-    # The same target for every rank; each rank draws its own samples.
+    # nccl (hpcdist.env's choice where there is a GPU) moves CUDA tensors only.
+    gpu = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
+    # The same target for every rank; each rank draws its own samples (on the CPU: the
+    # same numbers with or without a GPU).
     torch.manual_seed(0)
-    true_w = torch.randn(16, 1)
+    true_w = torch.randn(16, 1).to(device)
     torch.manual_seed(1000 + env.rank)
-    model = DistributedDataParallel(torch.nn.Linear(16, 1))
+    model = DistributedDataParallel(torch.nn.Linear(16, 1).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
 
     def loss_on(x):
-        noise = 0.1 * torch.randn(len(x), 1, generator=torch.Generator().manual_seed(len(x)))
+        noise = 0.1 * torch.randn(len(x), 1, generator=torch.Generator().manual_seed(len(x))).to(device)
         return torch.nn.functional.mse_loss(model(x), x @ true_w + noise)
 
-    probe = torch.randn(256, 16, generator=torch.Generator().manual_seed(1))
+    probe = torch.randn(256, 16, generator=torch.Generator().manual_seed(1)).to(device)
     with torch.no_grad():
         before = loss_on(probe).item()
     for _ in range(args.steps):
-        x = torch.randn(args.batch, 16)
+        x = torch.randn(args.batch, 16).to(device)
         opt.zero_grad()
         loss_on(x).backward()  # DDP averages the gradients over all ranks
         opt.step()
     with torch.no_grad():
-        after = torch.tensor([loss_on(probe).item()])
+        after = torch.tensor([loss_on(probe).item()], device=device)
     # Every rank holds the same model, so every rank measures the same loss.
-    gathered = [torch.zeros(1) for _ in range(env.world_size)]
+    gathered = [torch.zeros(1, device=device) for _ in range(env.world_size)]
     dist.all_gather(gathered, after)
     if env.rank == 0:
         same = all(torch.equal(g, gathered[0]) for g in gathered)

@@ -182,7 +182,7 @@ def train(args, env, device) -> None:
         common.log(f"epoch {epoch}: {len(sampler)} steps in {time.perf_counter() - started:.2f} s, "
                    f"loss {full_loss(net, x_all, y_all):.4f}")
 
-    after = torch.tensor([full_loss(net, x_all, y_all)], dtype=torch.float64)
+    after = torch.tensor([full_loss(net, x_all, y_all)], dtype=torch.float64, device=device)
     # Every rank holds the same model, so every rank measures the same loss.
     gathered = [torch.zeros_like(after) for _ in range(env.world_size)]
     dist.all_gather(gathered, after)
