@@ -308,7 +308,7 @@ OWN_LINES = (
     (r"command -v module .*", "a batch shell is not a login shell: `module` may not be defined yet"),
     (r".* 2>/dev/null && exit \"\$status\"",
      "where the set-up failed: whether the job's python can import hpcdist at all (run only then)"),
-    (r'echo "hpcdist: .* cannot (import|find) .*hpcdist.*" >&2',
+    (r'echo >&2 "hpcdist: .* cannot (import|find) .*hpcdist.*"',
      "where it cannot, the line that names that python and the fix (`hpcdist status` quotes it)..."),
     (r"exit 127; }", "...and the status of a command not found, which `hpcdist status` reads as such"),
 )

@@ -133,7 +133,7 @@ def hpcdist_check(spec) -> str:
         said = ["hpcdist: the job on $HOSTNAME cannot find the hpcdist command;",
                 "give it an environment that has it: --venv PATH, --conda ENV or --module NAME"]
     return (command_lines(probe + [Shell('&& exit "$status"')], first="  ", indent="    ") + "\n"
-            f'  echo "{said[0]}" \\\n    "{said[1]}" >&2\n  exit {NO_HPCDIST_STATUS}; }}')
+            f'  echo >&2 "{said[0]}" \\\n    "{said[1]}"\n  exit {NO_HPCDIST_STATUS}; }}')
 
 
 def user_setup(spec: JobSpec) -> dict:

@@ -20,8 +20,8 @@ export NCCL_DEBUG=INFO
 python -m hpcdist job-setup --scheduler local --dir "$run_dir" --hostfile deepspeed:4 \
   || { status=$?
   python -c 'import hpcdist' 2>/dev/null && exit "$status"
-  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
-    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
+  echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }
 source "$run_dir/job.env"
 

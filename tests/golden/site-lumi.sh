@@ -42,8 +42,8 @@ singularity exec --rocm "$HPCDIST_IMAGE" python -m hpcdist job-setup --scheduler
   --dir "$run_dir" || { status=$?
   singularity exec --rocm "$HPCDIST_IMAGE" python -c 'import hpcdist' 2>/dev/null \
     && exit "$status"
-  echo "hpcdist: python in the image on $HOSTNAME cannot import hpcdist;" \
-    "install hpcdist in the image, or give --python the image's python that has it" >&2
+  echo >&2 "hpcdist: python in the image on $HOSTNAME cannot import hpcdist;" \
+    "install hpcdist in the image, or give --python the image's python that has it"
   exit 127; }
 source "$run_dir/job.env"
 

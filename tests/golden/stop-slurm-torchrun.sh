@@ -55,8 +55,8 @@ python -m hpcdist job-setup --scheduler slurm --nodes 2 --min-nodes 1 --dir "$ru
   --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" \
   --record-start || { status=$?
   python -c 'import hpcdist' 2>/dev/null && exit "$status"
-  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
-    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
+  echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }
 source "$run_dir/job.env"
 
