@@ -300,23 +300,27 @@ OWN_LINES = (
     (r"#PBS -k oed|#SBATCH --open-mode=append",
      "the log written where it lies while the job runs (PBS), kept whole across a requeue (Slurm)"),
     (r"set -euo pipefail", "a line that fails ends the job: no training starts half set up"),
-    (r'cd "\$(PBS_O_WORKDIR|SLURM_SUBMIT_DIR)".*', "the job runs where it was submitted (PBS starts it in $HOME)"),
-    (r'run_dir=\$\(mktemp -d .*\)', "the job's own files (node list, hostfile, job.env) where every node sees them"),
+    (r'cd "\$(PBS_O_WORKDIR|SLURM_SUBMIT_DIR)".*',
+     "the job runs where it was submitted (PBS starts it in $HOME)"),
+    (r'run_dir=\$\(mktemp -d .*\)',
+     "the job's own files (node list, hostfile, job.env) where every node sees them"),
     (r"trap 'rm -rf \"\$run_dir\"' EXIT", "and removed at the job's end"),
     (r"set \+u", "module and conda scripts read unset variables..."),
     (r"set -u", "...and the rest of the script is held to -u again"),
-    (r"command -v module .*", "a batch shell is not a login shell: `module` may not be defined yet"),
+    (r"command -v module .*",
+     "a batch shell is not a login shell: `module` may not be defined yet"),
     (r".* 2>/dev/null && exit \"\$status\"",
      "where the set-up failed: whether the job's python can import hpcdist at all (run only then)"),
     (r'echo >&2 "hpcdist: .* cannot (import|find) .*hpcdist.*"',
-     "where it cannot, the line that names that python and the fix (`hpcdist status` quotes it)..."),
-    (r"exit 127; }", "...and the status of a command not found, which `hpcdist status` reads as such"),
+     "where it cannot, the line that names that python and the fix (`status` quotes it)..."),
+    (r"exit 127; }", "...and the status of a command not found, which `status` reads so"),
 )
 
 #: Lines of a site's example file that are no job script's lines: not counted.
 NOT_SCRIPT = {
     # The TORQUE guide's grammar of the nodes resource, quoted for the request's form.
-    "torque": ("nodes {<node_count> |", "<hostname>} [:ppn=<ppn>][:gpus=<gpu>]", "[:<property>[:<property>]...] [+ ...]"),
+    "torque": ("nodes {<node_count> |", "<hostname>} [:ppn=<ppn>][:gpus=<gpu>]",
+               "[:<property>[:<property>]...] [+ ...]"),
 }
 
 
@@ -347,13 +351,13 @@ def all_sites() -> dict:
     return {**SITES, **SLURM_SITES}
 
 
-@pytest.mark.parametrize("site", sorted(name[:-3] for name in os.listdir(EXAMPLES) if name.endswith(".sh")))
+@pytest.mark.parametrize("site", sorted(n[:-3] for n in os.listdir(EXAMPLES) if n.endswith(".sh")))
 def test_a_sites_script_is_at_most_budget_times_its_guides_example(site, tmp_path):
     sites = all_sites()
     ours, theirs, own = fair_count(site, render(site, tmp_path, sites), example(site, sites))
-    assert ours <= BUDGET * theirs, (f"{site}: hpcdist's script has {ours} lines where the guide's example has "
-                                     f"{theirs} ({ours / theirs:.2f}x, over {BUDGET}x; hpcdist's own "
-                                     f"{len(own)} lines apart)")
+    assert ours <= BUDGET * theirs, (
+        f"{site}: hpcdist's script has {ours} lines where the guide's example has {theirs} "
+        f"({ours / theirs:.2f}x, over {BUDGET}x; hpcdist's own {len(own)} lines apart)")
     assert len(own) <= len(OWN_LINES), own
     for pattern, _ in OWN_LINES:  # each at most once: the overhead is bounded
         assert sum(bool(re.fullmatch(pattern, line)) for line in own) <= 1, (site, pattern, own)
