@@ -80,7 +80,7 @@ SITES = {
             ("walltime", "#PBS -l walltime=01:00:00", "#PBS -l walltime=01:00:00\n"),
             ("a clean module environment", "module purge", "module purge\n"),
             ("the compilers' modules, cuda among them", "module load nvhpc cuda cray-mpich",
-             "module load nvhpc\nmodule load cuda\nmodule load cray-mpich\n"),
+             "module load nvhpc cuda cray-mpich\n"),
         ],
         launch=("mpiexec -n 8 -ppn 4", {}),
         env=[],
@@ -160,8 +160,9 @@ def example(site: str, sites: dict = SITES) -> str:
 
 
 def joined(text: str) -> str:
-    """The script with each command on one line: its `` \\`` continuations joined."""
-    return re.sub(r" \\\n\s*", " ", text)
+    """The script with each command on one line: its `` \\`` continuations joined, and a word broken
+    over lines (a backslash right after it, the rest at the next line's start) made whole."""
+    return re.sub(r"\\\n", "", re.sub(r" \\\n\s*", " ", text))
 
 
 def check_points(site: str, text: str, documented: str, points: list) -> None:
@@ -200,7 +201,7 @@ def mpiexec_options(line: str) -> set[tuple[str, str]]:
 def exports(text: str) -> dict[str, str]:
     """``export NAME=VALUE`` lines, as bash would set them (no expansion needed for these)."""
     found = {}
-    for line in text.splitlines():
+    for line in joined(text).splitlines():
         if line.startswith("export ") and "=" in line:
             name, value = shlex.split(line[len("export "):])[0].split("=", 1)
             found[name] = value
@@ -280,3 +281,83 @@ def test_a_gadi_shaped_job_wide_request_runs_through_qsub(cluster, tmp_path):
         "#PBS -l ncpus=2", "#PBS -l storage=gdata/a00", "#PBS -l jobfs=1GB"]
     assert sorted(re.findall(r"rank (\d)/2", proc.stdout)) == ["0", "1"], testcluster.log_excerpt(proc.stdout)
     assert "identical on all ranks: True" in proc.stdout
+
+
+# The budget: a site's script says what its guide's example says in at most 1.3 times its lines
+# (docs/decisions.md, 2026-11-29, "The site scripts' fair count"). Like is counted with like: a
+# line is a command as the shell reads it (`` \`` continuations joined; a `#PBS` or `#SBATCH`
+# directive counts, a comment or a blank line does not), in the example and in the script alike.
+# hpcdist's own lines, which no site's example has and every script holds the same, are left out
+# of the script's count and bounded apart (OWN_LINES). An example's lines that are no job
+# script's are not counted (NOT_SCRIPT); where a site's page was cut after its directives
+# (Jean Zay), the directives alone are compared.
+BUDGET = 1.3
+
+#: hpcdist's own lines in a site's script: (the line, why it earns its place). At most one each.
+OWN_LINES = (
+    (r"#PBS -j oe|#SBATCH --output=%x-%j\.out",
+     "one log of the job's output and errors, where `hpcdist logs` reads it"),
+    (r"#PBS -k oed|#SBATCH --open-mode=append",
+     "the log written where it lies while the job runs (PBS), kept whole across a requeue (Slurm)"),
+    (r"set -euo pipefail", "a line that fails ends the job: no training starts half set up"),
+    (r'cd "\$(PBS_O_WORKDIR|SLURM_SUBMIT_DIR)".*',
+     "the job runs where it was submitted (PBS starts it in $HOME)"),
+    (r'run_dir=\$\(mktemp -d .*\)',
+     "the job's own files (node list, hostfile, job.env) where every node sees them"),
+    (r"trap 'rm -rf \"\$run_dir\"' EXIT", "and removed at the job's end"),
+    (r"set \+u", "module and conda scripts read unset variables..."),
+    (r"set -u", "...and the rest of the script is held to -u again"),
+    (r"command -v module .*",
+     "a batch shell is not a login shell: `module` may not be defined yet"),
+    (r".* 2>/dev/null && exit \"\$status\"",
+     "where the set-up failed: whether the job's python can import hpcdist at all (run only then)"),
+    (r'echo >&2 "hpcdist: .* cannot (import|find) .*hpcdist.*"',
+     "where it cannot, the line that names that python and the fix (`status` quotes it)..."),
+    (r"exit 127; }", "...and the status of a command not found, which `status` reads so"),
+)
+
+#: Lines of a site's example file that are no job script's lines: not counted.
+NOT_SCRIPT = {
+    # The TORQUE guide's grammar of the nodes resource, quoted for the request's form.
+    "torque": ("nodes {<node_count> |", "<hostname>} [:ppn=<ppn>][:gpus=<gpu>]",
+               "[:<property>[:<property>]...] [+ ...]"),
+}
+
+
+def script_lines(text: str) -> list[str]:
+    """The commands and directives of a script, each on one line, as the budget counts them."""
+    return [line.strip() for line in joined(text).splitlines()
+            if line.strip() and (not line.lstrip().startswith("#") or is_directive(line))]
+
+
+def is_directive(line: str) -> bool:
+    return line.lstrip().startswith(("#PBS ", "#SBATCH "))
+
+
+def fair_count(site: str, script: str, documented: str) -> tuple[int, int, list[str]]:
+    """(the script's count, the example's count, hpcdist's own lines left out of the first)."""
+    theirs = [line for line in script_lines(documented) if line not in NOT_SCRIPT.get(site, ())]
+    ours, own = [], []
+    for line in script_lines(script):
+        (own if any(re.fullmatch(pattern, line) for pattern, _ in OWN_LINES) else ours).append(line)
+    if all(is_directive(line) for line in theirs):  # the page was cut after its directives
+        ours = [line for line in ours if is_directive(line)]
+    return len(ours), len(theirs), own
+
+
+def all_sites() -> dict:
+    from test_sites_slurm import SITES as SLURM_SITES  # it imports this module: read where used
+
+    return {**SITES, **SLURM_SITES}
+
+
+@pytest.mark.parametrize("site", sorted(n[:-3] for n in os.listdir(EXAMPLES) if n.endswith(".sh")))
+def test_a_sites_script_is_at_most_budget_times_its_guides_example(site, tmp_path):
+    sites = all_sites()
+    ours, theirs, own = fair_count(site, render(site, tmp_path, sites), example(site, sites))
+    assert ours <= BUDGET * theirs, (
+        f"{site}: hpcdist's script has {ours} lines where the guide's example has {theirs} "
+        f"({ours / theirs:.2f}x, over {BUDGET}x; hpcdist's own {len(own)} lines apart)")
+    assert len(own) <= len(OWN_LINES), own
+    for pattern, _ in OWN_LINES:  # each at most once: the overhead is bounded
+        assert sum(bool(re.fullmatch(pattern, line)) for line in own) <= 1, (site, pattern, own)

@@ -23,7 +23,7 @@ from hpcdist import __version__, containers, jobs, launchers, validate
 from hpcdist.schedulers import registry as schedulers
 from hpcdist.launchers.mpi import FLAVOURS, MPI_ENV
 from hpcdist.submission.options import BY_NAME, SETUP_END, module_words
-from hpcdist.shell import Shell, command_lines, quote, var, words_to_line
+from hpcdist.shell import Shell, broken_word, command_lines, quote, var
 from hpcdist.submission.spec import JobSpec
 
 # jinja2 is imported where a template is rendered, not here: `hpcdist status`, `logs` and
@@ -104,7 +104,7 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | N
         again = scheduler.requeues_by_itself and not spec.array
         flags += ["--record-start"] if spec.stops_on_warning or again else []
     master = "this host" if scheduler.one_host else "the first node"
-    return (command_lines(words + flags) + " || {\n" + hpcdist_check(spec) + "\n}",
+    return (command_lines(words + flags + [Shell("|| { status=$?")]) + "\n" + hpcdist_check(spec),
             f"{what}; the master is {master}, its port a free one drawn at random.")
 
 
@@ -113,13 +113,14 @@ NO_HPCDIST_STATUS = 127
 
 
 def hpcdist_check(spec) -> str:
-    """The lines run when ``hpcdist job-setup``, the script's first call of hpcdist, fails: only then a
-    probe of whether the job's python can import hpcdist at all, and where it cannot, one line that
-    names it and the fix (:func:`hpcdist.failures.first_failure` quotes it), and the job ends with
+    """The lines that end the brace group ``hpcdist job-setup``'s line opens where it fails (it is the
+    script's first call of hpcdist, and ``$status`` holds its status): only then a probe of whether
+    the job's python can import hpcdist at all, and where it cannot, one line that names it and
+    the fix (:func:`hpcdist.failures.first_failure` quotes it), and the job ends with
     :data:`NO_HPCDIST_STATUS`. Any other failure of the set-up ends it with its own status."""
     words = launchers.hpcdist_command(spec, in_image=True)
     if words[-2:] == ["-m", "hpcdist"]:
-        probe = words_to_line(words[:-2] + ["-c", "import hpcdist"]) + " 2>/dev/null"
+        probe = words[:-2] + ["-c", "import hpcdist", Shell("2>/dev/null")]
         python = quote(str(words[-3]))
         if containers.get(spec) is not None:
             said = [f"hpcdist: {python} in the image on $HOSTNAME cannot import hpcdist;",
@@ -128,12 +129,11 @@ def hpcdist_check(spec) -> str:
             said = [f"hpcdist: $(command -v {python} || echo {python}) on $HOSTNAME cannot import hpcdist;",
                     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"]
     else:  # the hpcdist command (pyxis, the doctor's job)
-        probe = "command -v hpcdist >/dev/null"
+        probe = [Shell("command -v hpcdist >/dev/null")]
         said = ["hpcdist: the job on $HOSTNAME cannot find the hpcdist command;",
                 "give it an environment that has it: --venv PATH, --conda ENV or --module NAME"]
-    return (f"  setup_status=$?; {probe} && exit \"$setup_status\"\n"
-            f'  echo "{said[0]}" \\\n    "{said[1]}" >&2\n'
-            f"  exit {NO_HPCDIST_STATUS}")
+    return (command_lines(probe + [Shell('&& exit "$status"')], first="  ", indent="    ") + "\n"
+            f'  echo >&2 "{said[0]}" \\\n    "{said[1]}"\n  exit {NO_HPCDIST_STATUS}; }}')
 
 
 def user_setup(spec: JobSpec) -> dict:
@@ -454,10 +454,17 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         # The allocation's files where the image sees them (hpcdist.containers).
         container_lines=[Shell(line) for line in containers.script_lines(spec, scheduler.allocation_files)],
         # The image, exported once at the top: the lines below name it "$HPCDIST_IMAGE".
-        image=containers.named_image(spec),
+        image=_image_word(spec),
         # --stage-env: the environment copied to every node and unpacked there (hpcdist.submission.stage).
         stage=staged,
     )
+
+
+def _image_word(spec) -> Shell | None:
+    """The image (:func:`hpcdist.containers.named_image`) as the word its export line prints, a long
+    path broken over lines (``export HPCDIST_IMAGE=`` before it)."""
+    image = containers.named_image(spec)
+    return None if image is None else Shell(broken_word(quote(image), len("export HPCDIST_IMAGE=")))
 
 
 def _restart(spec, hpcdist: list, job_dir: str | None) -> dict | None:

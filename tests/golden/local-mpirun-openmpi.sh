@@ -17,12 +17,11 @@ export NCCL_DEBUG=INFO
 
 # The nodes and a hostfile for mpirun; the master is this host, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler local --dir "$run_dir" --hostfile openmpi:4 --mpi-env \
-  --pass NCCL_DEBUG || {
-  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
-  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
-    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
-  exit 127
-}
+  --pass NCCL_DEBUG || { status=$?
+  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
+  exit 127; }
 source "$run_dir/job.env"
 
 # Start the 4 ranks with Open MPI's launcher, each through hpcdist.rank (which gives every framework

@@ -27,12 +27,11 @@ export NCCL_DEBUG=INFO
 set -u
 
 # The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || {
-  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
-  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
-    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
-  exit 127
-}
+python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || { status=$?
+  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
+  exit 127; }
 source "$run_dir/job.env"
 
 # Run the training once, in this shell: it starts its own processes.

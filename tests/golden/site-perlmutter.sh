@@ -24,12 +24,11 @@ run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
 # The nodes; the master is the first node, its port a free one drawn at random.
-shifter python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
-  setup_status=$?; shifter python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
-  echo "hpcdist: python in the image on $HOSTNAME cannot import hpcdist;" \
-    "install hpcdist in the image, or give --python the image's python that has it" >&2
-  exit 127
-}
+shifter python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || { status=$?
+  shifter python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  echo >&2 "hpcdist: python in the image on $HOSTNAME cannot import hpcdist;" \
+    "install hpcdist in the image, or give --python the image's python that has it"
+  exit 127; }
 source "$run_dir/job.env"
 
 # Start the 8 ranks with srun, each through hpcdist.rank (which gives every framework its rank); one

@@ -54,12 +54,12 @@ trap 'requeue_wanted=1; stop_training "walltime warning by hand (SIGWINCH)"' WIN
 # The nodes and a hostfile for deepspeed; the master is the first node, its port a free one drawn at
 # random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
-  --deepspeed-env --pass NCCL_DEBUG --job-dir "$job_dir" --run-id "${PBS_JOBID:-}" --record-start || {
-  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
-  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
-    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
-  exit 127
-}
+  --deepspeed-env --pass NCCL_DEBUG --job-dir "$job_dir" --run-id "${PBS_JOBID:-}" \
+  --record-start || { status=$?
+  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
+  exit 127; }
 source "$run_dir/job.env"
 
 # Watch the ranks' progress: stragglers and hangs, with every rank's stack, into this log.

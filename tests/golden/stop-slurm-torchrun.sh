@@ -52,12 +52,12 @@ trap 'killed_by=143; stop_training "SIGTERM"' TERM
 
 # The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --min-nodes 1 --dir "$run_dir" \
-  --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" --record-start || {
-  setup_status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$setup_status"
-  echo "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
-    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH" >&2
-  exit 127
-}
+  --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" \
+  --record-start || { status=$?
+  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
+    "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
+  exit 127; }
 source "$run_dir/job.env"
 
 # Watch the ranks' progress: stragglers and hangs, with every rank's stack, into this log.
