@@ -104,7 +104,7 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | N
         again = scheduler.requeues_by_itself and not spec.array
         flags += ["--record-start"] if spec.stops_on_warning or again else []
     master = "this host" if scheduler.one_host else "the first node"
-    return (command_lines(words + flags + [Shell("|| { status=$?")]) + "\n" + hpcdist_check(spec),
+    return (command_lines(words + flags + [Shell("|| {")]) + "\n" + hpcdist_check(spec),
             f"{what}; the master is {master}, its port a free one drawn at random.")
 
 
@@ -114,7 +114,7 @@ NO_HPCDIST_STATUS = 127
 
 def hpcdist_check(spec) -> str:
     """The lines that end the brace group ``hpcdist job-setup``'s line opens where it fails (it is the
-    script's first call of hpcdist, and ``$status`` holds its status): only then a probe of whether
+    script's first call of hpcdist; ``$status`` keeps its status): only then a probe of whether
     the job's python can import hpcdist at all, and where it cannot, one line that names it and
     the fix (:func:`hpcdist.failures.first_failure` quotes it), and the job ends with
     :data:`NO_HPCDIST_STATUS`. Any other failure of the set-up ends it with its own status."""
@@ -132,7 +132,7 @@ def hpcdist_check(spec) -> str:
         probe = [Shell("command -v hpcdist >/dev/null")]
         said = ["hpcdist: the job on $HOSTNAME cannot find the hpcdist command;",
                 "give it an environment that has it: --venv PATH, --conda ENV or --module NAME"]
-    return (command_lines(probe + [Shell('&& exit "$status"')], first="  ", indent="    ") + "\n"
+    return (command_lines(probe + [Shell('&& exit "$status"')], first="  status=$?; ", indent="    ") + "\n"
             f'  echo >&2 "{said[0]}" \\\n    "{said[1]}"\n  exit {NO_HPCDIST_STATUS}; }}')
 
 

@@ -17,8 +17,8 @@ export NCCL_DEBUG=INFO
 
 # The nodes and a hostfile for mpirun; the master is this host, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler local --dir "$run_dir" --hostfile openmpi:4 --mpi-env \
-  --pass NCCL_DEBUG || { status=$?
-  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  --pass NCCL_DEBUG || {
+  status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }

@@ -16,8 +16,8 @@ trap 'rm -rf "$run_dir"' EXIT
 export NCCL_DEBUG=INFO
 
 # The nodes; the master is this host, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler local --dir "$run_dir" || { status=$?
-  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+python -m hpcdist job-setup --scheduler local --dir "$run_dir" || {
+  status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }

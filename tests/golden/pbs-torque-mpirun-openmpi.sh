@@ -27,8 +27,8 @@ set -u
 # The nodes and a hostfile for mpirun; the master is the first node, its port a free one drawn at
 # random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile openmpi:4 \
-  --mpi-env --pass NCCL_DEBUG || { status=$?
-  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  --mpi-env --pass NCCL_DEBUG || {
+  status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }

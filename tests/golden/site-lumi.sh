@@ -39,8 +39,8 @@ set -u
 
 # The nodes; the master is the first node, its port a free one drawn at random.
 singularity exec --rocm "$HPCDIST_IMAGE" python -m hpcdist job-setup --scheduler slurm --nodes 2 \
-  --dir "$run_dir" || { status=$?
-  singularity exec --rocm "$HPCDIST_IMAGE" python -c 'import hpcdist' 2>/dev/null \
+  --dir "$run_dir" || {
+  status=$?; singularity exec --rocm "$HPCDIST_IMAGE" python -c 'import hpcdist' 2>/dev/null \
     && exit "$status"
   echo >&2 "hpcdist: python in the image on $HOSTNAME cannot import hpcdist;" \
     "install hpcdist in the image, or give --python the image's python that has it"

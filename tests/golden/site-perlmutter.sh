@@ -24,8 +24,8 @@ run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
 # The nodes; the master is the first node, its port a free one drawn at random.
-shifter python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || { status=$?
-  shifter python -c 'import hpcdist' 2>/dev/null && exit "$status"
+shifter python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
+  status=$?; shifter python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: python in the image on $HOSTNAME cannot import hpcdist;" \
     "install hpcdist in the image, or give --python the image's python that has it"
   exit 127; }

@@ -28,8 +28,8 @@ export NCCL_DEBUG=INFO
 set -u
 
 # The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || { status=$?
-  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
+  status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }

@@ -55,8 +55,8 @@ trap 'requeue_wanted=1; stop_training "walltime warning by hand (SIGWINCH)"' WIN
 # random.
 python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hostfile deepspeed:4 \
   --deepspeed-env --pass NCCL_DEBUG --job-dir "$job_dir" --run-id "${PBS_JOBID:-}" \
-  --record-start || { status=$?
-  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  --record-start || {
+  status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }

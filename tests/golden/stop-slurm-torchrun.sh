@@ -52,9 +52,8 @@ trap 'killed_by=143; stop_training "SIGTERM"' TERM
 
 # The nodes; the master is the first node, its port a free one drawn at random.
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --min-nodes 1 --dir "$run_dir" \
-  --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" \
-  --record-start || { status=$?
-  python -c 'import hpcdist' 2>/dev/null && exit "$status"
+  --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" --record-start || {
+  status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
   exit 127; }
