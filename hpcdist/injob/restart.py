@@ -43,6 +43,7 @@ from typing import NamedTuple
 from hpcdist.env import NO_RESTART
 from hpcdist.injob.job_setup import (ARGV_FILE, BAD_NODES_FILE, HoldError, SetupError, parse,
                                      read_lines, setup)
+from hpcdist.injob.store import release
 from hpcdist.jobs.atomic import write_text_atomic
 
 #: Seconds a node has to answer the health check.
@@ -385,8 +386,6 @@ def restart(options: dict, environ) -> int:
         why += f" (the job's monitor: {monitor})"
     now = time.strftime("%H:%M:%S")
     if not again:
-        from hpcdist.injob.store import release
-
         release(run_dir)  # the last launch's store (torchrun's), if the set-up held one
         left = f" (no restart left: --max-restarts {most})" if spent else ""
         print(
