@@ -51,7 +51,7 @@ def choose_port(master: str, given: "int | None" = None) -> int:
     taken only when it can be listened on here. ``given`` (the user's ``--env MASTER_PORT``) is
     checked the same way and refused when it is taken. Where the master is another host, the
     port is drawn unchecked: it can only be checked there."""
-    here = _is_this_host(master)
+    here = is_this_host(master)
     if given is not None:
         problem = bind_problem(given) if here else None
         if problem:
@@ -90,7 +90,7 @@ def bind_problem(port: int) -> "str | None":
     return None
 
 
-def _is_this_host(master: str) -> bool:
+def is_this_host(master: str) -> bool:
     """Whether ``master`` names this host: a loopback address, or this host's name (short or
     full, as node lists write either)."""
     if master in ("localhost", "::1") or master.startswith("127."):

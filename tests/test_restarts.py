@@ -10,9 +10,11 @@ lost node adds (a node that does not answer, a spare in its place) needs the clu
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -28,12 +30,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINING = r"""
 import os, sys, time
 import hpcdist.env
+HOLDERS
 if sys.argv[1] == "killed-slow" and hpcdist.env.restart_count():
     time.sleep(20)  # the next launch slow to start: `hpcdist watch` meanwhile
 env = hpcdist.env.init_distributed()
 import torch, torch.distributed as dist
 how, on = sys.argv[1], int(sys.argv[2])
 restart = hpcdist.env.restart_count()
+if env.rank == 0:  # the processes that hold torchrun's store for this job (hpcdist.injob.store)
+    print(f"holders at restart {restart}: {len(holders(os.path.dirname(os.environ['HPCDIST_NODEFILE'])))}", flush=True)
 assert restart == int(os.environ.get("HPCDIST_RESTART", "0"))
 failing = on in (-1, restart) and env.rank == 1
 if how == "dies-at-start" and failing:
@@ -56,6 +61,25 @@ if how == "holds-gil" and on in (-1, restart):
 print(f"rank {env.rank} done, restart {restart}", flush=True)
 dist.destroy_process_group()
 """
+
+
+def holders(run_dir: str) -> list:
+    """The pids of the processes left by hpcdist job-setup or restart (each holder of torchrun's
+    store is one) whose arguments name ``run_dir`` or a path in it."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(w.startswith(run_dir.encode()) for w in words) and (
+                b"job-setup" in words or b"restart" in words):
+            found.append(int(pid))
+    return found
+
+
+TRAINING = TRAINING.replace("HOLDERS", f"{inspect.getsource(holders)}")
 
 
 def submit(tmp_path, *args, restarts: int = 2) -> subprocess.CompletedProcess:
@@ -120,6 +144,11 @@ def test_a_killed_rank_is_restarted_and_the_training_goes_on(tmp_path):
     row = status(tmp_path)
     assert (row["state"], row["exit_code"], row["reason"]) == ("COMPLETED", 0, "restart 1 of 2")
     assert [r["restart"] for r in row["launch_restarts"]] == [1]
+    # One holder of torchrun's store for each launch (the first one's ended by the restart), and
+    # none once the job has ended.
+    assert re.findall(r"^holders at restart \d: \d+$", proc.stdout, re.M) == [
+        "holders at restart 0: 1", "holders at restart 1: 1"], proc.stdout
+    assert holders(str(tmp_path)) == [] or (time.sleep(1) or holders(str(tmp_path)) == [])
 
 
 def test_ranks_this_node_sees_alive_but_silent_after_their_last_step_are_not_a_lost_node(tmp_path):
@@ -305,6 +334,76 @@ def test_a_restart_s_set_up_leaves_out_the_bad_nodes_and_a_spare_takes_their_pla
     assert again.stderr.strip() == "hpcdist: nodes: node1 node3; master: node1:29999", again.stderr
     assert (tmp_path / "nodes").read_text() == "node1\nnode3\n"
     assert "export HPCDIST_RESTART=1\n" in (tmp_path / "job.env").read_text()
+
+
+def _wait_for(path, proc) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+
+
+def _served(port: int) -> str:
+    """What a client of torch's store on ``port`` of this host reads back from it."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=20))
+    store.set("asked", f"on {port}")
+    return store.get("asked").decode()
+
+
+def test_the_set_up_holds_torchrun_s_store_and_a_restart_s_the_next_launch_s_in_its_place(tmp_path):
+    """A job script's set-up with --hold-store (torchrun on 2 nodes): its node is the master (not
+    the node list's first), torch's store serves on the port and its holder's pid is in the run
+    folder. A restart's set-up (without node0) ends that holder and holds the next launch's
+    store on a new port; once the script has ended, no holder is left."""
+    import socket
+
+    from hpcdist.ports import bind_problem
+    from hpcdist.progress.monitor import alive
+
+    here = socket.gethostname()
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text(f"node0.invalid\n{here}\nnode2.invalid\nspare.invalid\n")
+    env, setup = pbs_job_setup(tmp_path, nodefile)
+    setup = [w for w in setup if w not in ("--master-port", "29999", "--port-unchecked")]
+    restart = ("from hpcdist.injob.restart import set_up_without; import os, sys; "
+               "print(set_up_without(sys.argv[1], ['node0.invalid'], os.environ, 1), "
+               "file=sys.stderr)")
+    script = (f"set -e; {shlex.join(setup)} --hold-store; touch first\n"
+              f"while [ ! -e go ]; do sleep 0.1; done; {shlex.join([sys.executable, '-c', restart, str(tmp_path)])}\n"
+              f"touch second; while [ ! -e end ]; do sleep 0.1; done\n")
+    job = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(tmp_path / "first", job)
+        first = int((tmp_path / "store.pid").read_text())
+        env_file = (tmp_path / "job.env").read_text()
+        assert f"export MASTER_ADDR={here}\n" in env_file
+        port = int(re.search(r"^export MASTER_PORT=(\d+)$", env_file, re.M)[1])
+        assert _served(port) == f"on {port}"
+        (tmp_path / "go").touch()
+        _wait_for(tmp_path / "second", job)
+        assert not alive(first), "the last launch's holder outlived it"
+        env_file = (tmp_path / "job.env").read_text()
+        assert f"export MASTER_ADDR={here}\n" in env_file
+        new_port = int(re.search(r"^export MASTER_PORT=(\d+)$", env_file, re.M)[1])
+        assert bind_problem(port) is None or new_port == port
+        second = int((tmp_path / "store.pid").read_text())
+        assert second != first and _served(new_port) == f"on {new_port}"
+        (tmp_path / "end").touch()
+        assert job.wait(timeout=30) == 0, job.stderr.read()
+        deadline = time.monotonic() + 5
+        while alive(second) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(second), "a holder outlived the job's script"
+    finally:
+        job.kill()
+        job.wait()
+    said_lines = job.stderr.read().splitlines()
+    assert said_lines[0] == f"hpcdist: nodes: node0.invalid {here}; master: {here}:{port}", said_lines
+    assert said_lines[1] == f"hpcdist: nodes: {here} node2.invalid; master: {here}:{new_port}", said_lines
 
 
 @pytest.mark.parametrize(

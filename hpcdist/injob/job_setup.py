@@ -24,6 +24,11 @@ the lines the script sources (``job.env`` there), each value quoted:
   nodes, with those variables and ``NCCL_*``/``UCX_*`` (values holding ``$ ` "`` or a backslash
   are left out: DeepSpeed writes them inside double quotes).
 
+With ``--hold-store`` (torchrun on several nodes: :func:`hpcdist.launchers.torchrun.holds_store`)
+the set-up also takes the port and leaves a child that holds the agents' rendezvous store on it
+(:mod:`hpcdist.injob.store`): the master is then this node (the first node, but for one that
+``--exclude`` left out), and a port that cannot be listened on here ends the job (exit 1, said).
+
 The log gets one line, ``hpcdist: nodes: node1 node2; master: node1:20123`` (``hpcdist logs``
 names a failed node by its index in it).
 
@@ -38,7 +43,8 @@ there, and the log says so. ``--record-start`` (a job that may be requeued) appe
 A job that restarts its launch (``--max-restarts``: :mod:`hpcdist.injob.restart`) runs the set-up
 again between two launches, with the same arguments (kept in ``setup.argv`` in the run folder):
 the nodes listed in ``bad_nodes`` there are left out (a spare of the allocation takes their
-place), the port is drawn again, and ``--restart N`` exports ``HPCDIST_RESTART``.
+place), the port is drawn again (the last launch's store ended, the next one's held), and
+``--restart N`` exports ``HPCDIST_RESTART``.
 
 Its arguments are read by hand, not by argparse: this
 runs in every job, where its cost is felt.
@@ -48,7 +54,7 @@ import os
 import sys
 import time
 
-from hpcdist.ports import PortError, choose_port
+from hpcdist.ports import PortError, choose_port, is_this_host
 
 #: What every node needs from the batch shell, where set: the environment the job activated, the
 #: container's image (a node's agent starts it: hpcdist.containers).
@@ -69,14 +75,20 @@ RECORD, RUNS, SUBMITTING, RESUBMITTED, START = "record.json", "runs", "submittin
 USAGE = ("usage: hpcdist job-setup --scheduler NAME --dir RUN_DIR [--nodes N] [--hostfile FORMAT:SLOTS]\n"
          "                          [--master-addr HOST] [--master-port PORT] [--pass NAME]... [--mpi-env]\n"
          "                          [--deepspeed-env] [--port-unchecked] [--restart N] [--exclude N1,N2]\n"
-         "                          [--min-nodes N]\n"
+         "                          [--min-nodes N] [--hold-store]\n"
          "                          [--job-dir DIR --run-id ID [--record-start]]\n"
          "Inside a job script: write the node list, the launcher's hostfile and job.env, the lines to\n"
-         "source (the master, its port, the variables to pass), into RUN_DIR.")
+         "source (the master, its port, the variables to pass), into RUN_DIR. --hold-store: hold\n"
+         "torchrun's rendezvous store on the port, on this node, until the job or a restart ends it.")
 
 
 class SetupError(Exception):
     """What is wrong, for the job's log: one line, naming what was read and the fix."""
+
+
+class HoldError(SetupError):
+    """The port cannot be listened on for torchrun's store (``--hold-store``): another process
+    took it since it was drawn. The job ends (exit 1): its agents must not meet whatever is there."""
 
 
 def parse(argv: list) -> dict:
@@ -87,9 +99,9 @@ def parse(argv: list) -> dict:
              "--restart": "restart", "--exclude": "exclude", "--job-dir": "job_dir", "--run-id": "run_id",
              "--min-nodes": "min_nodes"}
     switches = {"--mpi-env": "mpi_env", "--deepspeed-env": "deepspeed_env", "--port-unchecked": "port_unchecked",
-                "--record-start": "record_start"}
+                "--record-start": "record_start", "--hold-store": "hold_store"}
     options: dict = {"pass": [], "mpi_env": False, "deepspeed_env": False, "port_unchecked": False,
-                     "record_start": False}
+                     "record_start": False, "hold_store": False}
     args = list(argv)
     while args:
         word = args.pop(0)
@@ -136,6 +148,7 @@ def setup(options: dict, environ) -> tuple:
                          f"and its node list are not): submit it to {scheduler} (the header names the command), "
                          f"or render it for the scheduler it runs under")
     local = getattr(job_module, "MASTER_ADDR", None)
+    allocated = alloc
     alloc, hosts, unwanted = _launch_hosts(options, alloc, scheduler, local)
     job_id = next((environ.get(v) for v in job_module.JOB_ID_VARIABLES if environ.get(v)), None)
     if not job_id:
@@ -151,12 +164,8 @@ def setup(options: dict, environ) -> tuple:
         except AllocationError as e:
             raise SetupError(str(e)) from None
         files["HPCDIST_HOSTFILE"] = _write(folder, "hostfile", text)
-    master = options.get("master_addr") or local or hosts[0]
-    given = int(options["master_port"]) if "master_port" in options else None
-    try:
-        port = str(given if options["port_unchecked"] and given else choose_port(master, given))
-    except PortError as e:
-        raise SetupError(str(e)) from None
+    master = options.get("master_addr") or local or _first(options, allocated, hosts[0])
+    port = _port(options, master)
     values = {"HPCDIST_JOB_ID": job_id, **files, "MASTER_ADDR": master, "MASTER_PORT": port,
               # This interpreter, by its path: `python` on another node may be another one (a login
               # shell's conda or pyenv put before the job's PATH, as Open MPI's remote shells do).
@@ -179,6 +188,35 @@ def setup(options: dict, environ) -> tuple:
     log = f"hpcdist: nodes: {' '.join(hosts)}{fewer}; master: {master}:{port}" + (
         f"; left out (--exclude-nodes): {' '.join(unwanted)}" if unwanted else "")
     return "\n".join(lines) + "\n", log
+
+
+def _first(options: dict, allocated, first: str) -> str:
+    """The master: the first node; where this node holds torchrun's store, this node by the
+    allocation's name (the script's node, first but for one --exclude left out)."""
+    if options["hold_store"] and not is_this_host(first):
+        return next((name for name in allocated.host_names if is_this_host(name)), first)
+    return first
+
+
+def _port(options: dict, master: str) -> str:
+    """The launch's port, drawn (or the user's, checked); with ``--hold-store``, held here for
+    torchrun's store once the last launch's holder has ended (a restart's: its port may be this)."""
+    given = int(options["master_port"]) if "master_port" in options else None
+    if options["hold_store"]:
+        from hpcdist.injob.store import hold, release
+
+        release(options["dir"])
+    try:
+        port = str(given if options["port_unchecked"] and given else choose_port(master, given))
+    except PortError as e:
+        raise SetupError(str(e)) from None
+    if options["hold_store"]:
+        try:
+            hold(int(port), options["dir"])
+        except OSError as e:
+            raise HoldError(f"torchrun's rendezvous store cannot listen on port {port} of this node: "
+                            f"{e.strerror or e}") from None
+    return port
 
 
 def _launch_hosts(options: dict, alloc, scheduler: str, local) -> tuple:
@@ -356,6 +394,9 @@ def main(argv: list) -> int:
             from hpcdist.progress.startup import record_setup
 
             record_setup(os.environ, time.time(), os.getppid(), os.path.basename(os.path.abspath(options["dir"])))
+    except HoldError as e:
+        print(f"hpcdist: {e}", file=sys.stderr)
+        return 1
     except SetupError as e:
         print(f"hpcdist job-setup: error: {e}", file=sys.stderr)
         return 2

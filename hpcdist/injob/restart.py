@@ -6,7 +6,8 @@ job.sh.j2's launch block runs the launch in a loop and asks this command after e
     hpcdist restart --dir "$run_dir" --status "$status" --max 2 [--job-dir "$job_dir"]
 
 Exit 0: the set-up has been run again (``job.env`` in the run folder, to source: the nodes left,
-a new port, ``HPCDIST_RESTART``) and the launch is to start again. Exit 1: the job ends with the
+a new port, ``HPCDIST_RESTART``; torchrun's store of the last launch ended and the next one's
+held: :mod:`hpcdist.injob.store`) and the launch is to start again. Exit 1: the job ends with the
 launch's status; the log says why. In order:
 
 1. a rank that ended with :data:`hpcdist.env.NO_RESTART` (``sys.exit(hpcdist.env.NO_RESTART)``):
@@ -40,7 +41,9 @@ import time
 from typing import NamedTuple
 
 from hpcdist.env import NO_RESTART
-from hpcdist.injob.job_setup import ARGV_FILE, BAD_NODES_FILE, SetupError, parse, read_lines, setup
+from hpcdist.injob.job_setup import (ARGV_FILE, BAD_NODES_FILE, HoldError, SetupError, parse,
+                                     read_lines, setup)
+from hpcdist.injob.store import release
 from hpcdist.jobs.atomic import write_text_atomic
 
 #: Seconds a node has to answer the health check.
@@ -326,6 +329,9 @@ def preflight(options: dict, environ) -> int:
     why = "; ".join(f"{host} {said}" for host, said in problems.items())
     try:
         log = set_up_without(run_dir, sorted(problems), environ)
+    except HoldError as e:
+        print(f"hpcdist: preflight: {why}; {e}: the job ends.", file=sys.stderr)
+        return 1
     except SetupError:
         print(
             f"hpcdist: preflight: {why}; no node left to take the place of "
@@ -380,6 +386,7 @@ def restart(options: dict, environ) -> int:
         why += f" (the job's monitor: {monitor})"
     now = time.strftime("%H:%M:%S")
     if not again:
+        release(run_dir)  # the last launch's store (torchrun's), if the set-up held one
         left = f" (no restart left: --max-restarts {most})" if spent else ""
         print(
             f"hpcdist: the launch failed at {now} (exit {status}): {why}{left}; the job ends.",
@@ -389,6 +396,10 @@ def restart(options: dict, environ) -> int:
     bad = read_lines(os.path.join(run_dir, BAD_NODES_FILE)) + sorted(problems)
     try:
         log = set_up_without(run_dir, bad, environ, restart=state["count"] + 1)
+    except HoldError as e:
+        print(f"hpcdist: the launch failed at {now} (exit {status}): {why}; {e}: the job ends.",
+              file=sys.stderr)
+        return 1
     except SetupError as e:
         print(
             f"hpcdist: the launch failed at {now} (exit {status}): {why}; "

@@ -1,7 +1,7 @@
 """torchrun: one agent per node, a c10d rendezvous on the first host; restarts and elastic size.
 
-Where it runs: on the login node (the launch lines), and on the job's first node, where
-``python -m hpcdist.launchers.torchrun --hold-store PORT`` holds the agents' rendezvous store.
+Where it runs: on the login node (the launch lines). The agents' rendezvous store is held by the
+job's set-up (``hpcdist job-setup --hold-store``: :mod:`hpcdist.injob.store`).
 
 ``--min-nodes`` without ``--max-restarts`` is its elastic size (``--nnodes=MIN:MAX``, Slurm only);
 with ``--max-restarts`` the restarts are the job script's (:mod:`hpcdist.injob.restart`), under
@@ -11,10 +11,8 @@ never used. Its log names a failed rank in its "Root Cause" block.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-import time
 
 from hpcdist.launchers import Launcher, exit_why, failure, program
 from hpcdist.shell import BREAK, Shell
@@ -74,13 +72,10 @@ class Torchrun(Launcher):
                 "--rdzv-backend=c10d", Shell('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'), *host,
                 Shell('--rdzv-id="$HPCDIST_JOB_ID"')] + workers(spec)
 
-    def setup(self, spec):
-        if not holds_store(spec):
-            return []
-        # The agents' store outlives every agent: held by the first agent (torch's way), it left
-        # while the other nodes' agents were still in their exit barrier, and a job that succeeded
-        # ended its log with their errors (pytorch/pytorch#69520). It returns once it listens.
-        return [f"{spec.python} -m hpcdist.launchers.torchrun --hold-store \"$MASTER_PORT\""]
+    def job_setup(self, spec):
+        # The agents' store outlives every agent: the set-up holds it on the master's port, and a
+        # restart's set-up the next launch's (hpcdist.injob.store).
+        return ["--hold-store"] if holds_store(spec) else []
 
     def failures(self, text, agents, nodes):
         return [(m.start(), failure(exit_why(int(m["code"])), rank=int(m["rank"]), local_rank=int(m["local"]),
@@ -101,87 +96,23 @@ def workers(spec) -> list:
 
 
 def holds_store(spec) -> bool:
-    """Whether the job script holds the rendezvous store (:func:`hold_store`): several nodes, a
-    fixed size (an elastic job's rounds are hpcdist agents --elastic's), and the host's python
-    the training's (in a container the host may have no torch)."""
+    """Whether the job's set-up holds the rendezvous store (:mod:`hpcdist.injob.store`): several
+    nodes, a fixed size (an elastic job's rounds are hpcdist agents --elastic's), and the host's
+    python the training's (in a container the host may have no torch)."""
     from hpcdist import containers
 
     return spec.nodes > 1 and not spec.elastic and spec.python != "hpcdist" and containers.get(spec) is None
 
 
-def hold_store(port: str) -> int:
-    """Listen on ``port`` of this node, then return 0 and leave a child to serve the rendezvous
-    store there until the job's script (this command's parent) has ended; 1, said, if it cannot
-    listen (the agents must not meet at whatever else listens there). The port is taken here,
-    before torch is imported: the child imports it and serves the store on this socket while the
-    script starts the launcher (an agent that connects first waits in the socket's queue), so that
-    the launch does not wait a second for torch. Should the child fail, the socket closes with it
-    and the agents are refused: none meets anything else there."""
-    job_script = os.getppid()
-    try:
-        listener = _listen(int(port))
-    except OSError as e:
-        print(f"hpcdist: torchrun's rendezvous store cannot listen on port {port} of this node: "
-              f"{e.strerror or e}", file=sys.stderr)
-        return 1
-    if os.fork():
-        listener.close()
-        return 0
-    _serve_store(listener, port, job_script)
-    os._exit(0)
-
-
-def _listen(port: int):
-    """A socket listening on ``port`` at every address of this host, as torch's store listens
-    (IPv6 and IPv4 where the host has IPv6)."""
-    import _socket  # socket.py's own imports (enum, selectors) would cost the launch
-
-    try:
-        sock = _socket.socket(_socket.AF_INET6, _socket.SOCK_STREAM)
-        address = "::"
-        sock.setsockopt(_socket.IPPROTO_IPV6, _socket.IPV6_V6ONLY, 0)
-    except OSError:  # no IPv6 on this host
-        sock, address = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM), "0.0.0.0"
-    try:
-        # As torch's store: a closed connection's TIME_WAIT on the port is no listener.
-        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-        sock.bind((address, port))
-        sock.listen(_socket.SOMAXCONN)  # every node's agent may connect before the store serves
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def _serve_store(listener, port: str, job_script: int) -> None:
-    """The child: torch's store served on ``listener`` (its server runs in a thread of torch's)
-    until the job's script has ended."""
-    try:
-        from datetime import timedelta
-
-        from torch.distributed import TCPStore
-
-        store = TCPStore("localhost", int(port), is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60),
-                         master_listen_fd=listener.fileno())
-    except Exception as e:  # noqa: BLE001 - any failure is said; the socket closes as the child ends
-        print(f"hpcdist: torchrun's rendezvous store cannot serve on port {port} of this node: "
-              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        os._exit(1)
-    # Nothing more to say: the job's output is not held open by the store (whoever reads it
-    # waits for its end, and may reap the script only then).
-    quiet = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(quiet, fd)
-    from hpcdist.progress.monitor import alive  # the monitor's own test of the batch shell's end
-
-    while alive(job_script):
-        time.sleep(0.5)
-    del store
-
-
 LAUNCHER = Torchrun()
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the line of scripts written before the set-up held the store itself
     if len(sys.argv) != 3 or sys.argv[1] != "--hold-store" or not sys.argv[2].isdigit():
         raise SystemExit("usage: python -m hpcdist.launchers.torchrun --hold-store PORT")
-    sys.exit(hold_store(sys.argv[2]))
+    from hpcdist.injob.store import hold
+
+    try:
+        hold(int(sys.argv[2]))
+    except OSError as e:
+        raise SystemExit(f"hpcdist: torchrun's rendezvous store cannot listen on port {sys.argv[2]} of "
+                         f"this node: {e.strerror or e}") from None

@@ -67,6 +67,10 @@ def launch_lines(spec: JobSpec) -> list[str]:
                   launchers.hpcdist_command(spec))[0]
 
 
+#: job-setup's flags that pass variables to the other nodes (``--pass`` names more of them).
+PASSING = {"--deepspeed-env", "--mpi-env"}
+
+
 def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | None = None) -> tuple:
     """``(line, comment)``: the one call of ``hpcdist job-setup`` (:mod:`hpcdist.injob.job_setup`) that
     prepares what this launch reads, and what it prepares, for the comment above it. With a job
@@ -87,7 +91,7 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | N
         words += ["--hostfile", f"{fmt}:{spec.total_procs if scheduler.one_host else spec.procs_per_node}"]
         what += f" and a hostfile for {launcher.name}"
     flags = launcher.job_setup(spec) + (["--mpi-env"] if any(MPI_ENV in line for line in launch) else [])
-    if flags or spec.pbs_spread == "pbsdsh":  # the other nodes get the variables named here
+    if set(flags) & PASSING or spec.pbs_spread == "pbsdsh":  # the other nodes get the variables named here
         names = [k for k, _ in spec.env + spec.env_expand] + list(spec.propagate)
         flags += [w for name in dict.fromkeys(names) for w in ("--pass", name)]
     for name, value in spec.env:  # a master the user set (--env) stays the job's
@@ -103,9 +107,13 @@ def job_setup(spec: JobSpec, scheduler, launcher, launch: list, job_dir: str | N
         # subjobs are runs of their own: each would read as a restart).
         again = scheduler.requeues_by_itself and not spec.array
         flags += ["--record-start"] if spec.stops_on_warning or again else []
-    master = "this host" if scheduler.one_host else "the first node"
-    return (command_lines(words + flags + [Shell("|| {")]) + "\n" + hpcdist_check(spec),
-            f"{what}; the master is {master}, its port a free one drawn at random.")
+    if "--hold-store" in flags:
+        here = "this host" if scheduler.one_host else "this node"
+        said = f"{here} is the master and holds torchrun's store on a free port drawn at random"
+    else:
+        master = "this host" if scheduler.one_host else "the first node"
+        said = f"the master is {master}, its port a free one drawn at random"
+    return command_lines(words + flags + [Shell("|| {")]) + "\n" + hpcdist_check(spec), f"{what}; {said}."
 
 
 #: The exit status of a job whose python cannot import hpcdist: a shell's for a command not found.

@@ -15,8 +15,8 @@ trap 'rm -rf "$run_dir"' EXIT
 
 export NCCL_DEBUG=INFO
 
-# The nodes; the master is this host, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler local --dir "$run_dir" || {
+# The nodes; this host is the master and holds torchrun's store on a free port drawn at random.
+python -m hpcdist job-setup --scheduler local --dir "$run_dir" --hold-store || {
   status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
@@ -24,7 +24,6 @@ python -m hpcdist job-setup --scheduler local --dir "$run_dir" || {
 source "$run_dir/job.env"
 
 # Start torchrun on every node as agents on this host: 2 processes each, meeting at this node.
-python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 python -m hpcdist agents --local --nodes 2 -- \
   torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \
   --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 --rdzv-id="$HPCDIST_JOB_ID" \

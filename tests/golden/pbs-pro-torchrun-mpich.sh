@@ -26,8 +26,8 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || {
+# The nodes; this node is the master and holds torchrun's store on a free port drawn at random.
+python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hold-store || {
   status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
@@ -35,7 +35,6 @@ python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || {
 source "$run_dir/job.env"
 
 # Start torchrun on every node with MPICH's launcher: 4 processes each, meeting at this node.
-python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 mpiexec.hydra -f "$HPCDIST_NODEFILE" -n 2 -ppn 1 -genv MASTER_ADDR "$MASTER_ADDR" \
   -genv MASTER_PORT "$MASTER_PORT" \
   "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- torchrun --nnodes=2 --nproc-per-node=4 \

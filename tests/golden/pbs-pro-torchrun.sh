@@ -26,9 +26,9 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --mpi-env --pass NCCL_DEBUG \
-  || {
+# The nodes; this node is the master and holds torchrun's store on a free port drawn at random.
+python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hold-store --mpi-env \
+  --pass NCCL_DEBUG || {
   status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
@@ -36,7 +36,6 @@ python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --mpi-env
 source "$run_dir/job.env"
 
 # Start torchrun on every node with Open MPI's launcher: 4 processes each, meeting at this node.
-python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 mpirun --hostfile "$HPCDIST_NODEFILE" -np 2 --map-by ppr:1:node --bind-to none "${mpi_env[@]}" \
   "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- torchrun --nnodes=2 --nproc-per-node=4 \
   --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 \

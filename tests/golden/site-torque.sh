@@ -18,8 +18,8 @@ cd "$PBS_O_WORKDIR"  # PBS starts a job in $HOME
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 
-# The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || {
+# The nodes; this node is the master and holds torchrun's store on a free port drawn at random.
+python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" --hold-store || {
   status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
@@ -27,7 +27,6 @@ python -m hpcdist job-setup --scheduler pbs --nodes 2 --dir "$run_dir" || {
 source "$run_dir/job.env"
 
 # Start torchrun on every node with pbsdsh: 4 processes each, meeting at this node.
-python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 python -m hpcdist agents --pbsdsh --dir "$run_dir" -- \
   "${HPCDIST_PYTHON:-python}" -m hpcdist agents --reap -- torchrun --nnodes=2 --nproc-per-node=4 \
   --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 \

@@ -27,8 +27,8 @@ conda activate myenv
 export NCCL_DEBUG=INFO
 set -u
 
-# The nodes; the master is the first node, its port a free one drawn at random.
-python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
+# The nodes; this node is the master and holds torchrun's store on a free port drawn at random.
+python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" --hold-store || {
   status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
@@ -36,7 +36,6 @@ python -m hpcdist job-setup --scheduler slurm --nodes 2 --dir "$run_dir" || {
 source "$run_dir/job.env"
 
 # Start torchrun on every node with srun: 4 processes each, meeting at this node.
-python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
 srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 \
   torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \
   --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-conf=is_host=0 --rdzv-id="$HPCDIST_JOB_ID" \

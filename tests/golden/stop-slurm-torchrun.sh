@@ -50,9 +50,10 @@ stop_training() {
 trap 'requeue_wanted=1; stop_training "walltime warning (SIGUSR2)"' USR2
 trap 'killed_by=143; stop_training "SIGTERM"' TERM
 
-# The nodes; the master is the first node, its port a free one drawn at random.
+# The nodes; this node is the master and holds torchrun's store on a free port drawn at random.
 python -m hpcdist job-setup --scheduler slurm --nodes 2 --min-nodes 1 --dir "$run_dir" \
-  --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" --record-start || {
+  --hold-store --job-dir "$job_dir" --run-id "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}" \
+  --record-start || {
   status=$?; python -c 'import hpcdist' 2>/dev/null && exit "$status"
   echo >&2 "hpcdist: $(command -v python || echo python) on $HOSTNAME cannot import hpcdist;" \
     "give the job a python that has it: --venv PATH, --conda ENV, --module NAME or --python PATH"
@@ -64,7 +65,6 @@ python -m hpcdist monitor --dir "$job_dir/progress" --pid $$ --restarts &
 
 # Start torchrun on every node with srun: 4 processes each, meeting at this node.
 launch() {
-  python -m hpcdist.launchers.torchrun --hold-store "$MASTER_PORT"
   srun --nodes="$HPCDIST_NNODES" --ntasks="$HPCDIST_NNODES" --overlap --nodelist="$HPCDIST_NODEFILE" \
     --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 \
     torchrun --nnodes="$HPCDIST_NNODES" --nproc-per-node=4 --rdzv-backend=c10d \
