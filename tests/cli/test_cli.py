@@ -231,7 +231,7 @@ def as_written(text: str) -> str:
 def test_the_top_level_help_written_out_is_what_argparse_formats(monkeypatch):
     """`hpcdist --help` prints hpcdist/cli/top_help.py's text (building every parser for it cost
     three times `python -c pass`): the text is argparse's own, at 80 columns. After a change to
-    the commands: `HPCDIST_UPDATE_GOLDEN=1 pytest tests/test_cli.py -k top_level_help`."""
+    the commands: `HPCDIST_UPDATE_GOLDEN=1 pytest tests/cli/test_cli.py -k top_level_help`."""
     import hpcdist.cli.top_help as written
     from hpcdist.cli import build_parser
 

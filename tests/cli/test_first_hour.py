@@ -18,7 +18,7 @@ import pytest
 
 from launch import clean_env
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: Where every --help's "docs:" line points: no site is published, so its page in the source.
 DOCS_LINE = "docs: docs/index.md in hpcdist's source"
 
@@ -100,7 +100,7 @@ def test_submit_help_says_what_a_flag_takes(flag, said, tmp_path):
 
 def test_the_docs_line_of_every_help_points_at_no_unpublished_site(tmp_path):
     """Issue 50 item 4: every --help ended with https://hpcdist.readthedocs.io/..., which is not
-    published. It names the page under docs/ (tests/test_docs.py checks each page and heading),
+    published. It names the page under docs/ (tests/project/test_docs.py checks each page and heading),
     and mkdocs.yml promises no address either."""
     from hpcdist.cli.commands import BY_HAND, COMMANDS
 

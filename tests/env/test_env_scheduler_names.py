@@ -4,7 +4,7 @@ module for the allocation, never before.
 
 The few that every rank's lookup tests before it loads anything of a scheduler (pbsdsh's markers,
 srun's step id, a PBS batch job's) are named in ``hpcdist.env`` too: each module costs a lookup ~1%
-of Python's start and tests/test_layout.py keeps them all out of it, while the login side (a render
+of Python's start and tests/project/test_layout.py keeps them all out of it, while the login side (a render
 loads ``slurm_job`` and ``pbs_job``) cannot load ``hpcdist.env`` for them. They are held equal here.
 """
 

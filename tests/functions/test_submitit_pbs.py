@@ -5,7 +5,7 @@ script hpcdist renders for it. The cluster rows run on the real OpenPBS 23.06 (t
 a user's Python script on the head (``pbshead``), jobs on ``pbsn1``/``pbsn2``, job history off
 (the server's default) and on; the README, a traceback, a map over the array cap and a
 Checkpointable also run on the Slurm test cluster through its Torque stand-in
-(tests/test_submitit_torque.py). Each row's time here (2 shared cores, the suite's load aside) is
+(tests/functions/test_submitit_torque.py). Each row's time here (2 shared cores, the suite's load aside) is
 in its docstring.
 """
 
@@ -219,7 +219,7 @@ def test_the_walltime_warning_checkpoints_or_fails_as_submitit_does_on_slurm(rea
 
 def test_interrupt_timeout_asks_for_the_warning_by_hand_with_qsig_winch(tmp_path, monkeypatch):
     """``job._interrupt(timeout=True)`` runs ``qsig -s WINCH <job's newest PBS id>``: qsig's USR2
-    would end the job on a real PBS (tests/test_pbs_stop_by_hand.py). qsig is a STAND-IN on PATH
+    would end the job on a real PBS (tests/schedulers/test_pbs_stop_by_hand.py). qsig is a STAND-IN on PATH
     that records its words: the test OpenPBS's moms see no process of a root job to signal."""
     from hpcdist.functions.executor import INDEX, PbsJob
 

@@ -1,5 +1,5 @@
 """submitit's API beyond its examples, on the real OpenPBS (tests/openpbs.py): what a submitit
-user's code calls that the examples of tests/test_submitit_pbs.py do not.
+user's code calls that the examples of tests/functions/test_submitit_pbs.py do not.
 
 - ``job._interrupt()`` and ``job._interrupt(timeout=True)``, which submitit's checkpointing
   guide (docs/checkpointing.md in submitit's repository) tells users to call to test their
@@ -208,7 +208,7 @@ GUIDE = textwrap.dedent("""
 # History on alone (the suite's time): on this cluster every signal force-exits a root job in
 # PBS's books (NOTES.md, "Test OpenPBS jobs run as root"), so the two rows proved the same path.
 @pytest.mark.parametrize("history", [True], ids=["history-on"])
-# ``_interrupt(timeout=True)``'s row runs the guide as a user (tests/test_openpbs_as_user.py): this
+# ``_interrupt(timeout=True)``'s row runs the guide as a user (tests/schedulers/test_openpbs_as_user.py): this
 # cluster's moms see no process of a root job, so ``qsig`` would end it in PBS's books while its
 # script runs on and resubmits itself after a job the server has already ended.
 @pytest.mark.parametrize("timeout", [False], ids=["preempted"])

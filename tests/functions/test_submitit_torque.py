@@ -1,6 +1,6 @@
 """submitit through hpcdist on the Slurm test cluster: submitit's own Slurm executor beside the PBS
 plugin's Torque dialect, and the plugin's README, traceback, map over an array cap and
-Checkpointable rows (tests/test_submitit_pbs.py runs them on the real OpenPBS) through the
+Checkpointable rows (tests/functions/test_submitit_pbs.py runs them on the real OpenPBS) through the
 cluster's Torque stand-in: Slurm's qsub wrapper and the cluster's prolog, no Torque server (what
 that does and does not prove is said below). Each row's time here is in its docstring.
 """

@@ -3,7 +3,7 @@ is left out and no spare is left, hpcdist's restart goes on with the nodes left 
 the job ends naming the node. What the job script says (the launch's counts read from the set-up,
 --no-kill, tolerate_node_failures) is read from rendered scripts; the decision is ``hpcdist
 restart`` run for real on a node list with a host that cannot be reached; the lost node itself is
-tests/test_restarts_cluster.py's, on the real clusters."""
+tests/injob/test_restarts_cluster.py's, on the real clusters."""
 
 from __future__ import annotations
 

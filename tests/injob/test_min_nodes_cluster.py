@@ -1,6 +1,6 @@
 """Fewer nodes without spares, for real on both test clusters (issue 51): 2 nodes x 2 ranks,
 torchrun, ``--min-nodes 1 --max-restarts 2``, no spare; node 2 is lost at step 20 of the DDP
-example's 60 (every process of the job on it killed, its link down: tests/test_restarts_cluster.py's
+example's 60 (every process of the job on it killed, its link down: tests/injob/test_restarts_cluster.py's
 way and helpers). The job goes on on node 1 alone from the last checkpoint and completes; the log,
 ``status`` and the job's folder name node 2 and say it went on with 1 node. One row a cluster (PBS:
 history off, the suite's default); the rows with spares, a fault in the code and no spare without

@@ -188,7 +188,7 @@ def test_slurm_walltime_warning_checkpoints_and_requeues_deepspeed(cluster, unin
     assert "the job was requeued (restart 1 of at most 2)" in log
 
 
-# PBS Pro's resubmission runs on a real OpenPBS (tests/test_openpbs.py); here the DDP example goes
+# PBS Pro's resubmission runs on a real OpenPBS (tests/schedulers/test_openpbs.py); here the DDP example goes
 # on from its checkpoint through the Slurm personality's qsub, as Torque's dialect writes it, and
 # ends bit for bit as the uninterrupted run. (DeepSpeed's stop and resume: the Slurm row above; a
 # DeepSpeed job costs ~40 s more to start, twice in a chain.)

@@ -3,7 +3,7 @@
 PBS tracks nothing a job starts on its other nodes: a rank there that a hang had stopped, whose
 torchrun was killed by the MPI's launcher before its own SIGKILL, outlived the job (stopped, parent
 1, a SIGTERM pending) on the real OpenPBS. The job's PBS spread runs each node's launcher under
-``hpcdist agents --reap``; tests/test_cluster_watch.py's hang rows look for leftovers on every node
+``hpcdist agents --reap``; tests/progress/test_cluster_watch.py's hang rows look for leftovers on every node
 of both clusters. Here, the mechanism alone: a "rank" in a session of its own (as torchrun starts
 its workers) that stops itself, and its launcher killed with SIGKILL."""
 

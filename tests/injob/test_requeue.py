@@ -1,6 +1,6 @@
 """`hpcdist requeue` refuses past its limit, and a job folder's `runs` file gives restarts and the id that goes on.
 
-The requeue and the resubmission themselves run on the test cluster (tests/test_preemption.py).
+The requeue and the resubmission themselves run on the test cluster (tests/injob/test_preemption.py).
 """
 
 from __future__ import annotations

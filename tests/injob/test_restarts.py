@@ -3,7 +3,7 @@ a rank killed mid-training is restarted and the training goes on; a fault in the
 a training that asks for no restart, a launch that makes no step twice, and the last restart used
 up all end the job at once, naming why. What the job script and the scheduler's request say
 (spares, --no-kill, tolerate_node_failures, srun's node list) is read from rendered scripts; the
-lost node itself is tests/test_restarts_cluster.py's, on the real clusters.
+lost node itself is tests/injob/test_restarts_cluster.py's, on the real clusters.
 
 The "node" killed here is a rank's process (the local backend's nodes are this host): what a
 lost node adds (a node that does not answer, a spare in its place) needs the clusters."""
@@ -21,7 +21,7 @@ import pytest
 
 from launch import clean_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: A training that records its steps (hpcdist.env.step) and fails as its argument says, on the
 #: launch given (--on N: HPCDIST_RESTART == N; -1: every launch).
@@ -383,7 +383,7 @@ def test_preflight_leaves_out_a_node_that_does_not_answer_and_a_spare_takes_its_
     """hpcdist restart --preflight on a node list of this host, a host that cannot be reached and
     a spare: the second is left out before any launch. (The unreachable host is a name that does
     not resolve, ssh's quickest failure; a node whose link is down is
-    tests/test_restarts_cluster.py's.)"""
+    tests/injob/test_restarts_cluster.py's.)"""
     import socket
 
     here = socket.gethostname()

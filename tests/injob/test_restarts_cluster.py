@@ -494,7 +494,7 @@ def test_pbs_a_fault_in_the_code_is_not_restarted(pbs3, tmp_path, history):
 
 
 # History on alone (the suite's time): history off is the --min-nodes row's, the lost node's
-# restart rows have one of each (tests/test_min_nodes_cluster.py, above).
+# restart rows have one of each (tests/injob/test_min_nodes_cluster.py, above).
 @pytest.mark.parametrize("history", ["True"])
 def test_pbs_with_no_spare_the_job_ends_naming_the_lost_node(pbs3, tmp_path, history):
     pbs3.qmgr(f"set server job_history_enable = {history}")

@@ -2,7 +2,7 @@
 
     failing_rank.py --fail-rank 3 --fail-step 5 --how raise|exit|kill
 
-For the failure rows of tests/test_matrix.py, whose question is whether the
+For the failure rows of tests/launchers/test_matrix.py, whose question is whether the
 launcher ends the whole job and hpcdist names the rank, not the training:
 each rank finds its rank with hpcdist.env (as a training does), reports an
 uncaught exception as init_distributed() would (hpcdist.failures), takes a
@@ -10,7 +10,7 @@ few steps, and then the failing rank raises, exits with status 3 or kills
 itself with SIGKILL, while the others sleep (a rank busy in a long
 computation, outside any collective): only the launcher can end them.
 Without torch each rank starts in a fraction of a second, so a row costs
-the launcher's time, not four torch imports (tests/jobs/failing_training.py
+the launcher's time, not four torch imports (tests/job_scripts/failing_training.py
 is the same with a DDP model, where a collective matters).
 """
 

@@ -1,4 +1,4 @@
-"""The training of tests/test_watch.py's jobs: gloo, a step every ~50 ms, one fault where asked.
+"""The training of tests/progress/test_watch.py's jobs: gloo, a step every ~50 ms, one fault where asked.
 
 FAULT: ``stop`` (rank FAULT_RANK stops itself with SIGSTOP at step 20), ``slow`` (it sleeps
 0.2 s before each step, as a slow data loader), ``collective`` (at step 20 it enters an

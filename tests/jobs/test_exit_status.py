@@ -67,7 +67,7 @@ def test_a_term_to_the_job_is_recorded_as_143_in_plain_bash(tmp_path):
     folder = tmp_path / "job"
     folder.mkdir()
     # The job's record, as `hpcdist submit` leaves it: a run of the script that is not job 5 (by
-    # hand) records nothing (tests/test_shared_records.py).
+    # hand) records nothing (tests/jobs/test_shared_records.py).
     (folder / "record.json").write_text(json.dumps({"job_id": "5", "job_name": "sleeper"}, indent=2) + "\n")
     spec = build_spec(dict(scheduler="local", launcher="none", script="sleeper.py", python=sys.executable),
                       check_files=False)

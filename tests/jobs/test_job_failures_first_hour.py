@@ -209,7 +209,7 @@ def test_two_agents_whose_tracebacks_cut_into_each_other_fold_into_one_line(tmp_
     tracebacks cut into each other mid-line (153 of its 158 lines)."""
     from hpcdist.jobs.logfiles import TeardownFold
 
-    recorded = os.path.join(os.path.dirname(__file__), "recorded", "torchrun_cancel_two_agents.log")
+    recorded = os.path.join(os.path.dirname(os.path.dirname(__file__)), "recorded", "torchrun_cancel_two_agents.log")
     with open(recorded) as f:
         text = f.read()
     fold = TeardownFold(str(tmp_path / "job.log"))

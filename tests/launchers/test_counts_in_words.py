@@ -12,7 +12,7 @@ import pytest
 
 from launch import clean_env
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _comment(tmp_path, *flags) -> str:

@@ -1,6 +1,6 @@
 """The frameworks users train with see the ranks hpcdist gives, under every launcher (issue 17).
 
-Each cell submits ``tests/jobs/framework_view.py`` with ``hpcdist submit
+Each cell submits ``tests/job_scripts/framework_view.py`` with ``hpcdist submit
 ... --wait`` on the real 2-host test cluster, 2 nodes x 2 processes, as a
 Lightning Fabric or accelerate user would write the script (no cluster
 plugin, no variables of their own). Every rank's framework view (rank, local
@@ -10,7 +10,7 @@ nodes with local ranks 0 and 1 each, and the parameters must be equal on all
 
 The frameworks table of docs/testing.md says the same, cell by cell; the cells not
 run here are there with their reason. PBS's cells run on a real OpenPBS, where no Slurm variable
-is about (tests/test_openpbs.py).
+is about (tests/schedulers/test_openpbs.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from test_matrix import environment, submit
 #: Every cell is on the Slurm cluster, which environment() asks for: the cluster's test process.
 pytestmark = pytest.mark.slurm_cluster
 
-VIEW = testcluster.ROOT / "tests" / "jobs" / "framework_view.py"
+VIEW = testcluster.ROOT / "tests" / "job_scripts" / "framework_view.py"
 
 #: (framework, scheduler, launcher) as test_matrix names schedulers and launchers.
 CELLS = [

@@ -8,7 +8,7 @@ with ``hpcdist submit ... --wait`` and judged from its own output.
 The failure rows: rank 3 of 4 raises an exception or is killed half-way
 while the other ranks are busy (sleeping, outside any collective), so only
 the launchers can end them. Their ranks do not import torch
-(tests/jobs/failing_rank.py): the question is the launcher's, and the
+(tests/job_scripts/failing_rank.py): the question is the launcher's, and the
 training rows above already run torch on every path. The whole job must end within 60 s of the
 failure, leave no process and no allocation behind, show as failed, and
 ``hpcdist logs`` must name the rank, its host and why.
@@ -18,7 +18,7 @@ with what a PBS site without Open MPI has. HPE Cray PALS cannot be installed her
 ``mpiexec`` is a stand-in, tests/cluster/pals-mpiexec, which takes PALS's flags, starts the ranks
 with the cluster's Open MPI and gives each the variables PALS gives (PALS_RANKID, PALS_NODEID,
 PMI_RANK ...) instead of Open MPI's. PBS Pro's other rows, real pbsdsh among them, run on a real
-OpenPBS: tests/test_openpbs.py.
+OpenPBS: tests/schedulers/test_openpbs.py.
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ from launch import clean_env
 
 ROOT = testcluster.ROOT
 QUICKSTART = ROOT / "examples" / "quickstart.py"
-FAILING = ROOT / "tests" / "jobs" / "failing_rank.py"  # no torch: the rows are about the launchers
+FAILING = ROOT / "tests" / "job_scripts" / "failing_rank.py"  # no torch: the rows are about the launchers
 
 SCHEDULERS = {
     "slurm": ["--scheduler", "slurm"],
     # The PBS personality: Slurm's qsub/qstat and a prolog exporting PBS_NODEFILE... Torque has no
-    # server here; PBS Pro's rows run on a real OpenPBS (tests/test_openpbs.py), but for the Cray
+    # server here; PBS Pro's rows run on a real OpenPBS (tests/schedulers/test_openpbs.py), but for the Cray
     # PALS rows below (a stand-in mpiexec that uses this cluster's Open MPI).
     "pbs-torque": ["--scheduler", "pbs", "--dialect", "torque"],
     "pbs-pro": ["--scheduler", "pbs", "--dialect", "pro"],
@@ -83,7 +83,7 @@ NOT_A_PATH = {
 #: Paths run elsewhere, and where (docs/testing.md says the same). A Torque script differs from
 #: PBS Pro's in its request lines only (tests/golden/pbs-torque-*.sh): its DeepSpeed and
 #: accelerate bodies run on the real OpenPBS, and the personality keeps torchrun and mpirun.
-ELSEWHERE = {("pbs-torque", launcher): "the same script body runs on a real OpenPBS (tests/test_openpbs.py)"
+ELSEWHERE = {("pbs-torque", launcher): "the same script body runs on a real OpenPBS (tests/schedulers/test_openpbs.py)"
              for launcher in ("deepspeed-pdsh", "deepspeed-no-ssh", "accelerate")}
 ROWS = [(s, launcher) for s in SCHEDULERS for launcher in LAUNCHERS
         if (s, launcher) not in {**NOT_A_PATH, **ELSEWHERE} and launcher not in PBS_SPREADS and s != "pbs-pro"] + [

@@ -1,7 +1,7 @@
 """Issue 31 on the real 2-host test cluster: hangs, stragglers and `hpcdist watch` under Slurm and
 its PBS personality, for torchrun, srun, mpirun and DeepSpeed (gloo, 2 nodes of 2 ranks).
 
-The same training and faults as tests/test_watch.py (tests/jobs/watch_training.py): rank 1 stops
+The same training and faults as tests/progress/test_watch.py (tests/job_scripts/watch_training.py): rank 1 stops
 itself with SIGSTOP at step 20 (node1: the monitor's node), rank 3 (node2) does the same, and
 rank 2 waits in a collective of a group whose other rank never reaches it; with
 ``--hang-timeout 20s`` each job ends within the timeout and a few seconds, its log holding the
@@ -29,7 +29,7 @@ import testcluster
 from report_page import on_nodes, opened, same_numbers
 
 ROOT = testcluster.ROOT
-TRAIN = str(ROOT / "tests" / "jobs" / "watch_training.py")
+TRAIN = str(ROOT / "tests" / "job_scripts" / "watch_training.py")
 WHERE = {"slurm": ["--scheduler", "slurm"], "pbs-torque": ["--scheduler", "pbs", "--dialect", "torque"]}
 LAUNCHERS = {"torchrun": [], "srun": ["--launcher", "srun"], "mpirun": ["--launcher", "mpirun"],
              "deepspeed": ["--launcher", "deepspeed"]}
@@ -37,7 +37,7 @@ ROWS = [(w, la) for w in WHERE for la in LAUNCHERS if not (w != "slurm" and la =
 FAULTS = {"stop-node1": ("stop", "1"), "stop-node2": ("stop", "3"), "collective": ("collective", "2")}
 #: The suite's rows (each a 2-node job of about a minute): every launcher, every fault and both
 #: schedulers at least once among the hangs; one straggler row (the straggler is the progress
-#: files' arithmetic, the same under every launcher; tests/test_watch.py runs it locally too).
+#: files' arithmetic, the same under every launcher; tests/progress/test_watch.py runs it locally too).
 #: HPCDIST_WATCH_MATRIX=full runs every launcher x fault x scheduler (28 jobs, about 20 minutes
 #: here), and a straggler under each.
 FULL = os.environ.get("HPCDIST_WATCH_MATRIX") == "full"

@@ -1,5 +1,5 @@
 """Issues 37.3-4, 39.1, 39.11, 39.13: what hpcdist says after it ended a hung job, and which hangs
-it sees. The hang that --hang-timeout ends, told everywhere, is tests/test_watch.py's stopped rank
+it sees. The hang that --hang-timeout ends, told everywhere, is tests/progress/test_watch.py's stopped rank
 (the_true_cause_is_said_everywhere); here: a start that never reaches its first step
 (--start-timeout, a job on the local backend), a re-run judged by its own ranks (the monitor over
 an earlier run's files), a silent rank's state on its own node, and the lines of the view.

@@ -231,7 +231,7 @@ class Counted(dict):
 
 def test_the_monitor_lives_through_the_warning_signals(job, tmp_path):
     """A ``qsig -s USR2`` reaches every process of a job (on a real mom it also ends the job:
-    tests/test_pbs_stop_by_hand.py): the monitor takes it, and USR1, and goes on to name the hang,
+    tests/schedulers/test_pbs_stop_by_hand.py): the monitor takes it, and USR1, and goes on to name the hang,
     and ends with the batch shell."""
     from hpcdist.progress.monitor import SUMMARY
 

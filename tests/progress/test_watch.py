@@ -5,7 +5,7 @@ jobs on the local backend (2 "nodes" of 2 ranks, gloo, the real mpirun and torch
 three faults of the issue: a rank stopped with SIGSTOP at step 20, a rank that sleeps before each
 step (a straggler), a rank that enters a collective the others never reach; and a run with no
 fault, with a checkpoint longer than the hang floor. Slurm's and PBS's rows are in
-tests/test_cluster_watch.py (the 2-host test cluster).
+tests/progress/test_cluster_watch.py (the 2-host test cluster).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import pytest
 
 from launch import clean_env, wait_for
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The training of the job rows: FAULT (stop, slow, collective) at FAULT_RANK; a checkpoint phase
 #: of CHECKPOINT_S at step 30.
-TRAIN = os.path.join(HERE, "jobs", "watch_training.py")
+TRAIN = os.path.join(HERE, "job_scripts", "watch_training.py")
 
 
 def hpcdist(*args, cwd, env, timeout=120) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ import pytest
 
 from launch import clean_env
 
-FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
+FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fakes")
 
 
 def hpcdist(*args, env=None, cwd=None):

@@ -25,7 +25,7 @@ import zipfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNREACHABLE = "http://127.0.0.1:1/whl/cpu"  # port 1: nothing listens there, the connection is refused
 
 

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ROWS = """
 import pytest

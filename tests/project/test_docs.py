@@ -1,7 +1,7 @@
 """The documentation: the site builds with `mkdocs build --strict` (a broken link, a missing page or
 anchor, a file a page includes that is gone: each fails it), the reference pages are what the code
 generates (scripts/docs_reference.py), and every command's --help ends with examples and a page
-that exists. The pages' commands themselves run in tests/test_docs_commands.py."""
+that exists. The pages' commands themselves run in tests/project/test_docs_commands.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 
 from launch import clean_env
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "scripts" / "docs_reference.py"
 
 

@@ -22,7 +22,7 @@ import pytest
 from docblocks import RUN, blocks, console_steps, missing_lines
 from launch import clean_env
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")])
 #: A block's time limit: a local job with --wait trains for real (a few seconds to a minute here).
 TIMEOUT = 300

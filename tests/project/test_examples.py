@@ -10,7 +10,8 @@ import pytest
 
 from launch import clean_env, openmpi_run, run, torchrun
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "quickstart.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "quickstart.py")
 
 
 @pytest.mark.parametrize("launch", ["torchrun", "openmpi"])
@@ -28,8 +29,7 @@ def test_the_readme_main_command(tmp_path):
     """`bash scripts/demo.sh`, as the README says: two local jobs train and complete; it ends saying
     how to put hpcdist on PATH. Its jobs are submitted from a temporary folder (HPCDIST_DEMO_DIR), so
     that the clone's own `hpcdist status` lists only the jobs its user submitted."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = run(["bash", os.path.join(root, "scripts", "demo.sh")], clean_env(HPCDIST_DEMO_DIR=str(tmp_path)),
+    proc = run(["bash", os.path.join(ROOT, "scripts", "demo.sh")], clean_env(HPCDIST_DEMO_DIR=str(tmp_path)),
                timeout=600)
     assert proc.stdout.count("identical on all ranks: True") == 2
     assert proc.stderr.count("is completed") == 2
@@ -42,4 +42,4 @@ def test_the_readme_main_command(tmp_path):
     status = proc.stdout.split("== hpcdist status\n")[1].split("\n\n")[0].splitlines()
     assert len(status) == 3 and all(" completed  0" in line for line in status[1:]), status
     assert len(os.listdir(tmp_path / ".hpcdist" / "jobs")) == 2
-    assert f"source {root}/.venv/bin/activate" in proc.stdout
+    assert f"source {ROOT}/.venv/bin/activate" in proc.stdout

@@ -34,7 +34,7 @@ from launch import clean_env, need
 
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/bootstrap.sh installs it)")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 README = os.path.join(EXAMPLES, "README.md")
 TIMEOUT = 300  # one job; a DeepSpeed job takes 20-40 s here when the 2 cores are shared

@@ -8,7 +8,7 @@ import ast
 import glob
 import os
 
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hpcdist")
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "hpcdist")
 FOLDERS = ("injob", "progress")
 MOST_LINES = 80
 

@@ -1,7 +1,7 @@
 """Fuzzing every parser of outside text: it parses, or raises its documented error with a message.
 
-Opt-in long run: ``HPCDIST_FUZZ=long bash scripts/test.sh tests/test_fuzz.py``
-(or ``HPCDIST_FUZZ=long .venv/bin/python -m pytest tests/test_fuzz.py``):
+Opt-in long run: ``HPCDIST_FUZZ=long bash scripts/test.sh tests/project/test_fuzz.py``
+(or ``HPCDIST_FUZZ=long .venv/bin/python -m pytest tests/project/test_fuzz.py``):
 the "long" Hypothesis profile of tests/conftest.py, 100 times the examples
 (100,000 per test) and no deadline: hours. By default the "ci" profile runs
 1,000 examples per test here, with the fuzzers of the other files a few
@@ -20,7 +20,7 @@ What is fuzzed, and the only error each may raise (anything else is a bug):
 - the rank environment (``hpcdist.env.resolve``): ``DistEnvError``; the port
   derived from any job id lies in 20000-29999.
 
-tests/test_hostlist.py, test_validate.py, test_scheduler_io.py and
+tests/hostlist/test_hostlist.py, test_validate.py, test_scheduler_io.py and
 test_env_resolve.py hold the grammar-exact properties (round trips, models);
 the tests here feed each parser text nearer to what breaks parsers: mixed
 grammar fragments, Unicode digits and spaces, huge numbers, cut and spliced

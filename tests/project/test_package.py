@@ -14,7 +14,7 @@ import hpcdist
 
 from launch import clean_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY = ("torch", "mpi4py", "deepspeed", "jinja2")
 #: Standard modules that cost milliseconds each; `import hpcdist.env; get_rank()` needs none
 #: (nor ``__future__``: ``from __future__ import annotations`` imports it, ~2% of Python's start-up).

@@ -1,7 +1,7 @@
 """Jobs sent from a laptop to a login node over ssh (issue 32): a real sshd and two users of their
 own (tests/sshlogin.py), the laptop's own ~/.ssh/config naming the login node, the login node's
 hpcdist this checkout's, `--scheduler local` there (the Slurm and OpenPBS clusters' rows are in
-tests/test_remote_clusters.py). Every command is run as the laptop's user, as typed there."""
+tests/remote/test_remote_clusters.py). Every command is run as the laptop's user, as typed there."""
 
 from __future__ import annotations
 

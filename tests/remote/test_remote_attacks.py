@@ -1,4 +1,4 @@
-"""Remote use under attack (issue 39, items 2, 7-10, 19-23): the login node of tests/test_remote.py
+"""Remote use under attack (issue 39, items 2, 7-10, 19-23): the login node of tests/remote/test_remote.py
 (a real sshd on 127.0.0.1, users of its own, tests/sshlogin.py), a second login user in a shared
 group for what another member of a project can do, and the laptop's ssh, PATH and records broken
 as they break on a laptop. Every command is typed on the laptop as its user."""
@@ -50,7 +50,7 @@ def member(login):
         grp.getgrnam(GROUP)
     except KeyError:
         subprocess.run(["groupadd", GROUP], check=True)
-        sshlogin._record(f"group {GROUP} (groupadd, for tests/test_remote_attacks.py's project space)")
+        sshlogin._record(f"group {GROUP} (groupadd, for tests/remote/test_remote_attacks.py's project space)")
     sshlogin._user(MEMBER)
     for user in (LOGIN_USER, MEMBER):
         if user not in grp.getgrnam(GROUP).gr_mem:

@@ -1,7 +1,7 @@
 """Issue 49: ``hpcdist report JOB``, a picture of a run in one offline page.
 
-Real jobs on the local backend (2 "nodes" of 2 ranks, gloo, mpirun: tests/jobs/watch_training.py,
-as tests/test_watch.py runs it): one with a straggler, one ended by a hang. A 1,024-rank job made
+Real jobs on the local backend (2 "nodes" of 2 ranks, gloo, mpirun: tests/job_scripts/watch_training.py,
+as tests/progress/test_watch.py runs it): one with a straggler, one ended by a hang. A 1,024-rank job made
 of the files its writers leave (bench/bench_report.py's make_job), and a sweep with a failed set
 (its folders as a cluster's submission leaves them: the local backend runs no sweep). Each page
 is opened in headless Chromium, its screenshot read back: not blank, the figures there, and the
@@ -20,8 +20,8 @@ from pathlib import Path
 from launch import clean_env
 from report_page import Cells, colours, opened, same_numbers, screenshot
 
-HERE = Path(__file__).resolve().parent
-TRAIN = HERE / "jobs" / "watch_training.py"
+HERE = Path(__file__).resolve().parents[1]
+TRAIN = HERE / "job_scripts" / "watch_training.py"
 sys.path.insert(0, str(HERE.parent / "bench"))
 
 

@@ -1,6 +1,6 @@
 """On the real 2-host test cluster: scripts submitted by hand, and `hpcdist doctor`.
 
-The scheduler x launcher matrix runs in tests/test_matrix.py; the cluster
+The scheduler x launcher matrix runs in tests/launchers/test_matrix.py; the cluster
 itself is tests/cluster/cluster.sh (the ``cluster`` fixture, tests/conftest.py).
 """
 
@@ -45,7 +45,7 @@ def qsub_and_wait(script: str, cwd, env, timeout: float = 240) -> str:
 def test_a_hand_written_seed_002_script_runs_with_plain_qsub(cluster, tmp_path):
     """The users' own way (seed 002): hostfile from $PBS_NODEFILE, `deepspeed --hostfile`."""
     shutil.copy(QUICKSTART, tmp_path)
-    shutil.copy(ROOT / "tests" / "jobs" / "seed002_deepspeed.pbs", tmp_path)
+    shutil.copy(ROOT / "tests" / "job_scripts" / "seed002_deepspeed.pbs", tmp_path)
     out = qsub_and_wait("seed002_deepspeed.pbs", tmp_path, testcluster.client_env(cluster))
     assert (tmp_path / "hosts.txt").read_text() == "node1 slots=1\nnode2 slots=1\n"
     assert sorted(re.findall(r"\[(node\d)\] rank (\d)/2", out)) == [("node1", "0"), ("node2", "1")], out
@@ -164,7 +164,7 @@ def test_ending_a_failed_deepspeed_launch_spares_other_deepspeed_launchers(clust
                               f'--world_info={same_shape} --node_rank=0 --master_addr=node1 '
                               f'--master_port=1" sleep 300'])
     try:
-        shutil.copy(ROOT / "tests" / "jobs" / "failing_training.py", tmp_path)
+        shutil.copy(ROOT / "tests" / "job_scripts" / "failing_training.py", tmp_path)
         proc = subprocess.run(
             [sys.executable, "-m", "hpcdist", "submit", "--scheduler", "slurm", "--nodes", "2", "--procs-per-node",
              "2", "--launcher", "deepspeed", "--wait", "failing_training.py", "--fail-rank", "3", "--others",

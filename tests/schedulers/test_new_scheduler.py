@@ -16,14 +16,14 @@ import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: The one line a new scheduler adds to hpcdist/schedulers/__init__.py, run here by the test.
 REGISTRATION = 'register("toy", "Toy", directive_prefix="#TOY")'
 
 TOY = {
     "__init__.py": '''
-        """Toy: a scheduler added at test time (tests/test_new_scheduler.py).
+        """Toy: a scheduler added at test time (tests/schedulers/test_new_scheduler.py).
 
         Where it runs: ``submit`` on the login node, ``job`` inside the job.
         """

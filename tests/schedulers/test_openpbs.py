@@ -6,7 +6,7 @@ root (the server's acl_roots allows it, as the Slurm test cluster runs root's jo
 qsub, qstat, qdel, pbs_sched's placement and comments, the moms' node files, spooled and direct
 (``-k oed``) logs, job history on and off, pbsdsh, ``-W depend``, flatuid. Open MPI is Debian's
 (no ``tm``: mpirun reaches pbsn2 over ssh, as on many sites) and MPICH is Debian's Hydra.
-Torque has no server here: its rows stay on the Slurm personality (tests/test_matrix.py), as do
+Torque has no server here: its rows stay on the Slurm personality (tests/launchers/test_matrix.py), as do
 the Cray PALS rows (a stand-in ``mpiexec`` that needs the Slurm cluster's Open MPI set-up).
 """
 
@@ -28,7 +28,7 @@ from launch import check_framework_views, wait_for
 
 ROOT = testcluster.ROOT
 QUICKSTART = ROOT / "examples" / "quickstart.py"
-FAILING = ROOT / "tests" / "jobs" / "failing_rank.py"
+FAILING = ROOT / "tests" / "job_scripts" / "failing_rank.py"
 
 ROWS = {
     "torchrun": [],
@@ -84,7 +84,7 @@ def test_trains_on_both_moms(row, history, pbs, tmp_path):
     """2 nodes x 2 ranks: ranks 0-3 on pbsn1 and pbsn2, local ranks 0 and 1 on each, the loss
     identical on every rank, the job completed (with job history off, the server's default, and
     on: qstat then keeps the finished job). The folder has a space in its name (but for
-    DeepSpeed's pdsh runner, which refuses one: tests/test_bad_input.py)."""
+    DeepSpeed's pdsh runner, which refuses one: tests/project/test_bad_input.py)."""
     if history:  # off: the pbs fixture's
         pbs.history(True)
     cwd = tmp_path / ("runs" if row == "deepspeed-pdsh" else "my runs")
@@ -276,7 +276,7 @@ def test_a_ddp_training_stopped_by_the_scripts_own_warning_goes_on_from_its_chec
     walltime, every rank stops at one step after a checkpoint, the job resubmits itself from pbsn1
     (-W depend=afterany) and the new job goes on from that step to the end; job history on, as
     sites that requeue keep it. (That the result equals an uninterrupted run bit for bit is proven
-    on the Slurm cluster: tests/test_preemption.py.)"""
+    on the Slurm cluster: tests/injob/test_preemption.py.)"""
     pbs.history(True)
     # The time before the warning (60 s) is what a run has for its start and its steps. Under the
     # suite's load a start took 29-62 s with 4 ranks on the 2 cores (CI, 2026-11-29: 7 runs of a
@@ -324,9 +324,9 @@ def test_an_array_with_a_failed_subjob_is_failed_and_each_log_is_kept(history, p
 
 @pytest.mark.parametrize("framework", ["fabric", "accelerate"])
 def test_the_framework_sees_hpcdist_ranks_under_torchrun(framework, pbs, tmp_path):
-    """tests/test_frameworks.py's check on a real PBS job, where no Slurm variable is about: every
+    """tests/launchers/test_frameworks.py's check on a real PBS job, where no Slurm variable is about: every
     rank's Lightning Fabric or accelerate view equals hpcdist's, and the parameters agree."""
-    shutil.copy(ROOT / "tests" / "jobs" / "framework_view.py", tmp_path)
+    shutil.copy(ROOT / "tests" / "job_scripts" / "framework_view.py", tmp_path)
     proc, _ = submit(pbs, tmp_path, "--nodes", "2", "--procs-per-node", "2", "framework_view.py",
                      "--framework", framework)
     excerpt = testcluster.log_excerpt(proc.stdout)

@@ -3,7 +3,7 @@
 The other OpenPBS rows run their jobs as root, and this cluster's moms skip root's processes
 (NOTES.md): qsig reaches none of them. Here the job is submitted by ``pbsuser``, so the mom sees
 its processes and ``qsig`` signals every one of them, the login shell that runs the job script
-among them (tests/test_pbs_stop_by_hand.py shows the same with a stand-in of the mom).
+among them (tests/schedulers/test_pbs_stop_by_hand.py shows the same with a stand-in of the mom).
 
 The user cannot read the tests' venv (under /root, 0700), so they get one of their own: a venv of
 Debian's /usr/bin/python3 in their home, holding copies of hpcdist (with its entry points: the
@@ -152,7 +152,7 @@ def test_submitits_checkpointing_guide_times_out_a_pbs_job_run_as_a_user(user):
     """submitit's checkpointing guide as written (but for cluster="pbs"), tested as it says, with
     ``job._interrupt(timeout=True)``: hpcdist's executor sends ``qsig -s WINCH``, the model is
     checkpointed, one of the 3 timeouts is used, and the job goes on as a new PBS job; the count
-    reaches 40 over the two runs. (Root's jobs cannot show it here: tests/test_submitit_pbs_api.py
+    reaches 40 over the two runs. (Root's jobs cannot show it here: tests/functions/test_submitit_pbs_api.py
     keeps the preempted row.) About 1.5 min."""
     (user.folder / "main.py").write_text(GUIDE)
     subprocess.run(["chown", f"{USER}:", str(user.folder / "main.py")], check=True)

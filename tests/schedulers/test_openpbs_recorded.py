@@ -22,7 +22,7 @@ from hpcdist import jobs
 from hpcdist.schedulers.base import CANCELLED, FAILED, JobId
 from hpcdist.schedulers.pbs.qstat import parse_qstat_pro_json
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 RECORDED = HERE / "recorded" / "openpbs"
 REPLAY = HERE / "recorded" / "replay.py"
 

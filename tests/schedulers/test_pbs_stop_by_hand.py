@@ -3,9 +3,9 @@
 A mom that sees a job's processes (a job run as a user) sends qsig's signal to every process of
 the job's session, the user's login shell that runs the job script among them: a USR2 kills that
 shell and PBS ends the job (Exit_status 268; docs/decisions.md, 2026-11-29). The real OpenPBS
-shows it with a job run as a user (tests/test_openpbs_as_user.py). These rows, beside it, are a
+shows it with a job run as a user (tests/schedulers/test_openpbs_as_user.py). These rows, beside it, are a
 STAND-IN of the mom's ``kill_session``, without a cluster: hpcdist's own PBS
-script (``hpcdist submit`` through the stand-in qsub of tests/test_openpbs_recorded.py) runs under
+script (``hpcdist submit`` through the stand-in qsub of tests/schedulers/test_openpbs_recorded.py) runs under
 a ``bash`` that leads its session with no trap, as PBS's login shell does, with the variables the
 mom sets; then every process whose session is that shell's (read from /proc, as the mom reads it)
 gets the signal. The training is test_preemption's stand-in, which stops on hpcdist's request.

@@ -49,7 +49,7 @@ from hpcdist.schedulers.slurm.submit import (
     parse_squeue_unknown,
 )
 
-FAKES = Path(__file__).resolve().parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 FAKE_TOOLS = ["sbatch", "qsub", "squeue", "sacct", "qstat", "qdel", "scancel"]
 
 # --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from launch import clean_env
 from hpcdist import jobs
 from hpcdist.schedulers.batch import QUERY_CHARS
 
-FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
+FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fakes")
 
 
 def hpcdist(*args, cwd, env) -> subprocess.CompletedProcess:

@@ -2,7 +2,7 @@
 
 ``hpcdist render --profile SITE --nodes 2 ...`` runs in a folder with no profile file of the
 user's. Its script is a golden file (``tests/golden/site-SITE.sh``), and each point of the
-site's documented example (``tests/sites/SITE.sh``: the guides' own lines, with their pages)
+site's documented example (``tests/site_examples/SITE.sh``: the guides' own lines, with their pages)
 is found in it: the request, the project, the queue, the environment and the launch line. A
 point's documented text must be in the example file, so that a point cannot drift from what
 the site wrote. Where hpcdist writes something else on purpose, ``DIFFERENCES`` says what and
@@ -24,9 +24,9 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(HERE, "golden")
-EXAMPLES = os.path.join(HERE, "sites")
+EXAMPLES = os.path.join(HERE, "site_examples")
 UPDATE = os.environ.get("HPCDIST_UPDATE_GOLDEN") == "1"
 
 #: Per site: the flags a user adds to the preset (their project, the example's walltime), the
@@ -141,7 +141,7 @@ DIFFERENCES = {
 
 def render(site: str, tmp_path, sites: dict = SITES) -> str:
     """``hpcdist render --profile SITE --nodes 2 ... train.py`` from a folder with no profile of the
-    user's (``sites``: the table that gives the site's flags; tests/test_sites_slurm.py has its own)."""
+    user's (``sites``: the table that gives the site's flags; tests/sites/test_sites_slurm.py has its own)."""
     (tmp_path / "train.py").write_text("")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "hpcdist", "render", "--profile", site, "--nodes", "2",
@@ -169,7 +169,7 @@ def check_points(site: str, text: str, documented: str, points: list) -> None:
     (a command's continuation lines joined)."""
     text = joined(text)
     for what, said, wrote in points:
-        assert said is None or said in documented, f"{site}: {what}: {said!r} is not in tests/sites/{site}.sh"
+        assert said is None or said in documented, f"{site}: {what}: {said!r} is not in tests/site_examples/{site}.sh"
         found = wrote.search(text) if isinstance(wrote, re.Pattern) else wrote in text
         assert found, f"{site}: {what}: the guide says {said!r}; the script lacks {wrote!r}\n{text}"
 
@@ -211,7 +211,7 @@ def exports(text: str) -> dict[str, str]:
 def test_a_preset_renders_what_its_site_documents(site, tmp_path):
     from hpcdist.submission.profiles import presets
 
-    assert set(SITES) <= set(presets())  # the Slurm sites: tests/test_sites_slurm.py
+    assert set(SITES) <= set(presets())  # the Slurm sites: tests/sites/test_sites_slurm.py
     text = render(site, tmp_path)
     path = os.path.join(GOLDEN, f"site-{site}.sh")
     if UPDATE or not os.path.exists(path):

@@ -1,9 +1,9 @@
 """The Slurm site presets (hpcdist/sites/*.toml: Perlmutter, LUMI, Frontier, Jean Zay, a university
-cluster), each against its site's documented example, point by point, as tests/test_sites.py does
+cluster), each against its site's documented example, point by point, as tests/sites/test_sites.py does
 for the PBS sites.
 
 ``hpcdist render --profile SITE --nodes 2 ...`` runs in a folder with no profile file of the
-user's. Each point of the site's documented example (``tests/sites/SITE.sh``: the guides' own
+user's. Each point of the site's documented example (``tests/site_examples/SITE.sh``: the guides' own
 lines, with their pages) is found in the script: the request, the project, the environment, the
 binding and the launch line. A point's documented text must be in the example file, so that a
 point cannot drift from what the site wrote. Where the guide's own spelling differs from
@@ -184,11 +184,11 @@ def test_the_presets_are_the_pbs_and_the_slurm_sites():
 
 @pytest.mark.parametrize("site", sorted(SITES))
 def test_each_documented_line_is_in_the_sites_example_and_the_preset_cites_its_pages(site):
-    """The half of the points that needs no rendering: what a point quotes is in tests/sites/SITE.sh,
+    """The half of the points that needs no rendering: what a point quotes is in tests/site_examples/SITE.sh,
     and the preset's header cites every page that file's blocks are headed by."""
     documented = example(site)
     for what, said, _ in SITES[site]["points"]:
-        assert said is None or said in documented, f"{site}: {what}: {said!r} is not in tests/sites/{site}.sh"
+        assert said is None or said in documented, f"{site}: {what}: {said!r} is not in tests/site_examples/{site}.sh"
     pages = set(re.findall(r"^# === (https?://\S+)", documented, re.M))
     with open(os.path.join(os.path.dirname(EXAMPLES), "..", "hpcdist", "sites", f"{site}.toml")) as f:
         header = f.read().split("[profiles.", 1)[0]

@@ -47,7 +47,7 @@ from hpcdist.submission.render import render
 from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCHEDULERS = [("slurm", None), ("pbs", "pro"), ("pbs", "torque"), ("local", None)]
 SCHEDULER_IDS = ["slurm", "pbs-pro", "pbs-torque", "local"]
@@ -170,7 +170,7 @@ FIELDS = [
           must_refuse=lambda p, v: not _word(p)),
     Field("venv", "--venv", _set("venv"), must_accept=lambda p, v: _word(p),
           must_refuse=lambda p, v: not _word(p)),
-    # The local backend refuses what it cannot do (tests/test_local_backend.py): no queue, account,
+    # The local backend refuses what it cannot do (tests/schedulers/test_local_backend.py): no queue, account,
     # qos, array, dependency or mail there.
     Field("queue", "--queue", _set("queue"), schedulers=("slurm", "pbs")),
     Field("account", "--account", _set("account"), schedulers=("slurm", "pbs")),
@@ -732,12 +732,12 @@ def test_dataclass_fields_are_all_in_the_matrix():
                "deepspeed_runner", "notes", "container_runtime", "container_gpu",
                "template",  # a file read by jinja2 (its folder and name), never written into the script
                # The user's own shell lines, written as they are by design (and marked so): their file's
-               # path is checked as one word (tests/test_setup_binding.py runs them).
+               # path is checked as one word (tests/submission/test_setup_binding.py runs them).
                "setup", "setup_file",
                "max_array_size", "max_running", "max_submit_jobs", "stage_env",  # numbers, a yes/no
-               # A sweep's values reach the script in its case block: tests/test_sweeps.py runs the
+               # A sweep's values reach the script in its case block: tests/sweeps/test_sweeps.py runs the
                # hostile corpus through it; --stage-dir takes plain characters and $VARIABLE parts only
-               # (tests/test_stage_env.py); the sweep file is read at submit, never written in.
+               # (tests/submission/test_stage_env.py); the sweep file is read at submit, never written in.
                "sweep", "sweep_file", "stage_dir"}
     names = {f.name for f in dataclasses.fields(JobSpec)}
     assert names == covered | no_text, names ^ (covered | no_text)

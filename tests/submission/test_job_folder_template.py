@@ -12,7 +12,7 @@ from test_shared_records import _status, _submit, _wait_for
 
 from hpcdist.submission.render import render
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(os.path.dirname(HERE), "hpcdist")
 JOB_DIR = "/home/alice/project/.hpcdist/jobs/train-1"
 

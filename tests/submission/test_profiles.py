@@ -9,7 +9,7 @@ import pytest
 from hpcdist.submission.profiles import ProfileError, load_profile, merge
 
 #: This checkout (a command run in another folder imports it, not the installed one).
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write(path, text):

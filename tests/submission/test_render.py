@@ -15,7 +15,7 @@ from hpcdist.submission.render import render
 from hpcdist.submission.spec import build_spec
 from hpcdist.validate import ValidationError
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(HERE, "golden")
 UPDATE = os.environ.get("HPCDIST_UPDATE_GOLDEN") == "1"
 
@@ -100,7 +100,7 @@ HOSTILE = [
 def test_hostile_values_are_carried_literally(payload, scheduler, tmp_path):
     sentinel = tmp_path / "pwned"
     value = payload.format(sentinel=sentinel)
-    one_line = value.replace("\n", " ").lstrip("-")  # a leading '-' is refused there (tests/test_hostile.py)
+    one_line = value.replace("\n", " ").lstrip("-")  # a leading '-' is refused there (tests/submission/test_hostile.py)
     spec = build_spec(dict(scheduler=scheduler, script="train.py", script_args=[value, "--x", value],
                            env=[f"PAYLOAD={value}"], conda=one_line, modules=[one_line]), check_files=False)
     text = render(spec, command_line="hpcdist submit " + shlex.quote(value), workdir=str(tmp_path))

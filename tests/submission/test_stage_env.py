@@ -1,6 +1,6 @@
 """--stage-env without a cluster: packing once per content, the script's staging block, the in-job
 unpack on this host (a real venv, real tar and zstd), a node that cannot stage, and a whole local
-job whose ranks run from the staged copy. The clusters: tests/test_stage_env_cluster.py."""
+job whose ranks run from the staged copy. The clusters: tests/submission/test_stage_env_cluster.py."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from hpcdist.validate import ValidationError
 from launch import clean_env
 
 SITE_PACKAGES = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def small_venv(folder) -> str:

@@ -1,5 +1,5 @@
 """--stage-env on the real clusters, one row each (the full comparison with a slow shared file
-system: tests/test_stage_env_compare.py, opt-in).
+system: tests/submission/test_stage_env_compare.py, opt-in).
 
 2 nodes x 2 ranks under torchrun: the environment packed at submit, copied to each node (Slurm:
 sbcast; OpenPBS: each node reads it once, started one per node by Open MPI), unpacked into the

@@ -3,7 +3,7 @@ squashfuse on the node: nothing unpacked, mounted by the wrapper, unmounted at t
 where a node cannot mount it (no squashfuse, an image that will not mount) or the submit asks for
 the tar only; and a conda-like environment (the closest stand-in for conda here, which has no
 conda: see test_a_conda_like_prefix_is_staged_from_the_tar). The clusters:
-tests/test_stage_env_cluster.py."""
+tests/submission/test_stage_env_cluster.py."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import pytest
 
 from launch import clean_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUICKSTART = os.path.join(ROOT, "examples", "quickstart.py")
 FAKES = os.path.join(ROOT, "tests", "fakes")
 
@@ -145,7 +145,7 @@ def test_pbs_submit_reads_the_job_id(mode, job_id, tmp_path):
 ])
 def test_failed_submission_records_no_id(scheduler, variable, mode, needle, tmp_path):
     """A refusal leaves nothing; exit 0 without an id keeps the folder (the job may exist), its
-    record without an id (tests/test_submit_records.py: status lists it as interrupted)."""
+    record without an id (tests/submission/test_submit_records.py: status lists it as interrupted)."""
     script = tmp_path / "train.py"
     script.write_text("")
     proc = hpcdist("submit", "--scheduler", scheduler, str(script), cwd=tmp_path,
@@ -235,7 +235,7 @@ def test_submit_function_runs_a_function_on_every_task(tmp_path):
 
 
 def test_submit_function_refuses_lsf_and_local_multi_node(tmp_path):
-    """PBS goes through hpcdist's submitit plugin (tests/test_submitit_pbs.py); LSF has none."""
+    """PBS goes through hpcdist's submitit plugin (tests/functions/test_submitit_pbs.py); LSF has none."""
     import hpcdist
     from hpcdist.validate import ValidationError
 

@@ -1,6 +1,6 @@
 """Sweeps (hpcdist.sweeps): the product of --sweep values, the file formats, the split under a
 site's caps, the caps as the schedulers print them, the rendered case block, the parameter table,
-and the refusals before the queue. The clusters' rows: tests/test_sweeps_cluster.py."""
+and the refusals before the queue. The clusters' rows: tests/sweeps/test_sweeps_cluster.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hpcdist.sweeps import arrays, limits, table
 from hpcdist.sweeps.sets import MAX_SETS, parameter_sets, product, read_file
 from hpcdist.validate import ValidationError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def hpcdist(*args, cwd):
@@ -133,7 +133,7 @@ def test_where_the_scheduler_cannot_be_asked_the_profile_key_or_nothing(monkeypa
 
 
 def test_the_lower_of_the_schedulers_cap_and_the_given_one_wins(tmp_path, monkeypatch):
-    """A stand-in qmgr (a script printing what OpenPBS's prints, tests/test_sweeps_cluster.py reads
+    """A stand-in qmgr (a script printing what OpenPBS's prints, tests/sweeps/test_sweeps_cluster.py reads
     the real one): the lower of the server's word and the cap given wins, and a listing without the
     attribute is PBS's default."""
     qmgr = tmp_path / "qmgr"

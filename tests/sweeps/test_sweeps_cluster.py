@@ -206,7 +206,7 @@ def test_a_sweep_waits_for_room_under_the_servers_per_user_cap(openpbs_cluster, 
 
 
 #: The line a test adds to the Slurm cluster's slurm.conf, after this marker; a leftover of a killed run is removed too.
-MARK = "# lowered by tests/test_sweeps_cluster.py for one test, removed after"
+MARK = "# lowered by tests/sweeps/test_sweeps_cluster.py for one test, removed after"
 
 
 def _without_ours(text: str) -> str:
