@@ -1,6 +1,6 @@
 """The package's shape, as the layout in CONTRIBUTING.md promises it: small modules, each package
 saying what it owns, no import circles, and scheduler and launcher knowledge each in its own
-place."""
+place; and tests/ mirroring it (docs/testing.md, "Where a test lives")."""
 
 from __future__ import annotations
 
@@ -269,3 +269,76 @@ def test_the_job_set_up_loads_nothing_of_the_ranks_lookup_nor_the_progress_code(
                          text=True, check=True).stdout.split()
     assert out[0] == "0" and "MASTER_PORT" in (tmp_path / "job.env").read_text(), out
     assert [m for m in out[1:] if m.startswith(("hpcdist.env", "hpcdist.progress"))] == [], out
+
+
+# ------------------------------------------------------------ tests/ mirrors hpcdist/ (issue 48)
+
+TESTS = os.path.join(ROOT, "tests")
+#: The one folder of tests that is no package folder: the checks of the project as a whole
+#: (docs/testing.md, "Where a test lives").
+WHOLE_PROJECT = "project"
+
+
+def test_files_by_folder() -> dict[str, list[str]]:
+    """Folder under tests/ (``.`` for tests/ itself) -> the test files in it, at any depth."""
+    found: dict[str, list[str]] = {}
+    for folder, subfolders, files in os.walk(TESTS):
+        subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+        names = sorted(name for name in files if name.startswith("test_") and name.endswith(".py"))
+        if names:
+            found[os.path.relpath(folder, TESTS)] = names
+    return found
+
+
+test_files_by_folder.__test__ = False  # a helper of the rows below, not a row
+
+
+def package_folder_names() -> set[str]:
+    return {folder.split("/")[1] for folder in folders()}
+
+
+def test_every_folder_of_tests_is_a_package_folder_or_the_whole_projects():
+    packages = package_folder_names()
+    assert WHOLE_PROJECT not in packages, f"hpcdist/{WHOLE_PROJECT}/ is new: rename tests/project/"
+    stray = {folder: names for folder, names in test_files_by_folder().items()
+             if folder != "." and folder not in packages | {WHOLE_PROJECT}}
+    assert stray == {}, (f"test files in folders that mirror no hpcdist/<folder>/: {stray}; move "
+                         f"each to tests/<the package folder it tests>/ or tests/{WHOLE_PROJECT}/ "
+                         "(docs/testing.md)")
+
+
+def test_a_test_at_the_root_of_tests_is_named_after_a_root_module():
+    modules = [name[:-3] for name in os.listdir(PACKAGE)
+               if name.endswith(".py") and not name.startswith("__")]
+    unnamed = [name for name in test_files_by_folder().get(".", [])
+               if not any(re.fullmatch(rf"test_{module}(_\w+)?\.py", name) for module in modules)]
+    assert unnamed == [], (f"tests/{unnamed}: tests/ itself holds the tests of hpcdist's root "
+                           "modules, each named test_<module>[_what].py; move the others to "
+                           "tests/<package folder>/ (docs/testing.md)")
+
+
+def test_data_folders_of_tests_are_named_apart_from_the_package_folders():
+    """A folder of tests named after a package folder holds that package's tests and nothing
+    else: the sites' own examples lie in tests/site_examples/, their presets' tests in
+    tests/sites/."""
+    mixed = {}
+    for name in sorted(package_folder_names() | {WHOLE_PROJECT}):
+        folder = os.path.join(TESTS, name)
+        if os.path.isdir(folder):
+            others = sorted(set(os.listdir(folder)) - set(test_files_by_folder().get(name, []))
+                            - {"__pycache__"})
+            if others:
+                mixed[f"tests/{name}/"] = others
+    assert mixed == {}, f"data beside a package folder's tests: {mixed}; give it a folder apart"
+
+
+def test_test_files_names_are_unique_and_no_folder_of_tests_is_a_python_package():
+    """pytest's default import mode imports a test file by its name alone, from its folder put on
+    sys.path (and the conftest puts them all there): two files of one name would be one module."""
+    names = [name for files in test_files_by_folder().values() for name in files]
+    names += [name for name in os.listdir(TESTS)
+              if name.endswith(".py") and not name.startswith("test_")]  # the helpers
+    twice = sorted({name for name in names if names.count(name) > 1})
+    assert twice == [], f"files of tests named alike: {twice}"
+    packages = [folder for folder, _, files in os.walk(TESTS) if "__init__.py" in files]
+    assert packages == [], f"__init__.py in {packages}: tests import by file name (docs/testing.md)"
