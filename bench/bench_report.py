@@ -9,7 +9,7 @@ keys), the monitor's ``summary.json`` (its start-up breakdown) and its timeline,
 (:func:`hpcdist.progress.timeline.line` over :func:`hpcdist.progress.watch.analyse` of the ranks at
 that time): ``--looks`` looks (default 400, the most a run keeps), 8 ranks a node, rank 517 a
 straggler (4x the others' own work per step), node 100 the slowest to start.
-tests/test_report.py makes its 1,024-rank job with :func:`make_job` too.
+tests/report/test_report.py makes its 1,024-rank job with :func:`make_job` too.
 
 Wall: the median of ``--reps`` runs of ``python -m hpcdist report JOB -o FILE`` (a fresh
 interpreter each, its start and matplotlib's import included) after a warm-up run.

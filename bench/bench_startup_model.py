@@ -9,7 +9,7 @@ Measured on this machine (each can be given instead):
 - the local import time (``--local-import``): that import from the local disk;
 - the packed environment's bytes (``--bytes``) and one node's unpack time (``--unpack``; with the
   squashfs image, its copy and checking mount: nothing is unpacked): from
-  ``.hpcdist/stage/*.sqfs`` or ``*.tar.*`` under /tmp/hpcdist-stage-tests (tests/test_stage_env*.py) and
+  ``.hpcdist/stage/*.sqfs`` or ``*.tar.*`` under /tmp/hpcdist-stage-tests (tests/submission/test_stage_env*.py) and
   the records of its last run, else the figures of docs/guide/staging.md.
 
 Assumed (the model's, each a flag; typical published figures, not measured here):

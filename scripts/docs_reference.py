@@ -5,7 +5,7 @@
     python scripts/docs_reference.py          # regenerate the pages (commit them)
     python scripts/docs_reference.py --check  # exit 1, with a diff, if a page differs from the code
 
-tests/test_docs.py runs the check, so a flag renamed, added or described differently in the code
+tests/project/test_docs.py runs the check, so a flag renamed, added or described differently in the code
 fails the tests until its page is regenerated.
 """
 

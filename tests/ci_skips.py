@@ -1,5 +1,5 @@
 """Under ``CI=true`` a skipped test fails unless its reason says it is opt-in (a pytest plugin
-that tests/conftest.py loads; tests/test_ci_skips.py runs it on a file of its own)."""
+that tests/conftest.py loads; tests/project/test_ci_skips.py runs it on a file of its own)."""
 
 import os
 

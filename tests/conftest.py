@@ -1,3 +1,4 @@
+import glob
 import os
 import pathlib
 import shutil
@@ -7,6 +8,11 @@ import tempfile
 
 # tests/launch.py is imported as a helper module by the tests beside it.
 sys.path.insert(0, os.path.dirname(__file__))
+# Each folder of tests too (tests/<package folder>/, docs/testing.md): a test imports another's
+# helpers by module name (`from test_submit import hpcdist`), whichever folder either lies in.
+# pytest itself puts a test's own folder on sys.path only when it collects that file.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path[1:1] = sorted({os.path.dirname(path) for path in glob.glob(f"{_TESTS}/*/test_*.py")})
 
 
 import pytest  # noqa: E402
@@ -209,7 +215,7 @@ def pytest_runtest_makereport(item, call):
         if saved:
             report.sections.append(("cluster daemons' logs", f"saved in {saved}"))
 
-# Hypothesis profiles for tests without their own max_examples (tests/test_fuzz.py):
+# Hypothesis profiles for tests without their own max_examples (tests/project/test_fuzz.py):
 # "ci" by default; HPCDIST_FUZZ=long for the opt-in long run (100x the examples, no deadline).
 from hypothesis import HealthCheck, settings  # noqa: E402
 

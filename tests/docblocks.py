@@ -1,4 +1,4 @@
-"""The code blocks of the README and the documentation's pages, as tests/test_docs_commands.py runs them.
+"""The code blocks of the README and the documentation's pages, as tests/project/test_docs_commands.py runs them.
 
 A block is run by its fence's language, in a folder of its page's own where the blocks before it
 ran (so `hpcdist status` sees the job a block above submitted):

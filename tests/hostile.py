@@ -1,7 +1,7 @@
 """Hostile strings, and what a job script must do with them: carry them, or refuse them.
 
 One corpus for every test that puts user values into a job script: rendered
-in-process (tests/test_hostile.py), run here under the local backend, and
+in-process (tests/submission/test_hostile.py), run here under the local backend, and
 submitted on a real scheduler (the test cluster). Each payload that a shell
 would execute, were it ever pasted unquoted, creates a *sentinel* file; the
 corpus takes the sentinel's path as a parameter, so a test checks that no

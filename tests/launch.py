@@ -51,7 +51,7 @@ HIDE_OPENMPI_RANKS = ("import os\nfor _k in ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_
 
 
 def framework_views(out: str) -> list[dict]:
-    """The ``VIEW {json}`` lines of tests/jobs/framework_view.py: ranks share one output, so a line
+    """The ``VIEW {json}`` lines of tests/job_scripts/framework_view.py: ranks share one output, so a line
     may run into another's."""
     return [json.JSONDecoder().raw_decode(out, m.end())[0] for m in re.finditer(r"VIEW ", out)]
 
@@ -109,7 +109,7 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def check_framework_views(out: str, hosts: tuple, excerpt: str) -> None:
-    """tests/jobs/framework_view.py's 4 ranks on 2 hosts: each framework's view equals hpcdist's,
+    """tests/job_scripts/framework_view.py's 4 ranks on 2 hosts: each framework's view equals hpcdist's,
     ranks 0-3 once each, local ranks 0 and 1 on each host, the parameters equal on all ranks."""
     views = framework_views(out)
     assert len(views) == 4, excerpt

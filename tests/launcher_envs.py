@@ -1,7 +1,7 @@
 """Test vectors for issue 14: what the launchers of real PBS sites (and PMIx launches) set in a
 rank's environment, and what hpcdist must answer from it without mpi4py.
 
-Data only (the name does not match ``test_*.py``): tests/test_env_launcher_sets.py checks each
+Data only (the name does not match ``test_*.py``): tests/env/test_env_launcher_sets.py checks each
 vector. Each entry of :data:`LAUNCHER_ENVS` is a dict:
 
 - ``name``; ``source``: where the variable set comes from (captured here, or the public

@@ -38,7 +38,7 @@ PACKAGES = tuple(line.split("#")[0].strip() for line in (ROOT / "tests" / "clust
 STATE = pathlib.Path(os.environ.get("HPCDIST_OPENPBS_DIR", "/var/spool/hpcdist-openpbs"))
 HEAD = "pbshead"
 NODES = ("pbsn1", "pbsn2")
-#: A third mom, up but offline (`pbsnodes -o`): the spare that tests/test_restarts_cluster.py
+#: A third mom, up but offline (`pbsnodes -o`): the spare that tests/injob/test_restarts_cluster.py
 #: brings in with `pbsnodes -r` and sends back, no restart of the cluster (a restart to change
 #: the node count, as it did, failed under CI's load and left the cluster down for every row
 #: after it).

@@ -2,7 +2,7 @@
 and what each of those tools derives from them.
 
 Data, and :func:`hpcdist_answer` and :func:`verdict` to compare; no tests here (the name does
-not match ``test_*.py``): tests/test_env_peers.py checks each vector, and
+not match ``test_*.py``): tests/env/test_env_peers.py checks each vector, and
 ``bench/peer_env_table.py`` prints hpcdist's answer next to each peer's.
 
 Each entry of :data:`PEER_ENVS` is a dict:

@@ -1,5 +1,5 @@
-"""A page of ``hpcdist report`` as a person sees it, for tests/test_report.py and the clusters'
-rows (tests/test_cluster_watch.py, tests/test_remote.py): opened in headless Chromium, its
+"""A page of ``hpcdist report`` as a person sees it, for tests/report/test_report.py and the clusters'
+rows (tests/progress/test_cluster_watch.py, tests/remote/test_remote.py): opened in headless Chromium, its
 screenshot read back (not blank), nothing fetched, and its numbers those of ``status --json``
 and ``watch --json``."""
 

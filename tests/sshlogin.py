@@ -1,4 +1,4 @@
-"""A laptop and a login node on this machine, for tests/test_remote.py: two users of their own
+"""A laptop and a login node on this machine, for tests/remote/test_remote.py: two users of their own
 (``useradd``), a real OpenSSH server for the login node (``sshd`` on 127.0.0.1, its own config, host
 key and port), and the laptop's ``~/.ssh/config`` naming it ``login`` with a key made for it.
 
@@ -49,7 +49,7 @@ def _user(name: str) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
     except KeyError:
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
-        _record(f"user {name} (useradd, for tests/test_remote.py's laptop and login node)")
+        _record(f"user {name} (useradd, for tests/remote/test_remote.py's laptop and login node)")
         # No password, and not locked (useradd's "!" is a locked account, which sshd refuses).
         subprocess.run(["usermod", "-p", "*", name], check=True)
         return pwd.getpwnam(name)

@@ -225,7 +225,7 @@ def test_hostfile_output_to_a_device_a_fifo_or_a_link_is_written_through(tmp_pat
     link.symlink_to(target)
     assert hostfile(link).returncode == 0
     assert link.is_symlink() and target.read_text() == "n1 slots=2\nn2 slots=1\n"
-    # Private, as every hostfile hpcdist writes (tests/test_many_jobs.py: 0600 over a 0644 file).
+    # Private, as every hostfile hpcdist writes (tests/jobs/test_many_jobs.py: 0600 over a 0644 file).
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
 
     fifo = tmp_path / "fifo"

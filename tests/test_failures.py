@@ -3,7 +3,7 @@
 The launcher excerpts below are copies of what the real launchers printed
 on the test cluster (torchrun 2.13, srun 22.05, Open MPI 4.1, DeepSpeed
 0.19) and here (MPICH 4.0); the end-to-end proof, real jobs on every
-launcher, is tests/test_matrix.py.
+launcher, is tests/launchers/test_matrix.py.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def supervise(script: str, timeout: float = 60) -> tuple[subprocess.CompletedPro
 
 
 # pdsh's failed-node line is FAKED here with echo: making a real pdsh node
-# fail needs the test cluster, where tests/test_matrix.py does it for real.
+# fail needs the test cluster, where tests/launchers/test_matrix.py does it for real.
 def test_supervise_ends_the_launch_when_pdsh_reports_a_failed_node():
     proc, took = supervise('trap "echo launcher got TERM; exit 1" TERM; '
                            'echo "pdsh@node1: node2: ssh exited with exit code 3" >&2; '
@@ -237,7 +237,7 @@ def test_supervise_ends_a_pdsh_launch_on_scancel_without_the_runners_own_pkill()
     supervise ends the runner, its pdsh and their processes here, and pkills over pdsh only this
     launch's launchers (matched by --world_info and --master_port). The "pdsh" is a stand-in
     process with pdsh's name and command line (reaching nodes needs the test cluster: there
-    tests/test_cluster.py's decoy launcher, of the same world_info, must survive)."""
+    tests/schedulers/test_cluster.py's decoy launcher, of the same world_info, must survive)."""
     stand_in = (f'exec -a pdsh {sys.executable} -c "import time; time.sleep(300)" -w n1 '
                 '"python -u -m deepspeed.launcher.launch --world_info=e30= --node_rank=%n --master_port=29999"')
     proc = subprocess.Popen([sys.executable, "-m", "hpcdist", "supervise", "--", "bash", "-c",

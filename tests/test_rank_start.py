@@ -1,7 +1,7 @@
 """``python -m hpcdist.rank``, the way srun and mpirun start each rank, and MPI after hpcdist's discovery.
 
 Run under the real Open MPI on this host (2 processes); the 2-host runs with
-the frameworks themselves are tests/test_frameworks.py.
+the frameworks themselves are tests/launchers/test_frameworks.py.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_a_rank_imports_nothing_slow(ending, tmp_path):
 def test_lightning_under_mpirun_in_a_slurm_batch_step_sees_the_mpi_ranks(tmp_path):
     """The issue's failing case on one host: every rank inherits the batch step's SLURM_*."""
     pytest.importorskip("lightning")
-    view = [str(pathlib.Path(__file__).parent / "jobs" / "framework_view.py"),
+    view = [str(pathlib.Path(__file__).parent / "job_scripts" / "framework_view.py"),
             "--framework", "fabric", "--nodes", "1", "--steps", "2"]
     env = clean_env(**BATCH_STEP, **NO_SLURM_MPI)
     plain = subprocess.run(openmpi_run(2) + [sys.executable] + view, env=env, capture_output=True, text=True,

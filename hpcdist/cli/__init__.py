@@ -119,7 +119,7 @@ def _module(name: str):
 
 def _plain_status(argv: list[str]):
     """``hpcdist status [JOB ...]``, the command typed most, parsed as argparse would
-    (tests/test_cli.py checks): there is nothing to parse, and building any argparse parser
+    (tests/cli/test_cli.py checks): there is nothing to parse, and building any argparse parser
     costs more than the command itself (it imports shutil and locale)."""
     if argv[:1] != ["status"] or any(a.startswith("-") for a in argv[1:]):
         return None

@@ -46,7 +46,7 @@ def run_by_hand(name: str, argv: list[str]) -> int:
 
 
 #: The in-job commands run without argparse, as `hpcdist --help` lists them: each module's first
-#: docstring line (tests/test_cli.py holds them equal), so that the list loads neither module.
+#: docstring line (tests/cli/test_cli.py holds them equal), so that the list loads neither module.
 LISTED = {"job-setup": "the job's set-up before the launcher, in one interpreter.",
           "agents": "start a launcher's agent once on every node, and end them all when one fails.",
           "restart": "after a failed launch, whether to start it again, and on which nodes."}

@@ -1,6 +1,6 @@
 """`hpcdist --help`, written out: the list of commands as argparse formats it at 80 columns.
 
-Building the 19 parsers to print it cost three times `python -c pass`. tests/test_cli.py holds it
+Building the 19 parsers to print it cost three times `python -c pass`. tests/cli/test_cli.py holds it
 equal to what :func:`hpcdist.cli.build_parser` formats, and rewrites it with
 ``HPCDIST_UPDATE_GOLDEN=1``.
 """

@@ -403,7 +403,7 @@ def _warn_if_batch_step(env: EnvReader, why: Explanation) -> None:
             f"Start the training with srun (or torchrun, mpirun, deepspeed) to use all tasks."
         )
     # Tested by every lookup without a launcher, before any scheduler module is loaded: named here
-    # as in pbs/job.py (tests/test_env_scheduler_names.py holds them equal).
+    # as in pbs/job.py (tests/env/test_env_scheduler_names.py holds them equal).
     elif env.has("PBS_JOBID") and env.has("PBS_NODEFILE"):
         from hpcdist.allocation import AllocationError
         from hpcdist.schedulers.pbs.job import JOB_ID_VARIABLES, NODEFILE, nodefile_lines

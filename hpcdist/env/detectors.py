@@ -427,7 +427,7 @@ def _pbsdsh_slot(env: EnvReader, reading: Reading) -> None:
 #: A task started by ``pbsdsh``: its slot index into ``$PBS_NODEFILE``. ``PBS_TASKNUM`` is the
 #: TM task id, not a rank, and is never read. Its markers are tested by every lookup that no
 #: launcher before it claimed, before any scheduler module is loaded: named here as in pbs/job.py
-#: (tests/test_env_scheduler_names.py holds them equal).
+#: (tests/env/test_env_scheduler_names.py holds them equal).
 PBSDSH = Launcher("pbs", ("PBS_VNODENUM", "PBS_NODEFILE"), {"rank": ("PBS_VNODENUM",)}, required=("rank",),
                   completes=_pbsdsh_slot)
 

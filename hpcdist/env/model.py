@@ -192,7 +192,7 @@ class DistEnv(Frozen):
 
 DEFAULT_PORT = 29500  # torch's own default, used outside any job
 
-#: Every scheduler's job id variable ends with one of these (tests/test_env_resolve.py holds each
+#: Every scheduler's job id variable ends with one of these (tests/env/test_env_resolve.py holds each
 #: scheduler's to it, :func:`hpcdist.env.job_id.job_id_variables`).
 JOB_ID_SUFFIXES = ("JOB_ID", "JOBID")
 

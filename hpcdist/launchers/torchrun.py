@@ -87,7 +87,7 @@ def workers(spec) -> list:
     """What torchrun starts: each worker through hpcdist.rank (its --module), which records its
     progress for `hpcdist watch`; the script is then an argument (a `--` after it is not torchrun's
     to swallow). In a container the script itself, as before: the image need not hold hpcdist
-    (tests/test_matrix.py trains in one that does not)."""
+    (tests/launchers/test_matrix.py trains in one that does not)."""
     from hpcdist import containers
 
     if containers.get(spec) is not None:

@@ -14,7 +14,7 @@ submitting), ``rules`` (job names, directive lines), ``retry``, ``job_hosts`` (t
 allocation's shape) and the shared templates (``job.sh.j2``, ``job_folder.sh.j2``).
 
 Adding a scheduler is its folder and one :func:`register` line below (CONTRIBUTING.md, "A new
-scheduler"; tests/test_new_scheduler.py adds one at test time): a folder of 5 files for a
+scheduler"; tests/schedulers/test_new_scheduler.py adds one at test time): a folder of 5 files for a
 scheduler with a queue (``__init__.py``, ``submit.py``, ``job.py``, ``ids.py``,
 ``<name>.sh.j2``), 4 without one (no ``ids.py``). What ``job.py`` must define is
 :data:`JOB_SIDE`, loaded through :func:`job_side` alone.
@@ -37,7 +37,7 @@ IN_JOB_ONLY: tuple = ()
 DIALECTS: dict = {}
 # What a shared check says of another scheduler than the one in use ("only PBS has dialects",
 # "is a PBS directive, but --scheduler is slurm"): named here, as each submit side has it (its
-# class's title, directive_prefix and elastic_agents; tests/test_layout.py holds them equal), so
+# class's title, directive_prefix and elastic_agents; tests/project/test_layout.py holds them equal), so
 # that base and rules need not load every scheduler to word a message.
 #: Each scheduler as people write it.
 TITLES: dict = {}

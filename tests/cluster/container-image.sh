@@ -1,5 +1,5 @@
 #!/bin/bash
-# The test cluster's container image, for the podman row of tests/test_matrix.py: Debian bookworm
+# The test cluster's container image, for the podman row of tests/launchers/test_matrix.py: Debian bookworm
 # (mmdebstrap, Debian's python3 3.11 like the venv) with torch (the CPU wheel on this machine) and
 # hpcdist's own wheel, imported into podman as localhost/hpcdist-test:KEY. KEY hashes the wheel's
 # contents, the torch wheel's name and this script: a changed hpcdist rebuilds, an unchanged one
