@@ -85,31 +85,11 @@ def command_lines(words, indent: str = "  ", first: str = "", width: int = WIDTH
             del current[len(current) - len(carried):]
             flush()
             current.extend(carried)
-        if "\n" not in text:
-            text = broken_word(text, len(indent if lines else first) + len(" ".join(current)) + bool(current), width)
         current.append(text)
         if "\n" in text:
             flush()
     flush()
     return first + f" \\\n{indent}".join(lines)
-
-
-def broken_word(word: str, column: int, width: int = WIDTH) -> str:
-    """``word``, where it starts at ``column`` and would run past ``width``, broken after a ``,`` or a
-    ``/`` by line continuations (a backslash ends the line, the rest starts the next at its first
-    column, and the shell joins them back into the one word): a path or a list of masks no wider
-    than the lines around it. Only a word of plain characters (unquoted: no quote nor ``$`` to
-    keep whole) is broken, and only where such a place is found."""
-    if column + len(word) <= width or not all(c in _SAFE for c in word):
-        return word
-    pieces, start, room = [], 0, width - 1 - column  # a line's last column holds the backslash
-    while len(word) - start > room:
-        cut = max(word.rfind(",", start, start + room), word.rfind("/", start, start + room))
-        if cut <= start:
-            break
-        pieces.append(word[start:cut + 1])
-        start, room = cut + 1, width - 1
-    return "\\\n".join(pieces + [word[start:]])
 
 
 #: Flags that take two values (MPICH's and Intel MPI's Hydra: ``-genv NAME VALUE``).

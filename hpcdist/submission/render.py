@@ -23,7 +23,7 @@ from hpcdist import __version__, containers, jobs, launchers, validate
 from hpcdist.schedulers import registry as schedulers
 from hpcdist.launchers.mpi import FLAVOURS, MPI_ENV
 from hpcdist.submission.options import BY_NAME, SETUP_END, module_words
-from hpcdist.shell import Shell, broken_word, command_lines, quote, var
+from hpcdist.shell import Shell, command_lines, quote, var
 from hpcdist.submission.spec import JobSpec
 
 # jinja2 is imported where a template is rendered, not here: `hpcdist status`, `logs` and
@@ -462,17 +462,10 @@ def _context(spec, scheduler, launcher, command_line, workdir, job_dir) -> dict:
         # The allocation's files where the image sees them (hpcdist.containers).
         container_lines=[Shell(line) for line in containers.script_lines(spec, scheduler.allocation_files)],
         # The image, exported once at the top: the lines below name it "$HPCDIST_IMAGE".
-        image=_image_word(spec),
+        image=containers.named_image(spec),
         # --stage-env: the environment copied to every node and unpacked there (hpcdist.submission.stage).
         stage=staged,
     )
-
-
-def _image_word(spec) -> Shell | None:
-    """The image (:func:`hpcdist.containers.named_image`) as the word its export line prints, a long
-    path broken over lines (``export HPCDIST_IMAGE=`` before it)."""
-    image = containers.named_image(spec)
-    return None if image is None else Shell(broken_word(quote(image), len("export HPCDIST_IMAGE=")))
 
 
 def _restart(spec, hpcdist: list, job_dir: str | None) -> dict | None:

@@ -19,8 +19,7 @@
 set -euo pipefail
 cd "$SLURM_SUBMIT_DIR"
 # The image the training runs in.
-export HPCDIST_IMAGE=/appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260415_130625/\
-lumi-multitorch-full-u24r70f21m50t210-20260415_130625.sif
+export HPCDIST_IMAGE=/appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260415_130625/lumi-multitorch-full-u24r70f21m50t210-20260415_130625.sif
 # The job's own files (node list, hostfile) go in the submit folder, which every node sees.
 run_dir=$(mktemp -d "$PWD/.hpcdist-run.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
@@ -50,7 +49,6 @@ source "$run_dir/job.env"
 # Start the 16 ranks with srun, each through hpcdist.rank (which gives every framework its rank);
 # one that fails ends the others.
 srun --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 --cpus-per-task=7 \
-  --cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000,0x0000000000fe0000,\
-0x00000000fe000000,0x00000000000000fe,0x000000000000fe00,0x000000fe00000000,0x0000fe0000000000 \
+  --cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000,0x0000000000fe0000,0x00000000fe000000,0x00000000000000fe,0x000000000000fe00,0x000000fe00000000,0x0000fe0000000000 \
   singularity exec --rocm "$HPCDIST_IMAGE" python -m hpcdist.rank \
   train.py

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -313,3 +314,17 @@ def test_templates_md_lists_every_block_of_every_template_in_order():
     layout = re.findall(r"{%-? block (\w+)", open(os.path.join(folder, "job.sh.j2"), encoding="utf-8").read())
     assert [name for name, _ in listed] == layout
     assert {name: {t for t in found[name] if t in where} for name, where in listed} == found
+
+
+def test_a_long_path_in_an_indented_line_stays_one_word():
+    """A job folder deep enough that its requeue line runs past the width: every path stays whole
+    on its line. A word broken by a continuation inside the script's indented blocks (the requeue
+    under its `if`, a launch inside `launch()`) is two words to bash: `hpcdist requeue` said "one
+    word too many" in every requeued job of a run whose folders were deep (2026-11-29)."""
+    deep = "/scratch/" + "/".join(["a-rather-long-project-folder-name"] * 4) + "/.hpcdist/jobs/train-1"
+    spec = spec_for("slurm", None, "torchrun", {}, requeue=2, max_restarts=1)
+    text = render(spec, command_line="hpcdist submit ...", workdir=deep.split("/.hpcdist")[0],
+                  job_dir=deep)
+    assert not re.search(r"[^\s]\\\n", text), [line for line in text.splitlines() if line.endswith("\\")
+                                               and not line.endswith(" \\")]
+    assert f"{deep}/job.sh" in text or "jobs/train-1/job.sh" in text
