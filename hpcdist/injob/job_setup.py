@@ -203,7 +203,7 @@ def _port(options: dict, master: str) -> str:
     torchrun's store once the last launch's holder has ended (a restart's: its port may be this)."""
     given = int(options["master_port"]) if "master_port" in options else None
     if options["hold_store"]:
-        from hpcdist.injob.store import hold, release
+        from hpcdist.injob.store import cannot_listen, hold, release
 
         release(options["dir"])
     try:
@@ -214,8 +214,7 @@ def _port(options: dict, master: str) -> str:
         try:
             hold(int(port), options["dir"])
         except OSError as e:
-            raise HoldError(f"torchrun's rendezvous store cannot listen on port {port} of this node: "
-                            f"{e.strerror or e}") from None
+            raise HoldError(cannot_listen(port, e)) from None
     return port
 
 

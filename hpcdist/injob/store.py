@@ -47,6 +47,13 @@ def hold(port: int, run_dir: "str | None" = None) -> None:
         os._exit(0)
 
 
+def cannot_listen(port, error: OSError) -> str:
+    """What is said where :func:`hold` cannot listen on ``port`` (the job ends: its agents must
+    not meet whatever listens there)."""
+    return (f"torchrun's rendezvous store cannot listen on port {port} of this node: "
+            f"{error.strerror or error}")
+
+
 def release(run_dir: str) -> None:
     """End the holder of the last launch's store, if there is one, and wait for its end (its port
     may be the next launch's): a stopped one is woken to take its TERM; one that does not end

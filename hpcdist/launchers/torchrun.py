@@ -109,10 +109,9 @@ LAUNCHER = Torchrun()
 if __name__ == "__main__":  # the line of scripts written before the set-up held the store itself
     if len(sys.argv) != 3 or sys.argv[1] != "--hold-store" or not sys.argv[2].isdigit():
         raise SystemExit("usage: python -m hpcdist.launchers.torchrun --hold-store PORT")
-    from hpcdist.injob.store import hold
+    from hpcdist.injob.store import cannot_listen, hold
 
     try:
         hold(int(sys.argv[2]))
     except OSError as e:
-        raise SystemExit(f"hpcdist: torchrun's rendezvous store cannot listen on port {sys.argv[2]} of "
-                         f"this node: {e.strerror or e}") from None
+        raise SystemExit(f"hpcdist: {cannot_listen(sys.argv[2], e)}") from None
